@@ -1,0 +1,86 @@
+// A communicator: a fabric plus what collectives share on it (sequence numbers, the
+// defaults every call may override).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "optcast/fabric.hpp"
+#include "optcast/task.hpp"
+
+namespace optcast {
+
+enum class algorithm {
+  automatic,  // chosen per call from the cost model (today: circulant with a model-driven n)
+  circulant,  // Träff, Algorithm 1: n - 1 + ceil(log2 p) rounds
+  binomial,   // binomial tree of the whole buffer: the baseline, ceil(log2 p) rounds of m
+};
+
+std::string_view to_string(algorithm a) noexcept;
+result<algorithm> parse_algorithm(std::string_view name);
+
+// The linear cost of one message, alpha + beta * bytes, used to pick the block count
+// until measured parameters take over (LogGP calibration).
+struct linear_cost {
+  double alpha_s = 25e-6;          // per-message latency, seconds
+  double beta_s_per_byte = 1 / 1.5e9;  // inverse bandwidth, seconds per byte
+};
+
+struct communicator_options {
+  // Deadline of every collective unless the call gives its own. OPTCAST_TIMEOUT
+  // (seconds) overrides the default when a communicator is made from the environment.
+  std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+  algorithm broadcast_algorithm = algorithm::automatic;
+  linear_cost cost{};
+  std::size_t min_block_bytes = 8192;  // the automatic block count never goes below this
+};
+
+class communicator {
+public:
+  explicit communicator(std::shared_ptr<fabric> f, communicator_options o = {})
+      : fabric_(std::move(f)), options_(o) {}
+
+  int rank() const noexcept { return fabric_->rank(); }
+  int size() const noexcept { return fabric_->size(); }
+  fabric& get_fabric() noexcept { return *fabric_; }
+  const fabric& get_fabric() const noexcept { return *fabric_; }
+
+  const communicator_options& options() const noexcept { return options_; }
+  communicator_options& options() noexcept { return options_; }
+
+  // Every collective call takes the next number on every rank; ranks must call
+  // collectives in the same order (as in MPI), which lets several run at once.
+  std::uint32_t next_seq() noexcept { return next_seq_++; }
+
+  // Broken after any failed collective; every later collective fails with errc::broken.
+  bool broken() const noexcept { return static_cast<bool>(fabric_->failure()); }
+  std::error_code failure() const noexcept { return fabric_->failure(); }
+  // What is known about the failure (which peer, which sizes) for error messages.
+  std::string failure_detail() const { return fabric_->failure_detail(); }
+
+private:
+  std::shared_ptr<fabric> fabric_;
+  communicator_options options_;
+  std::uint32_t next_seq_ = 0;
+};
+
+// The blocking entry point: drives the communicator's fabric until `t` has finished.
+template <class T>
+T run(communicator& c, task<T> t) {
+  std::optional<T> out;
+  std::exception_ptr error;
+  bool done = false;
+  spawn(std::move(t), [&](std::optional<T> v, std::exception_ptr e) {
+    out = std::move(v);
+    error = e;
+    done = true;
+  });
+  auto finished = [&] { return done; };
+  c.get_fabric().run_until(finished);
+  if (error) std::rethrow_exception(error);
+  return std::move(*out);
+}
+
+}  // namespace optcast

@@ -1,0 +1,189 @@
+// The fabric contract: P ranks, fully connected, one-port or k-port send||recv.
+//
+// A fabric moves tagged messages between ranks. Collectives are written against this
+// interface only, so the same round loop runs over TCP, libfabric, the in-process
+// fabric and the virtual-time simulator.
+//
+// Contract (every fabric, tested by tests/fabric_conformance.cpp):
+//  - send(peer, tag, bytes) finishes when `bytes` may be reused. It never waits for the
+//    matching receive to be posted: a fabric buffers a message that arrives before its
+//    receive ("unexpected message") and hands it over when the receive is posted.
+//  - recv(peer, tag, bytes) finishes when exactly bytes.size() bytes are in place. A
+//    message of another size is errc::size_mismatch, never an overflow or a truncation.
+//  - Messages match on (peer, tag); between one pair of ranks, messages with equal tags
+//    match in the order they were sent. Tags carry the collective's sequence number, so
+//    several collectives in flight on one communicator never cross-match.
+//  - A fabric is driven by one thread at a time. Completions run from its event loop,
+//    never from inside start(): a start() that finishes at once says so by returning true.
+//  - Failure: abort() finishes every pending operation with the given error, and every
+//    later start() fails with that same error (the cause, not a generic "broken"; the
+//    collectives layer refuses new collectives with errc::broken). A collective's
+//    deadline finishes its operations with errc::timeout.
+#pragma once
+
+#include <chrono>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "optcast/error.hpp"
+
+namespace optcast {
+
+// (collective sequence number, step within the collective).
+struct tag {
+  std::uint32_t seq = 0;
+  std::uint32_t step = 0;
+
+  constexpr std::uint64_t packed() const noexcept {
+    return (static_cast<std::uint64_t>(seq) << 32) | step;
+  }
+  static constexpr tag unpack(std::uint64_t v) noexcept {
+    return {static_cast<std::uint32_t>(v >> 32), static_cast<std::uint32_t>(v)};
+  }
+  friend constexpr bool operator==(tag, tag) = default;
+};
+
+enum class op_kind : std::uint8_t { send, recv };
+
+class fabric;
+
+// One send or receive. It lives in the frame of the coroutine that awaits it (no heap
+// allocation per message); while started it is linked into the fabric's queues, so it
+// must not move until it has finished. Awaiting it starts it and yields the byte count.
+class operation {
+public:
+  using completion_fn = void (*)(operation&) noexcept;
+
+  operation() = default;
+  operation(fabric& f, op_kind k, int to_or_from, tag t, std::byte* buf, std::size_t bytes) noexcept
+      : owner(&f), kind(k), peer(to_or_from), tg(t), data(buf), size(bytes) {}
+
+  fabric* owner = nullptr;
+  op_kind kind = op_kind::send;
+  int peer = -1;
+  tag tg{};
+  std::byte* data = nullptr;
+  std::size_t size = 0;
+
+  // Filled in by the fabric.
+  std::error_code ec;
+  bool finished = false;
+
+  // Who is told of the completion; set by the awaiter (a coroutine, or when_all).
+  completion_fn on_complete = nullptr;
+  void* context = nullptr;
+
+  // Intrusive links for the fabric's queues, and one word of fabric-private state.
+  operation* next = nullptr;
+  operation* prev = nullptr;
+  std::uintptr_t fabric_state = 0;
+
+  // For fabrics: finish from the event loop and notify the awaiter.
+  void complete(std::error_code e) noexcept {
+    ec = e;
+    finished = true;
+    on_complete(*this);
+  }
+  // For fabrics: finish inside start(), which then returns true.
+  bool finish_now(std::error_code e) noexcept {
+    ec = e;
+    finished = true;
+    return true;
+  }
+
+  // Awaiting one operation.
+  bool await_ready() const noexcept { return false; }
+  bool await_suspend(std::coroutine_handle<> h) noexcept;
+  result<std::size_t> await_resume() const noexcept {
+    if (ec) return fail(ec);
+    return size;
+  }
+};
+
+// A minimal non-owning callable reference for run_until (no allocation).
+class stop_predicate {
+public:
+  template <class F>
+  stop_predicate(F& f) noexcept  // NOLINT(google-explicit-constructor)
+      : obj_(&f), call_([](void* o) { return static_cast<bool>((*static_cast<F*>(o))()); }) {}
+  bool operator()() const { return call_(obj_); }
+
+private:
+  void* obj_;
+  bool (*call_)(void*);
+};
+
+class fabric {
+public:
+  virtual ~fabric() = default;
+
+  virtual int rank() const noexcept = 0;
+  virtual int size() const noexcept = 0;
+  // k of the k-port model: sends (and receives) a rank may have in flight per round.
+  virtual int ports() const noexcept { return 1; }
+  virtual std::string_view name() const noexcept = 0;
+
+  // Starts `op` (peer, tag, buffer filled in). Returns true if it finished at once, with
+  // op.ec telling how; otherwise the fabric calls op.complete() later, from its event
+  // loop, exactly once, and does not touch `op` afterwards.
+  virtual bool start(operation& op) noexcept = 0;
+
+  // Asks a started operation to finish soon with `ec` (it may complete inline). No
+  // effect on a finished one. Used by when_all to stop the siblings of a failed
+  // operation, and by deadlines.
+  virtual void cancel(operation& op, std::error_code ec) noexcept = 0;
+
+  // Every operation tagged with collective `seq` finishes with errc::timeout once
+  // `timeout` has passed (on the fabric's clock: wall time, or virtual time). Returns a
+  // token for disarm_deadline; several deadlines may name the same seq.
+  virtual std::uint64_t arm_deadline(std::uint32_t seq, std::chrono::nanoseconds timeout) = 0;
+  virtual void disarm_deadline(std::uint64_t token) noexcept = 0;
+
+  // Runs the fabric's event loop until `done()` holds; for the blocking entry points.
+  virtual void run_until(stop_predicate done) = 0;
+
+  // Fails every pending operation with `ec`, and every later one too.
+  virtual void abort(std::error_code ec, std::string detail) noexcept = 0;
+
+  // The first failure this fabric saw, and what it knows about it (peer, sizes, ...).
+  std::error_code failure() const noexcept { return failure_; }
+  const std::string& failure_detail() const noexcept { return failure_detail_; }
+  // A description of the most recent failed operation.
+  const std::string& last_error() const noexcept { return last_error_; }
+
+  // Operations on this fabric, to be awaited or passed to when_all.
+  operation send(int peer, tag t, std::span<const std::byte> bytes) noexcept {
+    return {*this, op_kind::send, peer, t, const_cast<std::byte*>(bytes.data()), bytes.size()};
+  }
+  operation recv(int peer, tag t, std::span<std::byte> bytes) noexcept {
+    return {*this, op_kind::recv, peer, t, bytes.data(), bytes.size()};
+  }
+
+protected:
+  // Records the first failure (later ones keep the first, which is the cause).
+  void note_failure(std::error_code ec, std::string detail) {
+    if (!failure_) {
+      failure_ = ec;
+      failure_detail_ = std::move(detail);
+    }
+  }
+  void note_error(std::string what) { last_error_ = std::move(what); }
+
+private:
+  std::error_code failure_;
+  std::string failure_detail_;
+  std::string last_error_;
+};
+
+// "send 4096 B to rank 3, tag 7/2" for error details.
+std::string describe_op(const operation& op);
+
+// Validates the parts of an operation every fabric checks the same way.
+std::error_code check_op(const fabric& f, const operation& op) noexcept;
+
+}  // namespace optcast

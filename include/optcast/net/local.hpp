@@ -1,0 +1,70 @@
+// The in-process fabric: P ranks in one process, on one event loop (an asio::io_context),
+// for tests and for programs that embed many ranks. A message is copied once, straight
+// into the posted receive, or into a recycled buffer when it arrives first.
+#pragma once
+
+#include <exception>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "optcast/communicator.hpp"
+#include "optcast/fabric.hpp"
+
+namespace asio {
+class io_context;
+}
+
+namespace optcast::local {
+
+struct world_state;
+
+class world {
+public:
+  // On the caller's event loop, or (first form) on one the world owns.
+  explicit world(int p, int ports = 1);
+  world(int p, asio::io_context& io, int ports = 1);
+  ~world();
+  world(const world&) = delete;
+  world& operator=(const world&) = delete;
+
+  int size() const noexcept;
+  asio::io_context& io() noexcept;
+
+  std::shared_ptr<optcast::fabric> fabric(int rank) const;
+  // One communicator per rank, in rank order.
+  std::vector<communicator> communicators(communicator_options o = {}) const;
+
+  // Simulates rank r dying: its pending operations fail, peers waiting on it get
+  // errc::peer_lost, and later operations with it fail the same way.
+  void kill(int rank);
+
+  // Runs make(comm) for every rank at once and returns each rank's result.
+  template <class F>
+  auto run_all(std::vector<communicator>& comms, F make) {
+    using task_t = decltype(make(comms.front()));
+    using value_t = decltype(std::declval<typename task_t::promise_type&>().take());
+    std::vector<std::optional<value_t>> out(comms.size());
+    std::exception_ptr error;
+    std::size_t done = 0;
+    for (std::size_t r = 0; r < comms.size(); ++r)
+      spawn(make(comms[r]), [&, r](std::optional<value_t> v, std::exception_ptr e) {
+        out[r] = std::move(v);
+        if (e && !error) error = e;
+        ++done;
+      });
+    auto all_done = [&] { return done == comms.size(); };
+    comms.front().get_fabric().run_until(all_done);
+    if (error) std::rethrow_exception(error);
+    std::vector<value_t> values;
+    values.reserve(out.size());
+    for (auto& v : out) values.push_back(std::move(*v));
+    return values;
+  }
+
+private:
+  std::unique_ptr<asio::io_context> owned_io_;
+  std::shared_ptr<world_state> state_;
+};
+
+}  // namespace optcast::local

@@ -1,0 +1,93 @@
+// Waiting for several fabric operations at once: the send||recv round primitive of the
+// papers (when_all(send, recv)) and the k-port round (k sends || k receives).
+//
+// The group lives in the awaiting coroutine's frame. It finishes when every member has
+// finished; the first failure cancels the members still running (so a lost peer on the
+// send side does not leave the receive waiting for the deadline) and is the result.
+#pragma once
+
+#include <array>
+#include <cassert>
+#include <coroutine>
+#include <cstddef>
+#include <span>
+
+#include "optcast/fabric.hpp"
+
+namespace optcast {
+
+namespace detail {
+
+class op_group {
+public:
+  // Starts every operation; returns false when all finished at once (no suspension).
+  bool start(std::span<operation> ops, std::coroutine_handle<> h) noexcept;
+  result<void> outcome() const noexcept {
+    if (first_error_) return fail(first_error_);
+    return {};
+  }
+
+private:
+  static void on_one(operation& op) noexcept;
+  void failed(std::error_code ec) noexcept;
+  void release() noexcept {
+    if (--pending_ == 0 && waiting_) waiting_.resume();
+  }
+
+  std::span<operation> ops_;
+  std::coroutine_handle<> waiting_;
+  int pending_ = 0;
+  std::error_code first_error_;
+};
+
+}  // namespace detail
+
+// A fixed-capacity set of operations built up conditionally and awaited together:
+//   op_batch<2> round;
+//   if (sending) round.add(f.send(to, t, block));
+//   if (receiving) round.add(f.recv(from, t, block));
+//   if (auto r = co_await round; !r) co_return r;
+template <std::size_t N>
+class op_batch {
+public:
+  void add(operation op) noexcept {
+    assert(count_ < N);
+    ops_[count_++] = op;
+  }
+  std::size_t size() const noexcept { return count_; }
+  bool empty() const noexcept { return count_ == 0; }
+  std::span<operation> ops() noexcept { return {ops_.data(), count_}; }
+
+  bool await_ready() const noexcept { return count_ == 0; }
+  bool await_suspend(std::coroutine_handle<> h) noexcept { return group_.start(ops(), h); }
+  result<void> await_resume() const noexcept { return group_.outcome(); }
+
+private:
+  std::array<operation, N> ops_{};
+  std::size_t count_ = 0;
+  detail::op_group group_;
+};
+
+// Awaits operations the caller owns (k-port rounds with a runtime k).
+class op_span_awaiter {
+public:
+  explicit op_span_awaiter(std::span<operation> ops) noexcept : ops_(ops) {}
+  bool await_ready() const noexcept { return ops_.empty(); }
+  bool await_suspend(std::coroutine_handle<> h) noexcept { return group_.start(ops_, h); }
+  result<void> await_resume() const noexcept { return group_.outcome(); }
+
+private:
+  std::span<operation> ops_;
+  detail::op_group group_;
+};
+
+template <class... Ops>
+op_batch<sizeof...(Ops)> when_all(Ops... ops) noexcept {
+  op_batch<sizeof...(Ops)> b;
+  (b.add(ops), ...);
+  return b;
+}
+
+inline op_span_awaiter when_all(std::span<operation> ops) noexcept { return op_span_awaiter(ops); }
+
+}  // namespace optcast

@@ -1,0 +1,34 @@
+#include "algorithms.hpp"
+#include "optcast/blocks.hpp"
+#include "optcast/schedule.hpp"
+#include "optcast/when_all.hpp"
+
+namespace optcast::algorithms {
+
+// Träff, Algorithm 1: the round-optimal n-block broadcast on the circulant graph. Every
+// rank runs the same loop; its plan (O(log p) to compute, no communication) says which
+// block goes to whom and which comes from whom in each round.
+task<result<void>> broadcast_circulant(fabric& f, std::uint32_t seq, std::span<std::byte> buf,
+                                       int root, int n) {
+  const int p = f.size();
+  if (p == 1) co_return result<void>{};
+  const int r = (f.rank() - root + p) % p;  // root renumbered to 0
+  auto real = [&](int v) { return (v + root) % p; };
+
+  const circulant::skips s(p);
+  circulant::broadcast_plan plan(s, r, n);
+  const block_partition blocks(buf.size(), static_cast<std::size_t>(n));
+  auto block = [&](int b) { return blocks.block(buf, static_cast<std::size_t>(b)); };
+
+  for (int i = plan.first_round(); i < plan.end_round(); ++i) {
+    const auto st = plan.round(i);
+    const tag t{seq, static_cast<std::uint32_t>(i)};
+    op_batch<2> round;  // Send(buf[sendblock[k]], t) || Recv(buf[recvblock[k]], f)
+    if (st.send_block >= 0) round.add(f.send(real(st.to), t, block(st.send_block)));
+    if (st.recv_block >= 0) round.add(f.recv(real(st.from), t, block(st.recv_block)));
+    if (auto res = co_await round; !res) co_return res;
+  }
+  co_return result<void>{};
+}
+
+}  // namespace optcast::algorithms

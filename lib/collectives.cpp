@@ -1,0 +1,116 @@
+#include "optcast/collectives.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "algorithms.hpp"
+#include "optcast/schedule.hpp"
+
+namespace optcast {
+
+std::string_view to_string(algorithm a) noexcept {
+  switch (a) {
+    case algorithm::automatic: return "automatic";
+    case algorithm::circulant: return "circulant";
+    case algorithm::binomial: return "binomial";
+  }
+  return "?";
+}
+
+result<algorithm> parse_algorithm(std::string_view name) {
+  for (auto a : {algorithm::automatic, algorithm::circulant, algorithm::binomial})
+    if (name == to_string(a)) return a;
+  return fail(errc::invalid_argument);
+}
+
+int automatic_block_count(std::size_t bytes, int p, const communicator_options& o) noexcept {
+  const int q = circulant::ceil_log2(std::max(p, 1));
+  if (q <= 1 || bytes == 0) return 1;
+  const double n = std::sqrt((q - 1) * o.cost.beta_s_per_byte * static_cast<double>(bytes) /
+                             o.cost.alpha_s);
+  const double most = std::max<double>(1, static_cast<double>(bytes / std::max<std::size_t>(o.min_block_bytes, 1)));
+  return static_cast<int>(std::clamp(std::round(n), 1.0, std::min(most, 1e6)));
+}
+
+namespace {
+
+// Owns a collective's deadline for as long as its round loop runs.
+class deadline_scope {
+public:
+  deadline_scope(fabric& f, std::uint32_t seq, std::chrono::milliseconds t)
+      : f_(f), token_(f.arm_deadline(seq, t)) {}
+  ~deadline_scope() { f_.disarm_deadline(token_); }
+  deadline_scope(const deadline_scope&) = delete;
+  deadline_scope& operator=(const deadline_scope&) = delete;
+
+private:
+  fabric& f_;
+  std::uint64_t token_;
+};
+
+// A failed collective leaves ranks in different places of its schedule, so nothing
+// later on this communicator could match up: it is broken from here on (DESIGN.md).
+result<void> finish(communicator& c, result<void> r) {
+  if (!r && r.error() != errc::invalid_argument) {
+    auto& f = c.get_fabric();
+    f.abort(r.error(), f.last_error());
+  }
+  return r;
+}
+
+}  // namespace
+
+task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int root,
+                             broadcast_options opts) {
+  // The sequence number is taken before any check, so that a call refused on one rank
+  // does not shift the numbering of later collectives against the other ranks.
+  const std::uint32_t seq = c.next_seq();
+  if (c.broken()) co_return fail(errc::broken);
+  if (root < 0 || root >= c.size()) co_return fail(errc::invalid_argument);
+  if (opts.blocks < 0) co_return fail(errc::invalid_argument);
+
+  algorithm alg = opts.alg == algorithm::automatic ? c.options().broadcast_algorithm : opts.alg;
+  if (alg == algorithm::automatic) alg = algorithm::circulant;
+  const int n = opts.blocks ? opts.blocks : automatic_block_count(data.size(), c.size(), c.options());
+
+  deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
+  result<void> r = alg == algorithm::binomial
+                       ? co_await algorithms::broadcast_binomial(c.get_fabric(), seq, data, root)
+                       : co_await algorithms::broadcast_circulant(c.get_fabric(), seq, data, root, n);
+  co_return finish(c, std::move(r));
+}
+
+namespace {
+
+// Point-to-point messages use sequence numbers from the top of the space, one per user
+// tag, so they never match a collective's.
+constexpr std::uint32_t p2p_limit = 0x80000000u;
+
+task<result<void>> p2p(communicator& c, op_kind kind, int peer, std::uint32_t user_tag,
+                       std::span<std::byte> data, std::optional<std::chrono::milliseconds> t) {
+  if (user_tag >= p2p_limit) co_return fail(errc::invalid_argument);
+  if (c.broken()) co_return fail(errc::broken);
+  auto& f = c.get_fabric();
+  const tag tg{p2p_limit | user_tag, 0};
+  deadline_scope deadline(f, tg.seq, t.value_or(c.options().timeout));
+  auto r = kind == op_kind::send ? co_await f.send(peer, tg, data) : co_await f.recv(peer, tg, data);
+  if (!r) co_return finish(c, fail(r.error()));
+  co_return result<void>{};
+}
+
+}  // namespace
+
+task<result<void>> send(communicator& c, int peer, std::uint32_t user_tag,
+                        std::span<const std::byte> data,
+                        std::optional<std::chrono::milliseconds> timeout) {
+  return p2p(c, op_kind::send, peer, user_tag,
+             {const_cast<std::byte*>(data.data()), data.size()}, timeout);
+}
+
+task<result<void>> recv(communicator& c, int peer, std::uint32_t user_tag,
+                        std::span<std::byte> data,
+                        std::optional<std::chrono::milliseconds> timeout) {
+  return p2p(c, op_kind::recv, peer, user_tag, data, timeout);
+}
+
+}  // namespace optcast

@@ -1,0 +1,181 @@
+#include "optcast/schedule.hpp"
+
+#include <bit>
+#include <cassert>
+
+namespace optcast::circulant {
+
+int ceil_log2(std::int64_t p) noexcept {
+  assert(p >= 1);
+  return p <= 1 ? 0 : static_cast<int>(std::bit_width(static_cast<std::uint64_t>(p - 1)));
+}
+
+skips::skips(int p) : p_(p), q_(ceil_log2(p)) {
+  assert(p >= 1);
+  // Algorithm 2: repeated halving, rounding up.
+  skip_[static_cast<unsigned>(q_)] = p;
+  for (int k = q_; k > 0; --k) skip_[k - 1] = skip_[k] - skip_[k] / 2;
+  skip_[static_cast<unsigned>(q_ + 1)] = 2 * static_cast<std::int64_t>(p);
+}
+
+int baseblock(const skips& s, int r) noexcept {
+  // Algorithm 3: walk the canonical skip sequence greedily from the largest skip.
+  std::int64_t rr = 0;
+  for (int k = s.q() - 1; k >= 0; --k) {
+    if (rr + s[k] == r) return k;
+    if (rr + s[k] < r) rr += s[k];
+  }
+  return s.q();
+}
+
+namespace {
+
+// The doubly linked list of remaining skip indices of Algorithm 5, in decreasing order.
+// Index -1 is the list head, stored at offset 0.
+struct skip_list {
+  std::array<int, max_q + 3> next_{}, prev_{};
+  int& next(int e) { return next_[static_cast<unsigned>(e + 1)]; }
+  int& prev(int e) { return prev_[static_cast<unsigned>(e + 1)]; }
+  void unlink(int e) {
+    next(prev(e)) = next(e);
+    prev(next(e)) = prev(e);
+  }
+};
+
+struct allblocks_search {
+  const skips& s;
+  skip_list& list;
+  std::span<int> recv;
+  std::int64_t r;  // p + r: Observation 2 keeps every intermediate processor positive
+
+  // Algorithm 4, with the recursive call continuing at next[e] (ERRATA.md): the same
+  // schedules, and Lemma 6's bound on the loop holds.
+  int run(std::int64_t rp, std::int64_t sbound, int e, int k) {
+    while (e != -1) {
+      if (k == s.q()) return k;
+      const std::int64_t cand = rp + s[e];
+      if (cand <= r - s[k] && cand < sbound) {
+        if (cand <= r - s[k + 1]) k = run(cand, sbound, list.next(e), k);
+        if (k == s.q() || rp > r - s[k + 1]) return k;
+        sbound = cand;  // canonical skip sequence found; the next must end below it
+        recv[static_cast<unsigned>(k)] = e;
+        ++k;
+        list.unlink(e);
+      }
+      e = list.next(e);
+    }
+    return k;
+  }
+};
+
+}  // namespace
+
+void recv_schedule(const skips& s, int r, std::span<int> recv) noexcept {
+  const int q = s.q();
+  assert(static_cast<int>(recv.size()) >= q);
+  if (q == 0) return;
+  skip_list list;
+  for (int e = 0; e <= q; ++e) {
+    list.next(e) = e - 1;
+    list.prev(e) = e + 1;
+  }
+  list.prev(q) = -1;
+  list.next(-1) = q;
+  list.prev(-1) = 0;
+  const int b = baseblock(s, r);
+  list.unlink(b);
+  allblocks_search search{s, list, recv, static_cast<std::int64_t>(s.p()) + r};
+  [[maybe_unused]] const int found = search.run(0, 2 * static_cast<std::int64_t>(s.p()), q, 0);
+  assert(found == q);
+  // Only the baseblock stays non-negative (Condition 3).
+  for (int k = 0; k < q; ++k) {
+    auto& v = recv[static_cast<unsigned>(k)];
+    v = v == q ? b : v - q;
+  }
+}
+
+void send_schedule(const skips& s, int r, std::span<int> send, int* violations) noexcept {
+  const int q = s.q();
+  assert(static_cast<int>(send.size()) >= q);
+  if (violations) *violations = 0;
+  if (q == 0) return;
+  if (r == 0) {
+    for (int k = 0; k < q; ++k) send[static_cast<unsigned>(k)] = k;
+    return;
+  }
+  // The block the to-processor misses is only known from its receive schedule: a
+  // "violation" of Theorem 3, O(q) each, at most four per rank.
+  auto from_receiver = [&](int k) {
+    std::array<int, max_q> block{};
+    recv_schedule(s, s.to(r, k), block);
+    if (violations) ++*violations;
+    return block[static_cast<unsigned>(k)];
+  };
+  const int b = baseblock(s, r);
+  std::int64_t rv = r, e = s.p();  // virtual processor r' and the invariant bound r' < e
+  int c = b;
+  for (int k = q - 1; k >= 1; --k) {
+    auto& out = send[static_cast<unsigned>(k)];
+    if (rv < s[k]) {  // lower part: send again what was sent in round k + 1
+      if (rv + s[k] < e || e < s[k - 1] || (k == 1 && b > 0))
+        out = c;
+      else
+        out = from_receiver(k);
+      if (e > s[k]) e = s[k];
+    } else {  // upper part: block k - q, as for the large processors of Observation 6
+      c = k - q;
+      if (k == 1 || rv > s[k] || e - s[k] < s[k - 1])
+        out = c;
+      else if (rv + s[k] > e)
+        out = from_receiver(k);
+      else
+        out = c;
+      rv -= s[k];
+      e -= s[k];
+    }
+  }
+  send[0] = b - q;
+}
+
+rank_schedule schedule_for(const skips& s, int r) noexcept {
+  rank_schedule out;
+  out.q = s.q();
+  out.baseblock = baseblock(s, r);
+  recv_schedule(s, r, out.recv);
+  send_schedule(s, r, out.send);
+  return out;
+}
+
+broadcast_plan::broadcast_plan(const skips& s, int r, int n) noexcept
+    : s_(&s), r_(r), n_(n), x_(0), sch_(schedule_for(s, r)) {
+  assert(n >= 1);
+  const int q = s.q();
+  if (q == 0) return;
+  // x dummy rounds make the last real round end a phase (Theorem 1); they are done
+  // "virtually" by shifting the first x entries one phase ahead.
+  x_ = (q - (n - 1) % q) % q;
+  for (int i = 0; i < q; ++i) {
+    sch_.recv[i] -= x_;
+    sch_.send[i] -= x_;
+    if (i < x_) {
+      sch_.recv[i] += q;
+      sch_.send[i] += q;
+    }
+  }
+}
+
+broadcast_plan::step broadcast_plan::round(int i) noexcept {
+  const int q = s_->q();
+  const int k = i % q;
+  step st;
+  st.to = s_->to(r_, k);
+  st.from = s_->from(r_, k);
+  const int sb = sch_.send[k], rb = sch_.recv[k];
+  if (sb >= 0 && st.to != 0) st.send_block = sb < n_ ? sb : n_ - 1;
+  if (rb >= 0 && r_ != 0) st.recv_block = rb < n_ ? rb : n_ - 1;
+  sch_.send[k] += q;
+  sch_.recv[k] += q;
+  return st;
+}
+
+}  // namespace optcast::circulant

@@ -1,0 +1,57 @@
+// An intrusive FIFO of operations, linked through operation::next/prev: queuing an
+// operation never allocates.
+#pragma once
+
+#include "optcast/fabric.hpp"
+
+namespace optcast::detail {
+
+class op_queue {
+public:
+  bool empty() const noexcept { return head_ == nullptr; }
+  operation* front() const noexcept { return head_; }
+
+  void push_back(operation& op) noexcept {
+    op.next = nullptr;
+    op.prev = tail_;
+    if (tail_)
+      tail_->next = &op;
+    else
+      head_ = &op;
+    tail_ = &op;
+  }
+  void remove(operation& op) noexcept {
+    (op.prev ? op.prev->next : head_) = op.next;
+    (op.next ? op.next->prev : tail_) = op.prev;
+    op.next = op.prev = nullptr;
+  }
+  operation* pop_front() noexcept {
+    operation* op = head_;
+    if (op) remove(*op);
+    return op;
+  }
+  template <class Pred>
+  operation* find(Pred pred) const noexcept {
+    for (operation* op = head_; op; op = op->next)
+      if (pred(*op)) return op;
+    return nullptr;
+  }
+  // Removes every operation matching pred and hands it to fn (which may complete it).
+  template <class Pred, class Fn>
+  void drain_if(Pred pred, Fn fn) {
+    for (operation* op = head_; op;) {
+      operation* next = op->next;
+      if (pred(*op)) {
+        remove(*op);
+        fn(*op);
+      }
+      op = next;
+    }
+  }
+
+private:
+  operation* head_ = nullptr;
+  operation* tail_ = nullptr;
+};
+
+}  // namespace optcast::detail

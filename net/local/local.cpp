@@ -1,0 +1,276 @@
+#include "optcast/net/local.hpp"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+
+#include "../common/deadlines.hpp"
+#include "../common/op_queue.hpp"
+
+namespace optcast::local {
+
+namespace {
+
+// A message that arrived before its receive was posted.
+struct unexpected_msg {
+  int src;
+  tag tg;
+  std::vector<std::byte> data;
+};
+
+class local_fabric;
+
+}  // namespace
+
+struct world_state {
+  asio::io_context* io = nullptr;
+  int ports = 1;
+  std::vector<local_fabric*> ranks;
+  // Receives matched by a send, waiting to be completed from the event loop (a send
+  // never resumes another rank's coroutine from inside its own start()).
+  detail::op_queue ready;
+  bool drain_posted = false;
+  // Recycled message buffers: in a running collective, unexpected messages reuse them.
+  std::vector<std::vector<std::byte>> pool;
+
+  std::vector<std::byte> take_buffer(std::size_t n) {
+    std::vector<std::byte> b;
+    if (!pool.empty()) {
+      b = std::move(pool.back());
+      pool.pop_back();
+    }
+    b.resize(n);
+    return b;
+  }
+  void give_back(std::vector<std::byte>&& b) {
+    if (pool.size() < 256) pool.push_back(std::move(b));
+  }
+
+  void make_ready(operation& op, std::error_code ec) {
+    op.ec = ec;
+    ready.push_back(op);
+    if (!drain_posted) {
+      drain_posted = true;
+      asio::post(*io, [this] { drain(); });
+    }
+  }
+  void drain() {
+    drain_posted = false;
+    while (operation* op = ready.pop_front()) op->complete(op->ec);
+  }
+};
+
+namespace {
+
+class local_fabric final : public fabric {
+public:
+  local_fabric(std::shared_ptr<world_state> w, int rank)
+      : w_(std::move(w)), rank_(rank), deadlines_(*w_->io, [this](std::uint32_t seq) {
+          expire(seq);
+        }) {}
+
+  ~local_fabric() override {
+    abort(make_error_code(errc::cancelled), "rank " + std::to_string(rank_) + " shut down");
+    w_->ranks[static_cast<std::size_t>(rank_)] = nullptr;
+  }
+
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return static_cast<int>(w_->ranks.size()); }
+  int ports() const noexcept override { return w_->ports; }
+  std::string_view name() const noexcept override { return "local"; }
+
+  bool start(operation& op) noexcept override {
+    if (auto ec = check_op(*this, op)) return fail_now(op, ec, "bad operation");
+    if (dead_)
+      return fail_now(op, make_error_code(errc::peer_lost), "this rank (" + std::to_string(rank_) + ") died");
+    if (failure()) return fail_now(op, failure(), failure_detail());
+    local_fabric* peer = w_->ranks[static_cast<std::size_t>(op.peer)];
+    if (!peer || peer->dead_)
+      return fail_now(op, make_error_code(errc::peer_lost),
+                      "rank " + std::to_string(op.peer) + " is gone");
+    return op.kind == op_kind::send ? start_send(op, *peer) : start_recv(op);
+  }
+
+  void cancel(operation& op, std::error_code ec) noexcept override {
+    // Only receives wait (sends finish at once); a receive already matched is in the
+    // world's ready queue and finishes there.
+    if (op.finished || op.kind != op_kind::recv || op.fabric_state != posted_mark) return;
+    posted_.remove(op);
+    op.fabric_state = 0;
+    op.complete(ec);
+  }
+
+  std::uint64_t arm_deadline(std::uint32_t seq, std::chrono::nanoseconds t) override {
+    return deadlines_.arm(seq, t);
+  }
+  void disarm_deadline(std::uint64_t token) noexcept override { deadlines_.disarm(token); }
+
+  void run_until(stop_predicate done) override {
+    auto& io = *w_->io;
+    while (!done()) {
+      if (io.stopped()) io.restart();
+      if (io.run_one() == 0 && !done())
+        throw std::logic_error(
+            "optcast local fabric: every rank is waiting and nothing is pending (a deadlock "
+            "in the caller's sequence of operations)");
+    }
+  }
+
+  void abort(std::error_code ec, std::string detail) noexcept override {
+    note_failure(ec, detail);
+    fail_posted([](const operation&) { return true; }, ec, detail);
+  }
+
+  // The rank dies. As over TCP, where the store tells every rank of a lost peer, the
+  // whole job learns of it: no collective can complete without the dead rank, so every
+  // communicator fails at once with peer_lost instead of waiting for its deadline.
+  void kill() {
+    dead_ = true;
+    const std::string why = "rank " + std::to_string(rank_) + " died";
+    abort(make_error_code(errc::peer_lost), why);
+    for (auto* other : w_->ranks)
+      if (other && other != this) {
+        other->peer_died(rank_);
+        other->abort(make_error_code(errc::peer_lost), why);
+      }
+  }
+
+private:
+  static constexpr std::uintptr_t posted_mark = 1;
+
+  bool fail_now(operation& op, std::error_code ec, const std::string& why) {
+    note_error(why + ": " + describe_op(op));
+    return op.finish_now(ec);
+  }
+
+  bool start_send(operation& op, local_fabric& dst) {
+    operation* match = dst.posted_.find([&](const operation& r) {
+      return r.peer == rank_ && r.tg == op.tg;
+    });
+    if (match) {
+      dst.posted_.remove(*match);
+      match->fabric_state = 0;
+      if (match->size != op.size) {
+        dst.note_error("size mismatch: " + describe_op(*match) + " got a message of " +
+                       std::to_string(op.size) + " B");
+        w_->make_ready(*match, make_error_code(errc::size_mismatch));
+      } else {
+        if (op.size) std::memcpy(match->data, op.data, op.size);
+        w_->make_ready(*match, {});
+      }
+    } else {
+      auto buf = w_->take_buffer(op.size);
+      if (op.size) std::memcpy(buf.data(), op.data, op.size);
+      dst.unexpected_.push_back({rank_, op.tg, std::move(buf)});
+    }
+    return op.finish_now({});
+  }
+
+  bool start_recv(operation& op) {
+    for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+      if (it->src != op.peer || it->tg != op.tg) continue;
+      std::error_code ec;
+      if (it->data.size() != op.size) {
+        note_error("size mismatch: " + describe_op(op) + " got a message of " +
+                   std::to_string(it->data.size()) + " B");
+        ec = make_error_code(errc::size_mismatch);
+      } else if (op.size) {
+        std::memcpy(op.data, it->data.data(), op.size);
+      }
+      w_->give_back(std::move(it->data));
+      unexpected_.erase(it);
+      return op.finish_now(ec);
+    }
+    if (dead_peers_.size() > static_cast<std::size_t>(op.peer) &&
+        dead_peers_[static_cast<std::size_t>(op.peer)])
+      return fail_now(op, make_error_code(errc::peer_lost),
+                      "rank " + std::to_string(op.peer) + " died");
+    op.fabric_state = posted_mark;
+    posted_.push_back(op);
+    return false;
+  }
+
+  template <class Pred>
+  void fail_posted(Pred pred, std::error_code ec, const std::string& why) {
+    posted_.drain_if(pred, [&](operation& op) {
+      op.fabric_state = 0;
+      note_error(why + ": " + describe_op(op));
+      w_->make_ready(op, ec);
+    });
+  }
+
+  void expire(std::uint32_t seq) {
+    const std::string why = "deadline of collective " + std::to_string(seq) + " passed";
+    note_failure(make_error_code(errc::timeout), why + " on rank " + std::to_string(rank_));
+    fail_posted([seq](const operation& op) { return op.tg.seq == seq; },
+                make_error_code(errc::timeout), why);
+  }
+
+  void peer_died(int peer) {
+    if (dead_peers_.size() <= static_cast<std::size_t>(peer))
+      dead_peers_.resize(static_cast<std::size_t>(size()), false);
+    dead_peers_[static_cast<std::size_t>(peer)] = true;
+    fail_posted([peer](const operation& op) { return op.peer == peer; },
+                make_error_code(errc::peer_lost), "rank " + std::to_string(peer) + " died");
+  }
+
+  std::shared_ptr<world_state> w_;
+  int rank_;
+  bool dead_ = false;
+  detail::op_queue posted_;
+  std::vector<unexpected_msg> unexpected_;
+  std::vector<bool> dead_peers_;
+  detail::deadline_table deadlines_;
+};
+
+}  // namespace
+
+namespace {
+std::shared_ptr<world_state> make_state(int p, asio::io_context& io, int ports) {
+  if (p < 1) throw std::invalid_argument("optcast::local::world: need at least one rank");
+  if (ports < 1) throw std::invalid_argument("optcast::local::world: need at least one port");
+  auto s = std::make_shared<world_state>();
+  s->io = &io;
+  s->ports = ports;
+  s->ranks.assign(static_cast<std::size_t>(p), nullptr);
+  return s;
+}
+}  // namespace
+
+world::world(int p, int ports)
+    : owned_io_(std::make_unique<asio::io_context>(1)), state_(make_state(p, *owned_io_, ports)) {}
+
+world::world(int p, asio::io_context& io, int ports) : state_(make_state(p, io, ports)) {}
+
+world::~world() = default;
+
+int world::size() const noexcept { return static_cast<int>(state_->ranks.size()); }
+asio::io_context& world::io() noexcept { return *state_->io; }
+
+std::shared_ptr<optcast::fabric> world::fabric(int rank) const {
+  if (rank < 0 || rank >= size())
+    throw std::out_of_range("optcast::local::world::fabric: no rank " + std::to_string(rank));
+  auto& slot = state_->ranks[static_cast<std::size_t>(rank)];
+  if (slot) throw std::logic_error("optcast::local::world: rank " + std::to_string(rank) +
+                                   " already has a fabric");
+  auto f = std::make_shared<local_fabric>(state_, rank);
+  slot = f.get();
+  return f;
+}
+
+std::vector<communicator> world::communicators(communicator_options o) const {
+  std::vector<communicator> out;
+  out.reserve(state_->ranks.size());
+  for (int r = 0; r < size(); ++r) out.emplace_back(fabric(r), o);
+  return out;
+}
+
+void world::kill(int rank) {
+  auto* f = state_->ranks.at(static_cast<std::size_t>(rank));
+  if (f) f->kill();
+}
+
+}  // namespace optcast::local

@@ -1,0 +1,87 @@
+// Broadcast on the in-process fabric: every p <= 40, every root, several block counts
+// and sizes, each byte checked on every rank.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <vector>
+
+#include "optcast/collectives.hpp"
+#include "optcast/net/local.hpp"
+
+namespace {
+
+// Distinct per byte, per size and per root, so a misplaced block cannot pass.
+std::byte pattern(std::size_t i, std::size_t size, int root) {
+  return static_cast<std::byte>((i * 131 + size * 7 + static_cast<std::size_t>(root) * 29 + (i >> 8)) & 0xff);
+}
+
+bool run_broadcast(int p, int root, int n, std::size_t size, optcast::algorithm alg) {
+  optcast::local::world w(p);
+  auto comms = w.communicators();
+  std::vector<std::vector<std::byte>> bufs(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r) {
+    auto& b = bufs[static_cast<std::size_t>(r)];
+    b.assign(size, std::byte{0xEE});
+    if (r == root)
+      for (std::size_t i = 0; i < size; ++i) b[i] = pattern(i, size, root);
+  }
+  auto results = w.run_all(comms, [&](optcast::communicator& c) {
+    return optcast::broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), root,
+                              {.alg = alg, .blocks = n});
+  });
+  bool ok = true;
+  for (int r = 0; r < p; ++r) {
+    INFO("p=" << p << " root=" << root << " n=" << n << " size=" << size << " rank=" << r);
+    const auto& res = results[static_cast<std::size_t>(r)];
+    if (!res) {
+      FAIL_CHECK("rank " << r << ": " << res.error().message());
+      ok = false;
+      continue;
+    }
+    const auto& b = bufs[static_cast<std::size_t>(r)];
+    for (std::size_t i = 0; i < size; ++i)
+      if (b[i] != pattern(i, size, root)) {
+        FAIL_CHECK("byte " << i << " wrong");
+        ok = false;
+        break;
+      }
+  }
+  return ok;
+}
+
+}  // namespace
+
+TEST_CASE("circulant broadcast, every p <= 40 and every root", "[local][broadcast]") {
+  const int n = GENERATE(1, 2, 3, 7, 16, 100);
+  for (int p = 1; p <= 40; ++p)
+    for (int root = 0; root < p; ++root)
+      for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{1000} + 3 /* n does not divide it */})
+        REQUIRE(run_broadcast(p, root, n, size, optcast::algorithm::circulant));
+}
+
+TEST_CASE("circulant broadcast of large buffers", "[local][broadcast]") {
+  const int n = GENERATE(1, 2, 3, 7, 16, 100);
+  for (int p : {2, 3, 5, 8, 13, 17, 32, 40})
+    for (int root : {0, 1, p / 2, p - 1})
+      REQUIRE(run_broadcast(p, root, n, (std::size_t{1} << 20) + 77, optcast::algorithm::circulant));
+}
+
+TEST_CASE("binomial broadcast, every p <= 40 and every root", "[local][broadcast]") {
+  for (int p = 1; p <= 40; ++p)
+    for (int root = 0; root < p; ++root)
+      for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{4099}})
+        REQUIRE(run_broadcast(p, root, 1, size, optcast::algorithm::binomial));
+}
+
+TEST_CASE("automatic block count", "[local][broadcast]") {
+  optcast::communicator_options o;
+  CHECK(optcast::automatic_block_count(0, 8, o) == 1);
+  CHECK(optcast::automatic_block_count(1 << 20, 2, o) == 1);  // one link: nothing to pipeline
+  const int small = optcast::automatic_block_count(64 << 10, 8, o);
+  const int large = optcast::automatic_block_count(64 << 20, 8, o);
+  CHECK(small >= 1);
+  CHECK(large > small);
+  CHECK((64u << 20) / static_cast<unsigned>(large) >= o.min_block_bytes);
+  // And a broadcast that uses it.
+  REQUIRE(run_broadcast(8, 3, 0, (4u << 20) + 1, optcast::algorithm::automatic));
+}
