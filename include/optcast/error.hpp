@@ -3,6 +3,7 @@
 // the system's) pass through unchanged where they say more than ours would.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 #include <system_error>
 
@@ -31,6 +32,17 @@ using result = tl::expected<T, std::error_code>;
 
 inline tl::unexpected<std::error_code> fail(std::error_code ec) { return tl::unexpected(ec); }
 inline tl::unexpected<std::error_code> fail(errc e) { return tl::unexpected(make_error_code(e)); }
+
+// A failure while setting up a job (bad environment, store unreachable, handshake
+// refused), with a message that says what to fix. Setup throws; collectives return.
+class setup_error : public std::runtime_error {
+public:
+  setup_error(std::error_code ec, const std::string& what) : std::runtime_error(what), ec_(ec) {}
+  std::error_code code() const noexcept { return ec_; }
+
+private:
+  std::error_code ec_;
+};
 
 // "message: detail" when a detail is known, for printing an error to a user.
 std::string describe(std::error_code ec, const std::string& detail = {});

@@ -1,0 +1,23 @@
+// The README's example: broadcast a greeting from rank 0. Run: ./hello --np 4
+#include <cstdio>
+#include <string>
+
+#include <asio/io_context.hpp>
+#include <optcast/optcast.hpp>
+
+int main(int argc, char** argv) {
+  if (auto status = optcast::launch_local(argc, argv)) return *status;  // --np N
+  asio::io_context io;
+  optcast::communicator comm = optcast::tcp::join(io);
+
+  std::string text(32, '\0');
+  if (comm.rank() == 0) text = "hello from rank 0 of " + std::to_string(comm.size());
+  text.resize(32);
+
+  auto r = optcast::run(comm, optcast::broadcast(comm, std::span(text.data(), text.size()), 0));
+  if (!r) {
+    std::fprintf(stderr, "rank %d: %s\n", comm.rank(), optcast::describe(r.error(), comm.failure_detail()).c_str());
+    return 1;
+  }
+  std::printf("rank %d got: %s\n", comm.rank(), text.c_str());
+}

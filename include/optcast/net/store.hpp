@@ -1,0 +1,92 @@
+// The rendezvous store: a small TCP key-value server where the ranks of a job meet.
+//
+// Rank 0 hosts it on a thread of its own (so it answers even while rank 0 computes);
+// every rank keeps one client connection to it for the job's lifetime. Besides set/get
+// (a get waits until the key exists), that connection carries the job's liveness: a
+// rank whose connection drops without saying goodbye has died, and the store tells
+// every other rank at once, so their collectives fail with errc::peer_lost instead of
+// waiting for a deadline. The server stays up until every rank has said goodbye.
+//
+// Wire format (little-endian): u32 length of the rest, u8 type, u32 id, u32 arg,
+// u32 key length, u32 value length, key, value. Values up to 1 MiB.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "optcast/error.hpp"
+
+namespace asio {
+class io_context;
+}
+
+namespace optcast::store {
+
+// "host:port" split; the port must be given.
+struct address {
+  std::string host;
+  std::uint16_t port = 0;
+  std::string str() const { return host + ":" + std::to_string(port); }
+};
+result<address> parse_address(std::string_view s);
+
+class server {
+public:
+  // Listens on host:port (port 0: any free port) for a job of `size` ranks.
+  server(const std::string& host, std::uint16_t port, int size, std::uint64_t job_id);
+  // Serves on a socket that is already bound and listening (handed over by a launcher,
+  // which avoids racing another process for the port).
+  server(int listening_fd, int size, std::uint64_t job_id);
+  ~server();
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  std::uint16_t port() const noexcept;
+  std::uint64_t job_id() const noexcept;
+  // Waits until every rank has said goodbye; false if `timeout` passed first.
+  bool wait_all_done(std::chrono::milliseconds timeout);
+
+  struct impl;
+
+private:
+  std::shared_ptr<impl> impl_;
+};
+
+// One rank's connection, driven by the rank's event loop.
+class client {
+public:
+  // Connects (retrying while the server is not up yet, until `timeout`) and introduces
+  // itself as `rank` of a job of `size`; runs `io` until that is done. Throws
+  // optcast::setup_error with the reason on failure.
+  client(asio::io_context& io, const address& server, int rank, int size,
+         std::chrono::milliseconds timeout);
+  ~client();
+  client(const client&) = delete;
+  client& operator=(const client&) = delete;
+
+  std::uint64_t job_id() const noexcept;
+  // The address of this end of the connection: the local interface that reaches the store.
+  std::string local_host() const;
+
+  // Asynchronous; callbacks run on the rank's event loop.
+  void set(std::string key, std::string value, std::function<void(result<void>)> done);
+  void get(std::string key, std::function<void(result<std::string>)> done);
+  // Blocking forms for bootstrap: drive the event loop until answered or `timeout`.
+  result<void> set_wait(std::string key, std::string value, std::chrono::milliseconds timeout);
+  result<std::string> get_wait(std::string key, std::chrono::milliseconds timeout);
+
+  // `lost(rank)` when a rank dies; `closed(ec)` when the store itself goes away.
+  void on_events(std::function<void(int rank)> lost, std::function<void(std::error_code)> closed);
+  // Says goodbye (this rank is done) and closes the connection.
+  void bye();
+
+  struct impl;
+
+private:
+  std::shared_ptr<impl> impl_;
+};
+
+}  // namespace optcast::store

@@ -1,0 +1,11 @@
+// Everything an application needs: collectives, the communicator, the fabrics that
+// ship with optcast, and the local launcher.
+#pragma once
+
+#include "optcast/collectives.hpp"
+#include "optcast/communicator.hpp"
+#include "optcast/error.hpp"
+#include "optcast/launch.hpp"
+#include "optcast/net/local.hpp"
+#include "optcast/net/tcp.hpp"
+#include "optcast/task.hpp"

@@ -1,0 +1,155 @@
+#include "optcast/launch.hpp"
+
+#include <arpa/inet.h>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <netinet/in.h>
+#include <random>
+#include <string>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace optcast {
+
+namespace {
+
+volatile std::sig_atomic_t interrupted = 0;
+void on_signal(int sig) { interrupted = sig; }
+
+int fail(const std::string& msg) {
+  std::fprintf(stderr, "optcast launcher: %s\n", msg.c_str());
+  return 2;
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return "was killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  }
+  return "ended with wait status " + std::to_string(status);
+}
+
+}  // namespace
+
+std::optional<int> launch_local(int argc, char** argv) {
+  std::vector<char*> child_args{argv[0]};
+  std::string np_text;
+  bool has_np = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--np") {
+      if (i + 1 >= argc) return fail("--np needs a number of ranks");
+      np_text = argv[++i];
+      has_np = true;
+    } else if (a.rfind("--np=", 0) == 0) {
+      np_text = a.substr(5);
+      has_np = true;
+    } else {
+      child_args.push_back(argv[i]);
+    }
+  }
+  if (!has_np) return std::nullopt;
+  if (std::getenv("OPTCAST_RANK"))
+    return fail("--np given to a process that is already a rank (OPTCAST_RANK is set)");
+  char* end = nullptr;
+  const long np = std::strtol(np_text.c_str(), &end, 10);
+  if (np_text.empty() || *end || np < 1 || np > 4096)
+    return fail("--np '" + np_text + "': need a number of ranks from 1 to 4096");
+  child_args.push_back(nullptr);
+
+  // The store's socket is bound here and handed to rank 0, so no other process can
+  // take the port between choosing it and listening on it.
+  const int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (lfd < 0) return fail(std::string("socket: ") + std::strerror(errno));
+  const int one = 1;
+  ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  if (::bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) || ::listen(lfd, 4096) ||
+      ::getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len))
+    return fail(std::string("cannot listen on loopback: ") + std::strerror(errno));
+  const std::string store = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+  std::random_device rd;
+  const std::string job = std::to_string((std::uint64_t{rd()} << 32 | rd()) | 1);
+
+  struct sigaction act{};
+  act.sa_handler = on_signal;
+  sigaction(SIGINT, &act, nullptr);
+  sigaction(SIGTERM, &act, nullptr);
+
+  std::vector<pid_t> pids;
+  for (long r = 0; r < np; ++r) {
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      for (pid_t p : pids) ::kill(p, SIGTERM);
+      return fail(std::string("fork: ") + std::strerror(errno));
+    }
+    if (pid == 0) {
+      ::setenv("OPTCAST_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("OPTCAST_SIZE", std::to_string(np).c_str(), 1);
+      ::setenv("OPTCAST_STORE", store.c_str(), 1);
+      ::setenv("OPTCAST_JOB_ID", job.c_str(), 1);
+      if (r == 0)
+        ::setenv("OPTCAST_STORE_FD", std::to_string(lfd).c_str(), 1);
+      else
+        ::close(lfd);
+      ::execv("/proc/self/exe", child_args.data());
+      std::fprintf(stderr, "optcast launcher: cannot start %s: %s\n", argv[0], std::strerror(errno));
+      ::_exit(127);
+    }
+    pids.push_back(pid);
+  }
+  ::close(lfd);
+
+  const char* g = std::getenv("OPTCAST_LAUNCH_GRACE");
+  const auto grace = std::chrono::seconds(g ? std::max(0L, std::strtol(g, nullptr, 10)) : 30);
+  int status_out = 0, running = static_cast<int>(np);
+  std::optional<std::chrono::steady_clock::time_point> stop_at;
+  bool terminated = false, killed = false;
+  while (running > 0) {
+    int st = 0;
+    const pid_t pid = ::waitpid(-1, &st, WNOHANG);
+    if (pid > 0) {
+      --running;
+      long r = 0;
+      while (r < np && pids[static_cast<std::size_t>(r)] != pid) ++r;
+      pids[static_cast<std::size_t>(r)] = -1;
+      const bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+      if (!ok) {
+        std::fprintf(stderr, "optcast launcher: rank %ld (pid %d) %s\n", r, pid, describe_status(st).c_str());
+        if (!status_out) status_out = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (!stop_at) stop_at = std::chrono::steady_clock::now() + grace;
+      }
+      continue;
+    }
+    if (pid < 0 && errno != EINTR) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (interrupted && !stop_at) {
+      std::fprintf(stderr, "optcast launcher: signal %d, stopping the ranks\n", static_cast<int>(interrupted));
+      stop_at = now;
+      if (!status_out) status_out = 128 + interrupted;
+    }
+    if (stop_at && now >= *stop_at && !terminated) {
+      terminated = true;
+      for (pid_t p : pids)
+        if (p > 0) ::kill(p, SIGTERM);
+    }
+    if (stop_at && now >= *stop_at + std::chrono::seconds(5) && !killed) {
+      killed = true;
+      for (pid_t p : pids)
+        if (p > 0) ::kill(p, SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return status_out;
+}
+
+}  // namespace optcast

@@ -1,0 +1,499 @@
+#include "optcast/net/store.hpp"
+
+#include <array>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+#include "optcast/log.hpp"
+#include "wire.hpp"
+
+namespace optcast::store {
+
+using asio::ip::tcp;
+using clock = std::chrono::steady_clock;
+constexpr auto use_nothrow = asio::experimental::as_tuple(asio::use_awaitable);
+
+namespace {
+
+constexpr std::string_view magic = "optcast-store/1";
+constexpr std::size_t header_bytes = 21;
+constexpr std::uint32_t max_field = 1u << 20;
+
+enum type : std::uint8_t { m_hello = 1, m_welcome, m_error, m_set, m_ok, m_get, m_value, m_bye, m_peer_lost };
+
+struct message {
+  std::uint8_t type = 0;
+  std::uint32_t id = 0, arg = 0;
+  std::string key, val;
+};
+
+std::string encode(const message& m) {
+  std::string out(header_bytes + m.key.size() + m.val.size(), '\0');
+  auto* p = reinterpret_cast<std::byte*>(out.data());
+  wire::put_u32(p, static_cast<std::uint32_t>(out.size() - 4));
+  p[4] = static_cast<std::byte>(m.type);
+  wire::put_u32(p + 5, m.id);
+  wire::put_u32(p + 9, m.arg);
+  wire::put_u32(p + 13, static_cast<std::uint32_t>(m.key.size()));
+  wire::put_u32(p + 17, static_cast<std::uint32_t>(m.val.size()));
+  std::memcpy(out.data() + header_bytes, m.key.data(), m.key.size());
+  std::memcpy(out.data() + header_bytes + m.key.size(), m.val.data(), m.val.size());
+  return out;
+}
+
+// Reads one message; a malformed one is a protocol violation.
+asio::awaitable<result<message>> read_message(tcp::socket& s) {
+  std::array<std::byte, header_bytes> h{};
+  auto [ec, n] = co_await asio::async_read(s, asio::buffer(h), use_nothrow);
+  if (ec) co_return fail(ec);
+  message m;
+  const std::uint32_t len = wire::get_u32(h.data());
+  m.type = std::to_integer<std::uint8_t>(h[4]);
+  m.id = wire::get_u32(h.data() + 5);
+  m.arg = wire::get_u32(h.data() + 9);
+  const std::uint32_t kl = wire::get_u32(h.data() + 13), vl = wire::get_u32(h.data() + 17);
+  if (kl > max_field || vl > max_field || len != header_bytes - 4 + kl + vl || m.type < m_hello ||
+      m.type > m_peer_lost)
+    co_return fail(errc::protocol_violation);
+  m.key.resize(kl);
+  m.val.resize(vl);
+  std::array<asio::mutable_buffer, 2> bufs{asio::buffer(m.key), asio::buffer(m.val)};
+  auto [ec2, n2] = co_await asio::async_read(s, bufs, use_nothrow);
+  if (ec2) co_return fail(ec2);
+  co_return m;
+}
+
+// A connection's outgoing messages, written one after another.
+struct outbox {
+  std::deque<std::string> queue;
+  bool writing = false;
+
+  template <class Self>
+  void send(Self self, tcp::socket& s, std::string bytes) {
+    queue.push_back(std::move(bytes));
+    if (!writing) pump(std::move(self), s);
+  }
+  template <class Self>
+  void pump(Self self, tcp::socket& s) {
+    if (queue.empty()) {
+      writing = false;
+      return;
+    }
+    writing = true;
+    asio::async_write(s, asio::buffer(queue.front()),
+                      [this, self, &s](std::error_code ec, std::size_t) {
+                        queue.pop_front();
+                        if (ec) {
+                          queue.clear();
+                          writing = false;
+                          return;
+                        }
+                        pump(self, s);
+                      });
+  }
+};
+
+std::string describe_peer(const tcp::socket& s) {
+  std::error_code ec;
+  auto ep = s.remote_endpoint(ec);
+  return ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
+}
+
+}  // namespace
+
+result<address> parse_address(std::string_view s) {
+  const auto colon = s.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == s.size())
+    return fail(errc::invalid_argument);
+  unsigned long port = 0;
+  for (char c : s.substr(colon + 1)) {
+    if (c < '0' || c > '9') return fail(errc::invalid_argument);
+    port = port * 10 + static_cast<unsigned long>(c - '0');
+    if (port > 65535) return fail(errc::invalid_argument);
+  }
+  std::string host(s.substr(0, colon));
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return address{host, static_cast<std::uint16_t>(port)};
+}
+
+// ---------------------------------------------------------------------------- server
+
+struct server_conn : std::enable_shared_from_this<server_conn> {
+  explicit server_conn(tcp::socket s) : sock(std::move(s)) {}
+  tcp::socket sock;
+  outbox out;
+  int rank = -1;
+  bool said_bye = false;
+  void send(const message& m) { out.send(shared_from_this(), sock, encode(m)); }
+};
+
+struct server::impl : std::enable_shared_from_this<server::impl> {
+  asio::io_context io{1};
+  tcp::acceptor acceptor{io};
+  int size = 0;
+  std::uint64_t job_id = 0;
+  std::uint16_t port = 0;
+  std::thread thread;
+
+  std::map<std::string, std::string> kv;
+  std::map<std::string, std::vector<std::pair<std::shared_ptr<server_conn>, std::uint32_t>>> waiting;
+  std::vector<std::shared_ptr<server_conn>> ranks;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  int finished = 0;  // ranks that said goodbye or died
+
+  void start() {
+    port = acceptor.local_endpoint().port();
+    ranks.assign(static_cast<std::size_t>(size), nullptr);
+    asio::co_spawn(io, accept_loop(shared_from_this()), asio::detached);
+    thread = std::thread([this] { io.run(); });
+  }
+
+  static asio::awaitable<void> accept_loop(std::shared_ptr<impl> self) {
+    for (;;) {
+      auto [ec, sock] = co_await self->acceptor.async_accept(use_nothrow);
+      if (ec) {
+        if (ec == asio::error::operation_aborted || !self->acceptor.is_open()) co_return;
+        continue;  // e.g. EMFILE: keep serving the connections we have
+      }
+      sock.set_option(tcp::no_delay(true));
+      auto c = std::make_shared<server_conn>(std::move(sock));
+      asio::co_spawn(self->io, serve(self, c), asio::detached);
+    }
+  }
+
+  void rank_finished() {
+    {
+      std::lock_guard lock(mu);
+      ++finished;
+    }
+    cv.notify_all();
+  }
+
+  static asio::awaitable<void> serve(std::shared_ptr<impl> self, std::shared_ptr<server_conn> c) {
+    auto first = co_await read_message(c->sock);
+    if (!first) co_return;  // a stranger that closed, or sent garbage: nothing to answer
+    const message& h = *first;
+    auto refuse = [&](const std::string& why) {
+      log(log_level::warn, "store: refused " + describe_peer(c->sock) + ": " + why);
+      c->send({m_error, 0, 0, {}, why});
+    };
+    if (h.type != m_hello || h.key != magic) {
+      refuse("not an optcast store client (protocol " + std::string(magic) + ")");
+      co_return;
+    }
+    const int r = static_cast<int>(h.arg);
+    if (h.val != std::to_string(self->size)) {
+      refuse("rank " + std::to_string(r) + " expects a job of " + h.val + " ranks, this store serves " +
+             std::to_string(self->size));
+      co_return;
+    }
+    if (r < 0 || r >= self->size) {
+      refuse("rank " + std::to_string(r) + " out of range for " + std::to_string(self->size) + " ranks");
+      co_return;
+    }
+    if (self->ranks[static_cast<std::size_t>(r)]) {
+      refuse("rank " + std::to_string(r) + " is already connected (two processes with the same rank?)");
+      co_return;
+    }
+    c->rank = r;
+    self->ranks[static_cast<std::size_t>(r)] = c;
+    std::string id(8, '\0');
+    wire::put_u64(reinterpret_cast<std::byte*>(id.data()), self->job_id);
+    c->send({m_welcome, 0, 0, {}, id});
+
+    for (;;) {
+      auto m = co_await read_message(c->sock);
+      if (!m) break;
+      if (m->type == m_set) {
+        auto& slot = self->kv[m->key];
+        slot = m->val;
+        c->send({m_ok, m->id, 0, {}, {}});
+        if (auto it = self->waiting.find(m->key); it != self->waiting.end()) {
+          for (auto& [w, id2] : it->second) w->send({m_value, id2, 0, {}, slot});
+          self->waiting.erase(it);
+        }
+      } else if (m->type == m_get) {
+        if (auto it = self->kv.find(m->key); it != self->kv.end())
+          c->send({m_value, m->id, 0, {}, it->second});
+        else
+          self->waiting[m->key].emplace_back(c, m->id);
+      } else if (m->type == m_bye) {
+        c->said_bye = true;
+        break;
+      } else {
+        break;  // out of protocol
+      }
+    }
+    // Gone: with a goodbye it finished; without, it died, and every other rank is told.
+    self->ranks[static_cast<std::size_t>(r)] = nullptr;
+    for (auto& [key, list] : self->waiting)
+      std::erase_if(list, [&](auto& e) { return e.first == c; });
+    if (!c->said_bye) {
+      log(log_level::info, "store: rank " + std::to_string(r) + " disconnected without goodbye");
+      for (auto& other : self->ranks)
+        if (other) other->send({m_peer_lost, 0, static_cast<std::uint32_t>(r), {}, {}});
+    }
+    std::error_code ignored;
+    c->sock.shutdown(tcp::socket::shutdown_both, ignored);
+    self->rank_finished();
+  }
+};
+
+namespace {
+std::shared_ptr<server::impl> make_server(int size, std::uint64_t job_id) {
+  if (size < 1) throw setup_error(make_error_code(errc::invalid_argument), "store: a job needs at least one rank");
+  auto s = std::make_shared<server::impl>();
+  s->size = size;
+  s->job_id = job_id;
+  return s;
+}
+}  // namespace
+
+server::server(const std::string& host, std::uint16_t port, int size, std::uint64_t job_id)
+    : impl_(make_server(size, job_id)) {
+  std::error_code ec;
+  const auto addr = asio::ip::make_address(host, ec);
+  if (ec) throw setup_error(ec, "store: '" + host + "' is not an IP address to listen on");
+  tcp::endpoint ep(addr, port);
+  impl_->acceptor.open(ep.protocol(), ec);
+  if (!ec) impl_->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) impl_->acceptor.bind(ep, ec);
+  if (!ec) impl_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw setup_error(ec, "store: cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
+  impl_->start();
+}
+
+server::server(int listening_fd, int size, std::uint64_t job_id) : impl_(make_server(size, job_id)) {
+  std::error_code ec;
+  impl_->acceptor.assign(tcp::v4(), listening_fd, ec);
+  if (ec) throw setup_error(ec, "store: cannot serve on inherited socket " + std::to_string(listening_fd) + ": " + ec.message());
+  impl_->start();
+}
+
+server::~server() {
+  asio::post(impl_->io, [s = impl_] {
+    std::error_code ec;
+    s->acceptor.close(ec);
+    for (auto& c : s->ranks)
+      if (c) c->sock.close(ec);
+    s->io.stop();
+  });
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+std::uint16_t server::port() const noexcept { return impl_->port; }
+std::uint64_t server::job_id() const noexcept { return impl_->job_id; }
+
+bool server::wait_all_done(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(impl_->mu);
+  return impl_->cv.wait_for(lock, timeout, [&] { return impl_->finished >= impl_->size; });
+}
+
+// ---------------------------------------------------------------------------- client
+
+struct client::impl : std::enable_shared_from_this<client::impl> {
+  explicit impl(asio::io_context& ctx) : io(ctx), sock(ctx) {}
+  asio::io_context& io;
+  tcp::socket sock;
+  outbox out;
+  std::uint64_t job_id = 0;
+  std::uint32_t next_id = 1;
+  std::unordered_map<std::uint32_t, std::function<void(result<message>)>> pending;
+  std::function<void(int)> lost;
+  std::function<void(std::error_code)> closed;
+  bool leaving = false;
+  std::string server_name;
+
+  void send(const message& m) { out.send(shared_from_this(), sock, encode(m)); }
+
+  void request(message m, std::function<void(result<message>)> done) {
+    if (!sock.is_open()) {
+      done(fail(errc::peer_lost));
+      return;
+    }
+    m.id = next_id++;
+    pending.emplace(m.id, std::move(done));
+    send(m);
+  }
+
+  static asio::awaitable<void> read_loop(std::shared_ptr<impl> self) {
+    std::error_code why;
+    for (;;) {
+      auto m = co_await read_message(self->sock);
+      if (!m) {
+        why = m.error();
+        break;
+      }
+      if (m->type == m_peer_lost) {
+        if (self->lost) self->lost(static_cast<int>(m->arg));
+        continue;
+      }
+      auto it = self->pending.find(m->id);
+      if (it == self->pending.end()) continue;
+      auto done = std::move(it->second);
+      self->pending.erase(it);
+      done(std::move(*m));
+    }
+    auto pending = std::move(self->pending);
+    for (auto& [id, done] : pending) done(fail(errc::peer_lost));
+    if (!self->leaving && self->closed) self->closed(why);
+  }
+};
+
+namespace {
+
+template <class Pred>
+bool drive(asio::io_context& io, Pred done, clock::time_point deadline) {
+  while (!done()) {
+    if (clock::now() >= deadline) return false;
+    if (io.stopped()) io.restart();
+    io.run_one_until(deadline);
+  }
+  return true;
+}
+
+tcp::endpoint resolve(asio::io_context& io, const address& a) {
+  std::error_code ec;
+  auto ip = asio::ip::make_address(a.host, ec);
+  if (!ec) return {ip, a.port};
+  tcp::resolver res(io);
+  auto eps = res.resolve(a.host, std::to_string(a.port), ec);
+  if (ec || eps.empty()) throw setup_error(ec ? ec : make_error_code(errc::invalid_argument),
+                                           "cannot resolve store host '" + a.host + "'");
+  return *eps.begin();
+}
+
+}  // namespace
+
+client::client(asio::io_context& io, const address& server, int rank, int size,
+               std::chrono::milliseconds timeout)
+    : impl_(std::make_shared<impl>(io)) {
+  const auto deadline = clock::now() + timeout;
+  const auto ep = resolve(io, server);
+  impl_->server_name = server.str();
+  // Rank 0 may not be listening yet: retry until the deadline.
+  std::error_code last;
+  for (;;) {
+    bool fin = false;
+    impl_->sock.async_connect(ep, [&](std::error_code ec) {
+      last = ec;
+      fin = true;
+    });
+    if (!drive(io, [&] { return fin; }, deadline)) {
+      std::error_code ignored;
+      impl_->sock.close(ignored);
+      drive(io, [&] { return fin; }, clock::now() + std::chrono::seconds(1));
+      throw setup_error(make_error_code(errc::timeout),
+                        "cannot reach the optcast store at " + server.str() + " within " +
+                            std::to_string(timeout.count()) + " ms" +
+                            (last ? " (" + last.message() + ")" : std::string()) +
+                            "; is rank 0 running, and OPTCAST_STORE right?");
+    }
+    if (!last) break;
+    std::error_code ignored;
+    impl_->sock.close(ignored);
+    asio::steady_timer pause(io, std::chrono::milliseconds(50));
+    bool waited = false;
+    pause.async_wait([&](std::error_code) { waited = true; });
+    drive(io, [&] { return waited; }, clock::time_point::max());
+  }
+  impl_->sock.set_option(tcp::no_delay(true));
+  asio::co_spawn(io, impl::read_loop(impl_), asio::detached);
+
+  bool fin = false;
+  result<message> answer = fail(errc::timeout);
+  impl_->pending.emplace(0, [&](result<message> m) {
+    answer = std::move(m);
+    fin = true;
+  });
+  impl_->send({m_hello, 0, static_cast<std::uint32_t>(rank), std::string(magic), std::to_string(size)});
+  if (!drive(io, [&] { return fin; }, deadline))
+    throw setup_error(make_error_code(errc::timeout), "the store at " + server.str() + " did not answer");
+  if (!answer) throw setup_error(answer.error(), "the store at " + server.str() + " closed the connection during the handshake");
+  if (answer->type == m_error) throw setup_error(make_error_code(errc::protocol_violation), "the store at " + server.str() + " refused rank " + std::to_string(rank) + ": " + answer->val);
+  if (answer->type != m_welcome || answer->val.size() != 8)
+    throw setup_error(make_error_code(errc::protocol_violation), "unexpected answer from the store at " + server.str());
+  impl_->job_id = wire::get_u64(reinterpret_cast<const std::byte*>(answer->val.data()));
+}
+
+client::~client() {
+  std::error_code ignored;
+  impl_->leaving = true;
+  impl_->lost = nullptr;
+  impl_->closed = nullptr;
+  impl_->sock.close(ignored);
+}
+
+std::uint64_t client::job_id() const noexcept { return impl_->job_id; }
+
+std::string client::local_host() const {
+  std::error_code ec;
+  auto ep = impl_->sock.local_endpoint(ec);
+  return ec ? std::string("127.0.0.1") : ep.address().to_string();
+}
+
+void client::set(std::string key, std::string val, std::function<void(result<void>)> done) {
+  impl_->request({m_set, 0, 0, std::move(key), std::move(val)}, [done = std::move(done)](result<message> m) {
+    done(m ? result<void>{} : fail(m.error()));
+  });
+}
+
+void client::get(std::string key, std::function<void(result<std::string>)> done) {
+  impl_->request({m_get, 0, 0, std::move(key), {}}, [done = std::move(done)](result<message> m) {
+    if (!m) return done(fail(m.error()));
+    done(std::move(m->val));
+  });
+}
+
+result<void> client::set_wait(std::string key, std::string val, std::chrono::milliseconds timeout) {
+  std::optional<result<void>> out;
+  set(std::move(key), std::move(val), [&](result<void> r) { out = r; });
+  if (!drive(impl_->io, [&] { return out.has_value(); }, clock::now() + timeout)) return fail(errc::timeout);
+  return *out;
+}
+
+result<std::string> client::get_wait(std::string key, std::chrono::milliseconds timeout) {
+  std::optional<result<std::string>> out;
+  get(std::move(key), [&](result<std::string> r) { out = std::move(r); });
+  if (!drive(impl_->io, [&] { return out.has_value(); }, clock::now() + timeout)) return fail(errc::timeout);
+  return std::move(*out);
+}
+
+void client::on_events(std::function<void(int)> lost, std::function<void(std::error_code)> closed) {
+  impl_->lost = std::move(lost);
+  impl_->closed = std::move(closed);
+}
+
+void client::bye() {
+  if (impl_->leaving) return;
+  impl_->leaving = true;
+  // Written synchronously: the goodbye must be on the wire before the process may exit.
+  const auto deadline = clock::now() + std::chrono::seconds(5);
+  drive(impl_->io, [&] { return !impl_->out.writing; }, deadline);
+  message m;
+  m.type = m_bye;
+  const std::string msg = encode(m);
+  std::error_code ec;
+  asio::write(impl_->sock, asio::buffer(msg), ec);
+  impl_->sock.shutdown(tcp::socket::shutdown_send, ec);
+}
+
+}  // namespace optcast::store
