@@ -16,6 +16,7 @@
 #include <exception>
 #include <optional>
 #include <utility>
+#include <vector>
 
 namespace optcast {
 
@@ -162,6 +163,43 @@ detached run_detached(task<T> t, F on_done) {
 template <class T, class F>
 void spawn(task<T> t, F on_done) {
   detail::run_detached(std::move(t), std::move(on_done));
+}
+
+// Runs every task at once and finishes when all have; the values in order. The first
+// exception, if any, is rethrown after all have finished.
+template <class T>
+task<std::vector<T>> when_all_tasks(std::vector<task<T>> tasks) {
+  struct state {
+    std::size_t left = 0;
+    std::coroutine_handle<> waiter;
+    std::vector<std::optional<T>> out;
+    std::exception_ptr error;
+  };
+  state st;
+  st.out.resize(tasks.size());
+  struct awaiter {
+    state& st;
+    std::vector<task<T>>& tasks;
+    bool await_ready() const noexcept { return tasks.empty(); }
+    bool await_suspend(std::coroutine_handle<> h) {
+      st.waiter = h;
+      st.left = tasks.size() + 1;  // held while starting
+      for (std::size_t i = 0; i < tasks.size(); ++i)
+        spawn(std::move(tasks[i]), [s = &st, i](std::optional<T> v, std::exception_ptr e) {
+          s->out[i] = std::move(v);
+          if (e && !s->error) s->error = e;
+          if (--s->left == 0) s->waiter.resume();
+        });
+      return --st.left != 0;
+    }
+    void await_resume() const noexcept {}
+  };
+  co_await awaiter{st, tasks};
+  if (st.error) std::rethrow_exception(st.error);
+  std::vector<T> values;
+  values.reserve(st.out.size());
+  for (auto& v : st.out) values.push_back(std::move(*v));
+  co_return values;
 }
 
 }  // namespace optcast

@@ -115,7 +115,7 @@ public:
 
   void bootstrap() {
     const auto t = cfg_.bootstrap_timeout;
-    if (cfg_.rank == 0) {
+    if (cfg_.rank == 0 && cfg_.host_store) {
       std::uint64_t job = cfg_.job_id;
       while (job == 0) job = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
       server_ = cfg_.store_fd >= 0

@@ -41,6 +41,9 @@ struct config {
   int rank = 0;
   int size = 1;
   store::address store{"127.0.0.1", 29500};
+  // Rank 0 hosts the store at `store` (or on store_fd). False: the store runs elsewhere
+  // (a test harness, an external rendezvous service).
+  bool host_store = true;
   int store_fd = -1;
   std::string host;           // empty: the local address toward the store
   std::uint64_t job_id = 0;   // 0: chosen by rank 0

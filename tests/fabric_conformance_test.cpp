@@ -1,0 +1,190 @@
+// The fabric contract (fabric.hpp), checked the same way on every fabric: tag matching,
+// unexpected messages, zero bytes, size mismatches, failures inside a round, deadlines,
+// several collectives in flight.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <vector>
+
+#include "optcast/when_all.hpp"
+#include "worlds.hpp"
+
+using namespace optcast;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<std::byte> bytes(std::size_t n, int seed) {
+  std::vector<std::byte> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = static_cast<std::byte>(((i * 7 + static_cast<std::size_t>(seed) * 131) ^ (i >> 9)) & 0xff);
+  return v;
+}
+
+result<void> as_void(const result<std::size_t>& r) { return r ? result<void>{} : fail(r.error()); }
+
+}  // namespace
+
+TEST_CASE("messages match by tag, arrive before their receive, and may be empty", "[local][tcp][fabric]") {
+  auto w = testing::make_world(GENERATE(as<std::string>{}, "local", "tcp"), 2);
+  // The large one exceeds any socket buffer, so it is still arriving while posted.
+  const auto a = bytes(100, 1), b = bytes(7, 2), big = bytes((8u << 20) + 3, 3);
+  std::vector<std::byte> ra(100), rb(7), rz, rbig(big.size());
+  auto res = w->run_all([&](communicator& c) -> task<result<void>> {
+    auto& f = c.get_fabric();
+    if (c.rank() == 0) {
+      for (auto [t, data] : {std::pair{tag{5, 1}, std::span<const std::byte>(a)}, {tag{5, 2}, std::span<const std::byte>(b)},
+                             {tag{5, 3}, std::span<const std::byte>()}, {tag{6, 0}, std::span<const std::byte>(big)}})
+        if (auto r = co_await f.send(1, t, data); !r) co_return fail(r.error());
+      co_return result<void>{};
+    }
+    // Received in the reverse order of sending: matched by tag, not by arrival.
+    if (auto r = co_await f.recv(0, {6, 0}, rbig); !r) co_return fail(r.error());
+    if (auto r = co_await f.recv(0, {5, 3}, rz); !r) co_return fail(r.error());
+    if (auto r = co_await f.recv(0, {5, 2}, rb); !r) co_return fail(r.error());
+    co_return as_void(co_await f.recv(0, {5, 1}, ra));
+  });
+  REQUIRE(res[0]);
+  REQUIRE(res[1]);
+  CHECK(ra == a);
+  CHECK(rb == b);
+  CHECK(rbig == big);
+}
+
+TEST_CASE("messages with equal tags between two ranks arrive in order", "[local][tcp][fabric]") {
+  auto w = testing::make_world(GENERATE(as<std::string>{}, "local", "tcp"), 2);
+  std::vector<std::uint32_t> got(50);
+  auto res = w->run_all([&](communicator& c) -> task<result<void>> {
+    auto& f = c.get_fabric();
+    for (std::uint32_t i = 0; i < 50; ++i) {
+      auto r = c.rank() == 0 ? co_await f.send(1, {9, 9}, std::as_bytes(std::span(&i, 1)))
+                             : co_await f.recv(0, {9, 9}, std::as_writable_bytes(std::span(&got[i], 1)));
+      if (!r) co_return fail(r.error());
+    }
+    co_return result<void>{};
+  });
+  REQUIRE(res[0]);
+  REQUIRE(res[1]);
+  for (std::uint32_t i = 0; i < 50; ++i) CHECK(got[i] == i);
+}
+
+TEST_CASE("a receive of the wrong size fails without overflow", "[local][tcp][fabric]") {
+  const std::string kind = GENERATE(as<std::string>{}, "local", "tcp");
+  const bool posted_first = GENERATE(false, true);
+  auto w = testing::make_world(kind, 2);
+  const auto big = bytes(64, 3);
+  std::vector<std::byte> small(32 + 16, std::byte{0x5A});  // 32 wanted, then a guard
+  auto res = w->run_all([&](communicator& c) -> task<result<void>> {
+    auto& f = c.get_fabric();
+    if (c.rank() == 0) {
+      if (auto r = co_await f.send(1, {1, 0}, big); !r) co_return fail(r.error());
+      co_return as_void(co_await f.send(1, {1, 1}, std::span<const std::byte>()));
+    }
+    if (!posted_first)  // the empty marker comes after the message: it is buffered by now
+      if (auto r = co_await f.recv(0, {1, 1}, std::span<std::byte>()); !r) co_return fail(r.error());
+    co_return as_void(co_await f.recv(0, {1, 0}, std::span(small).first(32)));
+  });
+  REQUIRE_FALSE(res[1]);
+  CHECK(res[1].error() == errc::size_mismatch);
+  for (std::size_t i = 32; i < small.size(); ++i) CHECK(small[i] == std::byte{0x5A});
+  CHECK(w->comms()[1].get_fabric().last_error().find("64 B") != std::string::npos);
+}
+
+TEST_CASE("when_all: a failing send cancels its receive at once", "[local][tcp][fabric]") {
+  auto w = testing::make_world(GENERATE(as<std::string>{}, "local", "tcp"), 2);
+  std::vector<std::byte> buf(8);
+  const auto start = std::chrono::steady_clock::now();
+  auto res = w->run_all([&](communicator& c) -> task<result<void>> {
+    if (c.rank() == 1) co_return result<void>{};
+    auto& f = c.get_fabric();
+    // The send names a rank that does not exist; the receive would wait forever.
+    co_return co_await when_all(f.send(7, {1, 0}, buf), f.recv(1, {1, 0}, buf));
+  });
+  REQUIRE_FALSE(res[0]);
+  CHECK(res[0].error() == errc::invalid_argument);
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+}
+
+TEST_CASE("a stalled root yields a timeout, not a hang", "[local][tcp][fabric]") {
+  auto w = testing::make_world(GENERATE(as<std::string>{}, "local", "tcp"), 3);
+  std::vector<std::vector<std::byte>> bufs(3, std::vector<std::byte>(1000));
+  const auto start = std::chrono::steady_clock::now();
+  auto res = w->run_all([&](communicator& c) -> task<result<void>> {
+    if (c.rank() == 0) co_return result<void>{};  // the root never joins
+    co_return co_await broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 0, {.timeout = 200ms});
+  });
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+  for (int r : {1, 2}) {
+    INFO("rank " << r);
+    REQUIRE_FALSE(res[static_cast<std::size_t>(r)]);
+    CHECK(res[static_cast<std::size_t>(r)].error() == errc::timeout);
+    CHECK(w->comms()[static_cast<std::size_t>(r)].broken());
+    CHECK(w->comms()[static_cast<std::size_t>(r)].failure_detail().find("deadline") != std::string::npos);
+  }
+  // A broken communicator refuses further collectives at once.
+  auto& c1 = w->comms()[1];
+  auto again = run(c1, broadcast(c1, std::span(bufs[1]), 0));
+  REQUIRE_FALSE(again);
+  CHECK(again.error() == errc::broken);
+}
+
+TEST_CASE("several collectives in flight on one communicator do not cross-match", "[local][tcp][fabric]") {
+  const int p = 7;
+  auto w = testing::make_world(GENERATE(as<std::string>{}, "local", "tcp"), p);
+  std::vector<std::vector<std::byte>> a(p, std::vector<std::byte>(5000)), b(p, std::vector<std::byte>(5000));
+  const auto want_a = bytes(5000, 11), want_b = bytes(5000, 12);
+  a[2] = want_a;
+  b[5] = want_b;
+  auto res = w->run_all([&](communicator& c) -> task<result<void>> {
+    const auto r = static_cast<std::size_t>(c.rank());
+    // Both started before either finishes; same sizes, so only the tags keep them apart.
+    std::vector<task<result<void>>> both;
+    both.push_back(broadcast(c, std::span(a[r]), 2, {.blocks = 5}));
+    both.push_back(broadcast(c, std::span(b[r]), 5, {.blocks = 3}));
+    auto out = co_await when_all_tasks(std::move(both));
+    for (auto& x : out)
+      if (!x) co_return x;
+    co_return result<void>{};
+  });
+  for (std::size_t r = 0; r < p; ++r) {
+    INFO("rank " << r);
+    CHECK(res[r]);
+    CHECK(a[r] == want_a);
+    CHECK(b[r] == want_b);
+  }
+}
+
+TEST_CASE("bad arguments are refused without breaking the communicator", "[local][tcp][fabric]") {
+  auto w = testing::make_world(GENERATE(as<std::string>{}, "local", "tcp"), 3);
+  auto& c = w->comms()[0];
+  std::vector<std::byte> buf(10);
+  for (auto [root, blocks] : {std::pair{3, 0}, {-1, 0}, {0, -2}}) {
+    auto r = run(c, broadcast(c, std::span(buf), root, {.blocks = blocks}));
+    REQUIRE_FALSE(r);
+    CHECK(r.error() == errc::invalid_argument);
+  }
+  auto r = run(c, send(c, 0, 1, buf));  // to itself
+  REQUIRE_FALSE(r);
+  CHECK(r.error() == errc::invalid_argument);
+  CHECK_FALSE(c.broken());
+}
+
+TEST_CASE("broadcast over TCP threads, several p, roots and sizes", "[tcp][broadcast]") {
+  for (int p : {1, 2, 3, 5, 8}) {
+    testing::tcp_test_world w(p);
+    for (int root : {0, p - 1, p / 2})
+      for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{100003}, std::size_t{3u << 20}}) {
+        std::vector<std::vector<std::byte>> bufs(static_cast<std::size_t>(p), std::vector<std::byte>(size));
+        const auto want = bytes(size, root + 1);
+        bufs[static_cast<std::size_t>(root)] = want;
+        auto res = w.run_all([&](communicator& c) {
+          return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), root, {.blocks = size > 1000 ? 7 : 1});
+        });
+        for (int r = 0; r < p; ++r) {
+          INFO("p=" << p << " root=" << root << " size=" << size << " rank=" << r);
+          REQUIRE(res[static_cast<std::size_t>(r)]);
+          REQUIRE(bufs[static_cast<std::size_t>(r)] == want);
+        }
+      }
+  }
+}

@@ -1,0 +1,91 @@
+// Broadcast among real processes over TCP loopback, started with --np like a user
+// would; and a rank that dies in the middle of a broadcast.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+
+#include "optcast/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct job_outcome {
+  int launcher_status = -1;
+  std::vector<std::string> reports;  // per rank: "ok", "error <code> <text>", or "" if none
+  std::string launcher_stderr;
+};
+
+job_outcome run_job(int np, const std::string& extra) {
+  const char* helper = std::getenv("OPTCAST_TEST_HELPER");
+  REQUIRE(helper);
+  static int counter = 0;
+  const fs::path dir = fs::temp_directory_path() / ("optcast-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  fs::create_directories(dir);
+  const std::string cmd = std::string(helper) + " --np " + std::to_string(np) + " --report " + dir.string() + " " + extra +
+                          " 2>" + (dir / "stderr.txt").string();
+  const int st = std::system(cmd.c_str());
+  job_outcome out;
+  out.launcher_status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  for (int r = 0; r < np; ++r) {
+    std::ifstream f(dir / ("rank-" + std::to_string(r) + ".txt"));
+    std::string line;
+    std::getline(f, line);
+    out.reports.push_back(line);
+  }
+  std::ifstream e(dir / "stderr.txt");
+  std::stringstream ss;
+  ss << e.rdbuf();
+  out.launcher_stderr = ss.str();
+  UNSCOPED_INFO("command: " << cmd << "\nstderr:\n" << ss.str());
+  fs::remove_all(dir);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("broadcast among real processes over TCP", "[tcp][process]") {
+  for (int p : {1, 2, 3, 5, 8})
+    for (int root : {0, p - 1, p / 2})
+      for (const char* size : {"0", "1", "1000003", "4MiB"}) {
+        auto out = run_job(p, "--root " + std::to_string(root) + " --bytes " + size + " --blocks 9");
+        INFO("p=" << p << " root=" << root << " bytes=" << size);
+        REQUIRE(out.launcher_status == 0);
+        for (int r = 0; r < p; ++r) CHECK(out.reports[static_cast<std::size_t>(r)] == "ok");
+      }
+}
+
+TEST_CASE("binomial broadcast among real processes", "[tcp][process]") {
+  auto out = run_job(6, "--root 4 --bytes 300001 --algorithm binomial");
+  REQUIRE(out.launcher_status == 0);
+  for (auto& rep : out.reports) CHECK(rep == "ok");
+}
+
+TEST_CASE("a rank that exits mid-broadcast makes the others fail with peer lost", "[tcp][process]") {
+  const int p = 6;
+  // Rank 3 dies just before its 12th operation of a 64-block broadcast of 8 MiB; the
+  // deadline is far away, so only peer-lost detection can end the others in time.
+  const auto start = std::chrono::steady_clock::now();
+  auto out = run_job(p, "--root 0 --bytes 8MiB --blocks 64 --die-rank 3 --die-after 12 --timeout-ms 60000");
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+  CHECK(out.launcher_status != 0);
+  // The launcher names the dead rank and how it ended.
+  CHECK(out.launcher_stderr.find("rank 3 (pid") != std::string::npos);
+  CHECK(out.launcher_stderr.find("exited with status 3") != std::string::npos);
+  CHECK(out.reports[3].empty());                // it died before writing anything
+  const std::string lost = "error " + std::to_string(static_cast<int>(optcast::errc::peer_lost));
+  int failed = 0;
+  for (int r = 0; r < p; ++r) {
+    if (r == 3) continue;
+    INFO("rank " << r << ": " << out.reports[static_cast<std::size_t>(r)]);
+    const auto& rep = out.reports[static_cast<std::size_t>(r)];
+    CHECK((rep == "ok" || rep.rfind(lost, 0) == 0));  // finished before it mattered, or peer lost
+    if (rep != "ok") ++failed;
+  }
+  CHECK(failed >= 2);
+}
