@@ -6,7 +6,16 @@
 #include <chrono>
 #include <vector>
 
+#include "optcast/log.hpp"
 #include "optcast/when_all.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include <asio/ip/tcp.hpp>
+#include <asio/write.hpp>
 #include "worlds.hpp"
 
 using namespace optcast;
@@ -186,5 +195,81 @@ TEST_CASE("broadcast over TCP threads, several p, roots and sizes", "[tcp][broad
           REQUIRE(bufs[static_cast<std::size_t>(r)] == want);
         }
       }
+  }
+}
+
+namespace {
+
+// Connects to host:port and writes `bytes`, then keeps the socket open for `hold`.
+void stranger(const std::string& where, std::vector<std::byte> bytes, std::chrono::milliseconds hold) {
+  asio::io_context io;
+  asio::ip::tcp::socket s(io);
+  auto a = store::parse_address(where);
+  REQUIRE(a);
+  s.connect({asio::ip::make_address(a->host), a->port});
+  if (!bytes.empty()) asio::write(s, asio::buffer(bytes));
+  std::this_thread::sleep_for(hold);
+}
+
+}  // namespace
+
+TEST_CASE("strangers on a rank's port are refused and the job goes on", "[tcp][fabric]") {
+  std::vector<std::string> logged;
+  std::mutex mu;
+  auto old = set_log_sink([&](log_level, std::string_view m) {
+    std::lock_guard lock(mu);
+    logged.emplace_back(m);
+  });
+  {
+    testing::tcp_test_world w(4);
+    const std::string target = tcp::listen_address(w.comms()[1].get_fabric());
+    REQUIRE_FALSE(target.empty());
+    // Garbage; a well-formed handshake of another job; a half handshake that stops.
+    std::vector<std::byte> garbage(100, std::byte{0x41});
+    std::vector<std::byte> other_job(24);
+    const std::uint32_t magic = 0x4354504f;
+    std::memcpy(other_job.data(), &magic, 4);
+    other_job[4] = std::byte{1};
+    other_job[8] = std::byte{0x77};  // job id 0x77, not this job's
+    other_job[20] = std::byte{4};    // size 4
+    std::vector<std::thread> strangers;
+    strangers.emplace_back(stranger, target, garbage, 200ms);
+    strangers.emplace_back(stranger, target, other_job, 200ms);
+    strangers.emplace_back(stranger, target, std::vector<std::byte>(10, std::byte{0x4f}), 200ms);
+    std::this_thread::sleep_for(50ms);
+
+    std::vector<std::vector<std::byte>> bufs(4, std::vector<std::byte>(1 << 20));
+    const auto want = bytes(1 << 20, 9);
+    bufs[0] = want;
+    auto res = w.run_all([&](communicator& c) {
+      return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 0, {.blocks = 4});
+    });
+    for (auto& t : strangers) t.join();
+    for (std::size_t r = 0; r < 4; ++r) {
+      REQUIRE(res[r]);
+      CHECK(bufs[r] == want);
+    }
+  }
+  set_log_sink(std::move(old));
+  auto seen = [&](const std::string& what) {
+    return std::any_of(logged.begin(), logged.end(), [&](auto& l) { return l.find(what) != std::string::npos; });
+  };
+  CHECK(seen("not an optcast peer"));
+  CHECK(seen("is not this job's"));
+}
+
+TEST_CASE("a circulant broadcast opens about 2 log2 p connections per rank", "[tcp][fabric]") {
+  const int p = 16;  // q = 4
+  testing::tcp_test_world w(p);
+  std::vector<std::vector<std::byte>> bufs(p, std::vector<std::byte>(1 << 16));
+  auto res = w.run_all([&](communicator& c) {
+    return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 5, {.blocks = 8});
+  });
+  for (int r = 0; r < p; ++r) {
+    REQUIRE(res[static_cast<std::size_t>(r)]);
+    const auto n = tcp::connections(w.comms()[static_cast<std::size_t>(r)].get_fabric());
+    INFO("rank " << r << ": " << n.outgoing << " out, " << n.incoming << " in");
+    CHECK(n.outgoing <= 4);  // to r + skip[k], k < q
+    CHECK(n.incoming <= 4);  // from r - skip[k]
   }
 }

@@ -1,0 +1,248 @@
+// optcast-bench: speed figures.
+//
+//   optcast-bench broadcast --fabric local --p 8          P ranks in this process
+//   optcast-bench broadcast --fabric tcp --np 8           P processes over TCP loopback
+//   optcast-bench p2p                                     TCP point-to-point against a plain
+//                                                         socket copy of the same bytes
+// Each prints a table (median over iterations, the slowest rank's time) or, with
+// --json, one JSON object. Over TCP the ranks must share a host (one monotonic clock).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/write.hpp>
+
+#include "cli.hpp"
+#include "measure.hpp"
+#include "optcast/optcast.hpp"
+
+using namespace optcast;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+double since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+int iterations_for(std::size_t bytes, int requested) {
+  if (requested > 0) return requested;
+  return bytes <= (64u << 10) ? 50 : bytes <= (4u << 20) ? 15 : 5;
+}
+
+struct row {
+  std::string algorithm;
+  std::size_t bytes;
+  int blocks;
+  double seconds;
+};
+
+void print_rows(const std::string& fabric_name, int p, const std::vector<row>& rows, bool json) {
+  if (json) {
+    std::printf("{\"benchmark\":\"broadcast\",\"fabric\":\"%s\",\"p\":%d,\"results\":[", fabric_name.c_str(), p);
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      std::printf("%s{\"algorithm\":\"%s\",\"bytes\":%zu,\"blocks\":%d,\"median_s\":%.9f,\"bandwidth_MBps\":%.3f}",
+                  i ? "," : "", rows[i].algorithm.c_str(), rows[i].bytes, rows[i].blocks, rows[i].seconds,
+                  rows[i].seconds > 0 ? static_cast<double>(rows[i].bytes) / rows[i].seconds / 1e6 : 0.0);
+    std::printf("]}\n");
+    return;
+  }
+  std::printf("broadcast on the %s fabric, p = %d (median time from the root's start to the last rank's end)\n", fabric_name.c_str(), p);
+  std::printf("%-10s %12s %7s %14s %14s\n", "algorithm", "bytes", "blocks", "time", "bandwidth");
+  for (const auto& r : rows)
+    std::printf("%-10s %12zu %7d %11.3f ms %11.1f MB/s\n", r.algorithm.c_str(), r.bytes, r.blocks, r.seconds * 1e3,
+                r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / 1e6 : 0.0);
+}
+
+std::vector<algorithm> algorithms_from(const cli::parser& args) {
+  std::vector<algorithm> out;
+  std::string list = args.get("algorithms");
+  std::size_t pos = 0;
+  while (pos <= list.size()) {
+    auto comma = list.find(',', pos);
+    auto a = parse_algorithm(list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    if (!a || *a == algorithm::automatic) args.die("--algorithms: circulant and/or binomial");
+    out.push_back(*a);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+// One timed broadcast per iteration; every rank verifies its bytes once per size.
+int bench_broadcast(int argc, char** argv) {
+  cli::parser args("optcast-bench broadcast", "Broadcast time and bandwidth for each size and algorithm.");
+  args.option("fabric", "NAME", "local (ranks in this process) or tcp (one process per rank; start with --np N)", "local")
+      .option("p", "P", "ranks of the local fabric", "8")
+      .option("np", "N", "with --fabric tcp: start N rank processes on this machine")
+      .option("sizes", "LIST", "bytes to broadcast", "8,64,512,4KiB,32KiB,256KiB,2MiB,16MiB,64MiB")
+      .option("algorithms", "LIST", "circulant,binomial", "circulant,binomial")
+      .option("blocks", "N", "circulant block count (0: automatic)", "0")
+      .option("iterations", "K", "timed runs per size (0: by size)", "0")
+      .flag("json", "one JSON object").flag("quiet", "no progress lines");
+  args.parse(argc, argv, 2);
+  const auto sizes = args.get_sizes("sizes");
+  const auto algs = algorithms_from(args);
+  const int blocks = static_cast<int>(args.get_int("blocks", 0, 1 << 20));
+  const int req_iter = static_cast<int>(args.get_int("iterations", 0, 100000));
+  const bool json = args.get_flag("json"), quiet = args.get_flag("quiet");
+  const std::string fabric_name = args.get("fabric");
+  if (fabric_name != "local" && fabric_name != "tcp") args.die("--fabric: local or tcp");
+  if (fabric_name == "local" && args.has("np")) args.die("--np starts processes for --fabric tcp; the local fabric takes --p");
+  if (auto status = launch_local(argc, argv)) return *status;
+
+  std::vector<row> rows;
+  if (fabric_name == "local") {
+    const int p = static_cast<int>(args.get_int("p", 1, 4096));
+    local::world w(p);
+    auto comms = w.communicators();
+    for (auto alg : algs)
+      for (auto bytes : sizes) {
+        std::vector<std::vector<std::byte>> bufs(static_cast<std::size_t>(p), std::vector<std::byte>(bytes, std::byte{1}));
+        const int n = alg == algorithm::binomial ? 1 : blocks ? blocks : automatic_block_count(bytes, p, comms[0].options());
+        std::vector<double> times;
+        for (int it = 0; it < iterations_for(bytes, req_iter) + 1; ++it) {
+          const auto t0 = clock_type::now();
+          auto res = w.run_all(comms, [&](communicator& c) {
+            return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 0, {.alg = alg, .blocks = n});
+          });
+          const double s = since(t0);
+          for (auto& r : res)
+            if (!r) {
+              std::fprintf(stderr, "broadcast failed: %s\n", r.error().message().c_str());
+              return 1;
+            }
+          if (it > 0) times.push_back(s);
+        }
+        rows.push_back({std::string(to_string(alg)), bytes, n, median(times)});
+        if (!quiet) std::fprintf(stderr, "  %s %zu B: %.3f ms\n", std::string(to_string(alg)).c_str(), bytes, rows.back().seconds * 1e3);
+      }
+    print_rows(fabric_name, p, rows, json);
+    return 0;
+  }
+
+  asio::io_context io;
+  auto comm = tcp::join(io);
+  for (auto alg : algs)
+    for (auto bytes : sizes) {
+      std::vector<std::byte> buf(bytes, std::byte{1});
+      const int n = alg == algorithm::binomial ? 1 : blocks ? blocks : automatic_block_count(bytes, comm.size(), comm.options());
+      const int iters = iterations_for(bytes, req_iter);
+      std::vector<double> times;
+      for (int it = 0; it < iters + 1; ++it) {
+        auto t = measure::timed(comm, 0, [&] { return run(comm, broadcast(comm, std::span(buf), 0, {.alg = alg, .blocks = n})); });
+        if (!t) {
+          std::fprintf(stderr, "rank %d: %s\n", comm.rank(), describe(t.error(), comm.failure_detail()).c_str());
+          return 1;
+        }
+        if (it > 0) times.push_back(*t);
+      }
+      if (comm.rank() != 0) continue;
+      rows.push_back({std::string(to_string(alg)), bytes, n, median(times)});
+      if (!quiet) std::fprintf(stderr, "  %s %zu B: %.3f ms\n", std::string(to_string(alg)).c_str(), bytes, rows.back().seconds * 1e3);
+    }
+  if (comm.rank() == 0) print_rows("tcp", comm.size(), rows, json);
+  return 0;
+}
+
+// Point-to-point: rank 0 sends `count` messages of `bytes` to rank 1 over the TCP
+// fabric; then the same bytes through a plain blocking socket pair. Both in this
+// process, two threads each, so both see the same machine at the same time.
+int bench_p2p(int argc, char** argv) {
+  cli::parser args("optcast-bench p2p", "TCP fabric point-to-point throughput against a plain socket copy of the same bytes.");
+  args.option("bytes", "SIZE", "message size", "16MiB").option("count", "N", "messages per run", "32")
+      .option("runs", "K", "runs of each; the median is reported", "5").flag("json", "one JSON object");
+  args.parse(argc, argv, 2);
+  const std::size_t bytes = args.get_size("bytes");
+  const int count = static_cast<int>(args.get_int("count", 1, 1 << 20));
+  const int runs = static_cast<int>(args.get_int("runs", 1, 1000));
+
+  // optcast over TCP: a store and two ranks, each with its own event loop and thread.
+  store::server server("127.0.0.1", 0, 2, 42);
+  std::vector<std::unique_ptr<asio::io_context>> ios;
+  std::vector<communicator> comms;
+  for (int r = 0; r < 2; ++r) {
+    tcp::config c;
+    c.rank = r;
+    c.size = 2;
+    c.store = {"127.0.0.1", server.port()};
+    c.host_store = false;
+    ios.push_back(std::make_unique<asio::io_context>(1));
+    comms.emplace_back(tcp::connect(*ios.back(), c));
+  }
+  std::vector<std::byte> src(bytes, std::byte{3}), dst(bytes);
+  auto fabric_run = [&] {
+    double t = 0;
+    std::thread sender([&] {
+      for (int i = 0; i < count; ++i)
+        if (!run(comms[0], send(comms[0], 1, 1, src))) std::abort();
+    });
+    const auto t0 = clock_type::now();
+    for (int i = 0; i < count; ++i)
+      if (!run(comms[1], recv(comms[1], 0, 1, dst))) std::abort();
+    t = since(t0);
+    sender.join();
+    return t;
+  };
+
+  // Plain sockets: blocking write of the same buffer, blocking read into one.
+  auto socket_run = [&] {
+    asio::io_context io;
+    asio::ip::tcp::acceptor acc(io, {asio::ip::make_address("127.0.0.1"), 0});
+    asio::ip::tcp::socket out(io), in(io);
+    std::thread connector([&] { out.connect(acc.local_endpoint()); });
+    acc.accept(in);
+    connector.join();
+    out.set_option(asio::ip::tcp::no_delay(true));
+    std::thread writer([&] {
+      for (int i = 0; i < count; ++i) asio::write(out, asio::buffer(src));
+    });
+    const auto t0 = clock_type::now();
+    for (int i = 0; i < count; ++i) asio::read(in, asio::buffer(dst));
+    const double t = since(t0);
+    writer.join();
+    return t;
+  };
+
+  fabric_run();  // warm up: connections open on first use
+  socket_run();
+  std::vector<double> tf, ts;
+  for (int k = 0; k < runs; ++k) {  // interleaved, so both see the same conditions
+    tf.push_back(fabric_run());
+    ts.push_back(socket_run());
+  }
+  const double total = static_cast<double>(bytes) * count;
+  const double gf = total / median(tf) / 1e9, gs = total / median(ts) / 1e9;
+  if (args.get_flag("json")) {
+    std::printf("{\"benchmark\":\"p2p\",\"bytes\":%zu,\"count\":%d,\"optcast_GBps\":%.4f,\"socket_GBps\":%.4f,\"ratio\":%.4f}\n",
+                bytes, count, gf, gs, gf / gs);
+  } else {
+    std::printf("point-to-point over TCP loopback, %d messages of %s, median of %d runs\n", count,
+                cli::format_size(bytes).c_str(), runs);
+    std::printf("  optcast tcp fabric : %.3f GB/s\n  plain socket copy  : %.3f GB/s\n  ratio              : %.3f\n", gf, gs, gf / gs);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string cmd = argc > 1 ? argv[1] : "";
+  if (cmd == "broadcast") return bench_broadcast(argc, argv);
+  if (cmd == "p2p") return bench_p2p(argc, argv);
+  std::fputs("usage: optcast-bench broadcast [--fabric local|tcp] [--np N | --p P] [--sizes LIST] [--json]\n"
+             "       optcast-bench p2p [--bytes SIZE] [--count N] [--json]\n"
+             "Run 'optcast-bench <command> --help' for all options.\n",
+             cmd == "--help" || cmd == "-h" ? stdout : stderr);
+  return cmd == "--help" || cmd == "-h" ? 0 : 2;
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The library as others use it: installed (headers, liboptcast, optcast.pc) into a
+# staging root, then (1) hello built with g++ and pkg-config, (2) a Meson project with
+# dependency('optcast') through pkg-config, (3) a Meson project with optcast as a
+# subproject. Each program is run with --np 3 and must greet from all three ranks.
+set -euo pipefail
+src=$(cd "$1" && pwd)
+build=$(cd "$2" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+check() {  # program output -> three greetings
+  local n
+  n=$(grep -c 'got: hello from rank 0 of 3' <<<"$1" || true)
+  [ "$n" = 3 ] || { echo "expected 3 greetings, got:"; echo "$1"; exit 1; }
+}
+
+DESTDIR="$tmp/root" meson install -C "$build" --no-rebuild --quiet
+pc=$(find "$tmp/root" -name optcast.pc | head -1)
+lib=$(find "$tmp/root" -name 'liboptcast.so' | head -1)
+header=$(find "$tmp/root" -path '*/include/optcast/optcast.hpp' | head -1)
+[ -n "$pc" ] && [ -n "$lib" ] && [ -n "$header" ] || { echo "install is missing optcast.pc, liboptcast.so or the headers"; exit 1; }
+export PKG_CONFIG_PATH=$(dirname "$pc") PKG_CONFIG_SYSROOT_DIR="$tmp/root"
+export LD_LIBRARY_PATH=$(dirname "$lib")
+
+echo "== g++ with pkg-config"
+g++ -std=c++20 "$src/examples/hello.cpp" $(pkg-config --cflags --libs optcast) -o "$tmp/hello"
+check "$("$tmp/hello" --np 3)"
+
+echo "== Meson project, dependency('optcast')"
+mkdir -p "$tmp/proj"
+cp "$src/examples/hello.cpp" "$tmp/proj/"
+cat > "$tmp/proj/meson.build" <<'M'
+project('consumer', 'cpp', default_options : ['cpp_std=c++20'])
+executable('hello', 'hello.cpp', dependencies : dependency('optcast'))
+M
+meson setup "$tmp/proj/b" "$tmp/proj" >/dev/null
+ninja -C "$tmp/proj/b" >/dev/null
+check "$("$tmp/proj/b/hello" --np 3)"
+
+echo "== Meson subproject"
+unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR LD_LIBRARY_PATH
+mkdir -p "$tmp/sub/subprojects"
+cp "$src/examples/hello.cpp" "$tmp/sub/"
+ln -s "$src" "$tmp/sub/subprojects/optcast"
+cat > "$tmp/sub/meson.build" <<'M'
+project('consumer', 'cpp', default_options : ['cpp_std=c++20'])
+subproject('optcast', default_options : ['tests=false', 'examples=false', 'ofi=disabled'])
+executable('hello', 'hello.cpp', dependencies : dependency('optcast'))
+M
+meson setup "$tmp/sub/b" "$tmp/sub" >/dev/null
+ninja -C "$tmp/sub/b" >/dev/null
+check "$("$tmp/sub/b/hello" --np 3)"
+echo "install test passed"
