@@ -7,6 +7,7 @@
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 
+#include "../common/buffer_pool.hpp"
 #include "../common/deadlines.hpp"
 #include "../common/op_queue.hpp"
 
@@ -33,21 +34,9 @@ struct world_state {
   // never resumes another rank's coroutine from inside its own start()).
   detail::op_queue ready;
   bool drain_posted = false;
-  // Recycled message buffers: in a running collective, unexpected messages reuse them.
-  std::vector<std::vector<std::byte>> pool;
-
-  std::vector<std::byte> take_buffer(std::size_t n) {
-    std::vector<std::byte> b;
-    if (!pool.empty()) {
-      b = std::move(pool.back());
-      pool.pop_back();
-    }
-    b.resize(n);
-    return b;
-  }
-  void give_back(std::vector<std::byte>&& b) {
-    if (pool.size() < 256) pool.push_back(std::move(b));
-  }
+  detail::buffer_pool pool;
+  std::vector<std::byte> take_buffer(std::size_t n) { return pool.take(n); }
+  void give_back(std::vector<std::byte>&& b) { pool.give_back(std::move(b)); }
 
   void make_ready(operation& op, std::error_code ec) {
     op.ec = ec;

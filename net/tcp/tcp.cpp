@@ -3,10 +3,10 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <random>
 #include <vector>
 
+#include <asio/bind_allocator.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/read.hpp>
@@ -14,7 +14,9 @@
 #include <asio/write.hpp>
 
 #include "../bootstrap/wire.hpp"
+#include "../common/buffer_pool.hpp"
 #include "../common/deadlines.hpp"
+#include "../common/handler_memory.hpp"
 #include "../common/op_queue.hpp"
 #include "optcast/log.hpp"
 
@@ -63,6 +65,8 @@ struct in_conn {
   explicit in_conn(tcp::socket s) : sock(std::move(s)), timer(sock.get_executor()) {}
   tcp::socket sock;
   asio::steady_timer timer;  // handshake deadline
+  detail::handler_memory mem;  // for the one read in flight
+  auto bound(auto handler) { return asio::bind_allocator(detail::handler_allocator<int>(mem), std::move(handler)); }
   int peer = -1;
   std::array<std::byte, std::max(hs_bytes, frame_bytes)> hdr{};
   std::array<std::byte, ack_bytes> ack{};
@@ -84,6 +88,8 @@ struct out_conn {
   operation* writing = nullptr;
   std::size_t written = 0;  // of header + payload
   detail::op_queue queue;
+  // For the one write in flight; shared, so a handler outliving the fabric keeps it.
+  std::shared_ptr<detail::handler_memory> mem = std::make_shared<detail::handler_memory>();
 };
 
 struct peer_state {
@@ -92,7 +98,7 @@ struct peer_state {
   std::shared_ptr<in_conn> in;
   bool in_closed = false;  // its connection to us ended: nothing more will come
   detail::op_queue posted;
-  std::deque<unexpected_msg> unexpected;
+  std::vector<unexpected_msg> unexpected;  // arrival order; short, and a deque would allocate chunks
 };
 
 std::string rank_name(int r) { return "rank " + std::to_string(r); }
@@ -290,7 +296,8 @@ private:
   void continue_write(int p) {
     auto& out = peer(p).out;
     asio::async_write(out.sock, frame_buffers(out, *out.writing, out.written),
-                      [this, alive = alive_, p](std::error_code ec, std::size_t) {
+                      asio::bind_allocator(detail::handler_allocator<int>(*out.mem),
+                      [this, alive = alive_, p, mem = out.mem](std::error_code ec, std::size_t) {
                         if (!*alive) return;
                         auto& o = peer(p).out;
                         operation* op = std::exchange(o.writing, nullptr);
@@ -308,7 +315,7 @@ private:
                           op->complete({});
                         }
                         if (*alive) write_next(p);
-                      });
+                      }));
   }
 
   void write_next(int p) {
@@ -512,7 +519,7 @@ private:
   }
 
   void read_frame(const std::shared_ptr<in_conn>& c) {
-    asio::async_read(c->sock, asio::buffer(c->hdr.data(), frame_bytes), [this, alive = alive_, c](std::error_code ec, std::size_t) {
+    asio::async_read(c->sock, asio::buffer(c->hdr.data(), frame_bytes), c->bound([this, alive = alive_, c](std::error_code ec, std::size_t) {
       if (!*alive || !c->open) return;
       if (ec) return in_ended(c, ec == asio::error::eof ? "" : ec.message());
       const std::byte* h = c->hdr.data();
@@ -536,17 +543,17 @@ private:
         return read_into(c, len);
       }
       read_payload(c, tg, len);
-    });
+    }));
   }
 
   // The payload goes straight into the posted receive.
   void read_into(const std::shared_ptr<in_conn>& c, std::uint64_t len) {
     if (len == 0) return finish_into(c);
-    asio::async_read(c->sock, asio::buffer(c->target->data, len), [this, alive = alive_, c](std::error_code ec, std::size_t) {
+    asio::async_read(c->sock, asio::buffer(c->target->data, len), c->bound([this, alive = alive_, c](std::error_code ec, std::size_t) {
       if (!*alive || !c->open) return;
       if (ec) return in_ended(c, ec.message());
       finish_into(c);
-    });
+    }));
   }
   void finish_into(const std::shared_ptr<in_conn>& c) {
     auto alive = alive_;
@@ -563,11 +570,11 @@ private:
     c->pending_tag = tg;
     c->payload = take_buffer(len);
     if (len == 0) return stash(c);
-    asio::async_read(c->sock, asio::buffer(c->payload), [this, alive = alive_, c](std::error_code ec, std::size_t) {
+    asio::async_read(c->sock, asio::buffer(c->payload), c->bound([this, alive = alive_, c](std::error_code ec, std::size_t) {
       if (!*alive || !c->open) return;
       if (ec) return in_ended(c, ec.message());
       stash(c);
-    });
+    }));
   }
   void stash(const std::shared_ptr<in_conn>& c) {
     auto& pe = peer(c->peer);
@@ -640,18 +647,8 @@ private:
                                               rank_name(cfg_.rank) + (waiting.empty() ? "" : " waiting for" + waiting.substr(1)));
   }
 
-  std::vector<std::byte> take_buffer(std::size_t n) {
-    std::vector<std::byte> b;
-    if (!pool_.empty()) {
-      b = std::move(pool_.back());
-      pool_.pop_back();
-    }
-    b.resize(n);
-    return b;
-  }
-  void give_back(std::vector<std::byte>&& b) {
-    if (pool_.size() < 64) pool_.push_back(std::move(b));
-  }
+  std::vector<std::byte> take_buffer(std::size_t n) { return pool_.take(n); }
+  void give_back(std::vector<std::byte>&& b) { pool_.give_back(std::move(b)); }
 
   asio::io_context& io_;
   config cfg_;
@@ -662,7 +659,7 @@ private:
   std::string listen_;
   std::vector<peer_state> peers_;
   std::vector<std::shared_ptr<in_conn>> handshaking_;
-  std::vector<std::vector<std::byte>> pool_;
+  detail::buffer_pool pool_;
   connection_counts counts_;
   bool closing_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
