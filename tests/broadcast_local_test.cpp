@@ -55,7 +55,8 @@ TEST_CASE("circulant broadcast, every p <= 40 and every root", "[local][broadcas
   const int n = GENERATE(1, 2, 3, 7, 16, 100);
   for (int p = 1; p <= 40; ++p)
     for (int root = 0; root < p; ++root)
-      for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{1000} + 3 /* n does not divide it */})
+      for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{1000} + 3 /* n does not divide it */,
+                               std::size_t{256 << 10} + 3 /* large, and n does not divide it */})
         REQUIRE(run_broadcast(p, root, n, size, optcast::algorithm::circulant));
 }
 

@@ -273,3 +273,72 @@ TEST_CASE("a circulant broadcast opens about 2 log2 p connections per rank", "[t
     CHECK(n.incoming <= 4);  // from r - skip[k]
   }
 }
+
+namespace {
+// A valid handshake of the tcp_test_world's job as `rank` of `size`.
+std::vector<std::byte> handshake(std::uint32_t rank, std::uint32_t size) {
+  std::vector<std::byte> h(24);
+  const std::uint32_t magic = 0x4354504f;
+  const std::uint16_t version = 1;
+  const std::uint64_t job = 0x0b7c457ull;
+  std::memcpy(h.data(), &magic, 4);
+  std::memcpy(h.data() + 4, &version, 2);
+  std::memcpy(h.data() + 8, &job, 8);
+  std::memcpy(h.data() + 16, &rank, 4);
+  std::memcpy(h.data() + 20, &size, 4);
+  return h;
+}
+}  // namespace
+
+TEST_CASE("a malformed frame from an admitted peer is a protocol violation", "[tcp][fabric]") {
+  auto old = set_log_sink([](log_level, std::string_view) {});
+  testing::tcp_test_world w(3);
+  const std::string target = tcp::listen_address(w.comms()[1].get_fabric());
+  SECTION("bad frame kind") {
+    auto bytes = handshake(2, 3);
+    bytes.resize(bytes.size() + 24, std::byte{0x13});  // a header of garbage
+    std::thread t(stranger, target, bytes, 500ms);
+    std::vector<std::byte> buf(16);
+    auto r = run(w.comms()[1], recv(w.comms()[1], 2, 5, buf));
+    t.join();
+    REQUIRE_FALSE(r);
+    CHECK(r.error() == errc::protocol_violation);
+    CHECK(w.comms()[1].failure() == errc::protocol_violation);
+    CHECK(w.comms()[1].failure_detail().find("malformed frame") != std::string::npos);
+  }
+  SECTION("absurd length") {
+    auto bytes = handshake(2, 3);
+    std::vector<std::byte> hdr(24);
+    const std::uint32_t kind = 0x46444f43;
+    const std::uint64_t len = ~std::uint64_t{0};
+    std::memcpy(hdr.data(), &kind, 4);
+    std::memcpy(hdr.data() + 16, &len, 8);
+    bytes.insert(bytes.end(), hdr.begin(), hdr.end());
+    std::thread t(stranger, target, bytes, 500ms);
+    std::vector<std::byte> buf(16);
+    auto r = run(w.comms()[1], recv(w.comms()[1], 2, 5, buf));
+    t.join();
+    REQUIRE_FALSE(r);
+    CHECK(r.error() == errc::protocol_violation);
+  }
+  set_log_sink(std::move(old));
+}
+
+TEST_CASE("a failing rank tells its peers why", "[tcp][fabric]") {
+  testing::tcp_test_world w(2);
+  std::vector<std::byte> buf(8);
+  auto res = w.run_all([&](communicator& c) -> task<result<void>> {
+    auto& f = c.get_fabric();
+    if (c.rank() == 0) {
+      // Open the connection to rank 1 with one message, then fail.
+      if (auto r = co_await f.send(1, {3, 0}, buf); !r) co_return fail(r.error());
+      f.abort(make_error_code(errc::timeout), "the reason of rank 0");
+      co_return result<void>{};
+    }
+    if (auto r = co_await f.recv(0, {3, 0}, buf); !r) co_return fail(r.error());
+    co_return as_void(co_await f.recv(0, {3, 1}, buf));  // never sent: rank 0 failed
+  });
+  REQUIRE_FALSE(res[1]);
+  CHECK(res[1].error() == errc::peer_lost);
+  CHECK(w.comms()[1].failure_detail().find("rank 0 failed: the reason of rank 0") != std::string::npos);
+}

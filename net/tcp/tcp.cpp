@@ -47,6 +47,10 @@ const char* status_text(std::uint32_t s) {
 
 // Frame header: u32 kind, u32 flags, u64 tag, u64 payload length.
 constexpr std::uint32_t frame_data = 0x46444f43;  // "CODF"
+// Sent by a rank that fails, before it closes its connections: the tag holds its error
+// code, the payload why; receivers fail with peer_lost and that reason.
+constexpr std::uint32_t frame_abort = 0x41444f43;  // "CODA"
+constexpr std::size_t max_abort_text = 2000;
 constexpr std::size_t frame_bytes = 24;
 constexpr std::uint64_t max_frame = std::uint64_t{1} << 40;
 constexpr auto handshake_timeout = std::chrono::seconds(10);
@@ -190,7 +194,7 @@ public:
         break;
       case st_reading:
         if (pe.in) pe.in->target = nullptr;
-        drop_in(op.peer, "cancelled in the middle of a frame");
+        drop_in(op.peer, ec, "cancelled in the middle of a frame");
         break;
       default:
         return;
@@ -216,12 +220,29 @@ public:
   // deadlines.
   void abort(std::error_code ec, std::string detail) noexcept override {
     note_failure(ec, detail);
+    if (!closing_) tell_peers(failure_detail());
     auto alive = alive_;
     for (int r = 0; r < cfg_.size && *alive; ++r) {
       if (r == cfg_.rank) continue;
       fail_out(r, ec, detail);
-      drop_in(r, detail);
-      fail_posted(r, ec, detail);
+      drop_in(r, ec, detail);
+    }
+  }
+
+  // Best effort, without blocking: an abort frame on every idle connection, so that the
+  // peers' errors name the cause rather than "rank r closed its connection".
+  void tell_peers(const std::string& why) noexcept {
+    const std::string text = rank_name(cfg_.rank) + " failed: " + why.substr(0, max_abort_text - 40);
+    std::array<std::byte, frame_bytes> h{};
+    wire::put_u32(h.data(), frame_abort);
+    wire::put_u64(h.data() + 8, static_cast<std::uint64_t>(failure().value()));
+    wire::put_u64(h.data() + 16, text.size());
+    for (int r = 0; r < cfg_.size; ++r) {
+      auto& out = peer(r).out;
+      if (r == cfg_.rank || out.st != out_conn::state::ready || out.writing) continue;
+      std::array<asio::const_buffer, 2> bufs{asio::buffer(h), asio::buffer(text)};
+      std::error_code ignored;
+      out.sock.write_some(bufs, ignored);  // a partial frame is harmless: the socket closes next
     }
   }
 
@@ -525,6 +546,7 @@ private:
       const std::byte* h = c->hdr.data();
       const std::uint64_t len = wire::get_u64(h + 16);
       const tag tg = tag::unpack(wire::get_u64(h + 8));
+      if (wire::get_u32(h) == frame_abort && len <= max_abort_text) return read_abort(c, len);
       if (wire::get_u32(h) != frame_data || wire::get_u32(h + 4) != 0 || len > max_frame)
         return protocol_error(c, "malformed frame header");
       auto& pe = peer(c->peer);
@@ -599,11 +621,20 @@ private:
     if (c->open) read_frame(c);
   }
 
+  void read_abort(const std::shared_ptr<in_conn>& c, std::uint64_t len) {
+    c->payload.resize(len);
+    asio::async_read(c->sock, asio::buffer(c->payload), c->bound([this, alive = alive_, c](std::error_code ec, std::size_t) {
+      if (!*alive || !c->open) return;
+      const int p = c->peer;
+      if (ec) return in_ended(c, ec.message());
+      const std::string why(reinterpret_cast<const char*>(c->payload.data()), c->payload.size());
+      abort(make_error_code(errc::peer_lost), why.empty() ? rank_name(p) + " failed" : why);
+    }));
+  }
+
   void protocol_error(const std::shared_ptr<in_conn>& c, const std::string& what) {
     const std::string why = what + " from " + rank_name(c->peer);
     log(log_level::error, rank_name(cfg_.rank) + ": " + why);
-    const int p = c->peer;
-    drop_in(p, why);
     abort(make_error_code(errc::protocol_violation), why);
   }
 
@@ -612,25 +643,26 @@ private:
     const int p = c->peer;
     const std::string why = error.empty() ? rank_name(p) + " closed its connection"
                                           : "the connection from " + rank_name(p) + " failed: " + error;
-    drop_in(p, why);
+    drop_in(p, make_error_code(errc::peer_lost), why);
   }
 
-  void drop_in(int p, const std::string& why) {
+  // Nothing more will come from p: what waits for it fails with ec.
+  void drop_in(int p, std::error_code ec, const std::string& why) {
     auto& pe = peer(p);
     pe.in_closed = true;
-    auto c = pe.in;
-    if (!c) return;
-    c->open = false;
-    std::error_code ignored;
-    c->sock.close(ignored);
     auto alive = alive_;
-    if (operation* op = std::exchange(c->target, nullptr)) {
-      op->fabric_state = st_none;
-      note_error(why + ": " + describe_op(*op));
-      op->complete(make_error_code(errc::peer_lost));
-      if (!*alive) return;
+    if (auto c = pe.in) {
+      c->open = false;
+      std::error_code ignored;
+      c->sock.close(ignored);
+      if (operation* op = std::exchange(c->target, nullptr)) {
+        op->fabric_state = st_none;
+        note_error(why + ": " + describe_op(*op));
+        op->complete(ec);
+        if (!*alive) return;
+      }
     }
-    fail_posted(p, make_error_code(errc::peer_lost), why);
+    fail_posted(p, ec, why);
   }
 
   void expire(std::uint32_t seq) {
