@@ -1,6 +1,9 @@
 #include "optcast/net/tcp.hpp"
 
 #include <array>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -104,6 +107,30 @@ struct peer_state {
   detail::op_queue posted;
   std::vector<unexpected_msg> unexpected;  // arrival order; short, and a deque would allocate chunks
 };
+
+// The one-port model has a rank send one message at a time. With the kernel's send
+// buffer (autotuned to megabytes) a send "completes" long before its bytes are on the
+// wire, the next round's send then shares the link with it, and a pipelined schedule
+// slows to the pace of shared links. Keeping at most this many unsent bytes queued makes
+// a send complete about when its data has left, while small messages still complete at
+// once. OPTCAST_TCP_NOTSENT_LOWAT overrides it (0: the kernel's default behaviour).
+std::size_t notsent_lowat() {
+  static const std::size_t v = [] {
+    const char* e = std::getenv("OPTCAST_TCP_NOTSENT_LOWAT");
+    return e ? static_cast<std::size_t>(std::strtoull(e, nullptr, 0)) : std::size_t{128} << 10;
+  }();
+  return v;
+}
+
+// Loopback has no link to share (and the extra wakeups cost it throughput), so only
+// connections to other hosts are limited.
+void limit_unsent(tcp::socket& s) {
+  const int v = static_cast<int>(notsent_lowat());
+  std::error_code ec;
+  const auto peer = s.remote_endpoint(ec);
+  if (v > 0 && !ec && !peer.address().is_loopback())
+    ::setsockopt(s.native_handle(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof v);
+}
 
 std::string rank_name(int r) { return "rank " + std::to_string(r); }
 
@@ -400,6 +427,7 @@ private:
                           rank_name(p) + " at " + o2.where + " refused the connection: " + status_text(status));
         std::error_code ignored;
         o2.sock.non_blocking(true, ignored);
+        limit_unsent(o2.sock);
         o2.st = out_conn::state::ready;
         ++counts_.outgoing;
         write_next(p);
