@@ -275,6 +275,7 @@ TEST_CASE("a circulant broadcast opens about 2 log2 p connections per rank", "[t
 }
 
 namespace {
+
 // A valid handshake of the tcp_test_world's job as `rank` of `size`.
 std::vector<std::byte> handshake(std::uint32_t rank, std::uint32_t size) {
   std::vector<std::byte> h(24);
@@ -288,40 +289,37 @@ std::vector<std::byte> handshake(std::uint32_t rank, std::uint32_t size) {
   std::memcpy(h.data() + 20, &size, 4);
   return h;
 }
+
+// A stranger admitted as rank 2 sends `frame`; rank 1, waiting for rank 2, must fail
+// with a protocol violation and be broken by it.
+void expect_protocol_violation(const std::vector<std::byte>& frame) {
+  auto old = set_log_sink([](log_level, std::string_view) {});
+  testing::tcp_test_world w(3);
+  auto bytes = handshake(2, 3);
+  bytes.insert(bytes.end(), frame.begin(), frame.end());
+  std::thread t(stranger, tcp::listen_address(w.comms()[1].get_fabric()), bytes, 500ms);
+  std::vector<std::byte> buf(16);
+  auto r = run(w.comms()[1], recv(w.comms()[1], 2, 5, buf));
+  t.join();
+  set_log_sink(std::move(old));
+  REQUIRE_FALSE(r);
+  CHECK(r.error() == errc::protocol_violation);
+  CHECK(w.comms()[1].failure() == errc::protocol_violation);
+  CHECK(w.comms()[1].failure_detail().find("malformed frame") != std::string::npos);
+}
+
 }  // namespace
 
 TEST_CASE("a malformed frame from an admitted peer is a protocol violation", "[tcp][fabric]") {
-  auto old = set_log_sink([](log_level, std::string_view) {});
-  testing::tcp_test_world w(3);
-  const std::string target = tcp::listen_address(w.comms()[1].get_fabric());
-  SECTION("bad frame kind") {
-    auto bytes = handshake(2, 3);
-    bytes.resize(bytes.size() + 24, std::byte{0x13});  // a header of garbage
-    std::thread t(stranger, target, bytes, 500ms);
-    std::vector<std::byte> buf(16);
-    auto r = run(w.comms()[1], recv(w.comms()[1], 2, 5, buf));
-    t.join();
-    REQUIRE_FALSE(r);
-    CHECK(r.error() == errc::protocol_violation);
-    CHECK(w.comms()[1].failure() == errc::protocol_violation);
-    CHECK(w.comms()[1].failure_detail().find("malformed frame") != std::string::npos);
-  }
+  SECTION("bad frame kind") { expect_protocol_violation(std::vector<std::byte>(24, std::byte{0x13})); }
   SECTION("absurd length") {
-    auto bytes = handshake(2, 3);
     std::vector<std::byte> hdr(24);
     const std::uint32_t kind = 0x46444f43;
     const std::uint64_t len = ~std::uint64_t{0};
     std::memcpy(hdr.data(), &kind, 4);
     std::memcpy(hdr.data() + 16, &len, 8);
-    bytes.insert(bytes.end(), hdr.begin(), hdr.end());
-    std::thread t(stranger, target, bytes, 500ms);
-    std::vector<std::byte> buf(16);
-    auto r = run(w.comms()[1], recv(w.comms()[1], 2, 5, buf));
-    t.join();
-    REQUIRE_FALSE(r);
-    CHECK(r.error() == errc::protocol_violation);
+    expect_protocol_violation(hdr);
   }
-  set_log_sink(std::move(old));
 }
 
 TEST_CASE("a failing rank tells its peers why", "[tcp][fabric]") {
@@ -341,4 +339,20 @@ TEST_CASE("a failing rank tells its peers why", "[tcp][fabric]") {
   REQUIRE_FALSE(res[1]);
   CHECK(res[1].error() == errc::peer_lost);
   CHECK(w.comms()[1].failure_detail().find("rank 0 failed: the reason of rank 0") != std::string::npos);
+}
+
+TEST_CASE("exchange: every rank sends right and receives from the left at once", "[local][tcp][fabric]") {
+  const int p = 5;
+  auto w = testing::make_world(GENERATE(as<std::string>{}, "local", "tcp"), p);
+  std::vector<std::vector<std::byte>> out(p), in(p, std::vector<std::byte>(3000));
+  for (int r = 0; r < p; ++r) out[static_cast<std::size_t>(r)] = bytes(3000, r);
+  auto res = w->run_all([&](communicator& c) -> task<result<void>> {
+    const int r = c.rank();
+    co_return co_await exchange(c.get_fabric(), (r + 1) % p, out[static_cast<std::size_t>(r)], (r + p - 1) % p,
+                                in[static_cast<std::size_t>(r)], {4, 0});
+  });
+  for (int r = 0; r < p; ++r) {
+    REQUIRE(res[static_cast<std::size_t>(r)]);
+    CHECK(in[static_cast<std::size_t>(r)] == out[static_cast<std::size_t>((r + p - 1) % p)]);
+  }
 }

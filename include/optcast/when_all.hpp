@@ -90,4 +90,10 @@ op_batch<sizeof...(Ops)> when_all(Ops... ops) noexcept {
 
 inline op_span_awaiter when_all(std::span<operation> ops) noexcept { return op_span_awaiter(ops); }
 
+// The one-port round primitive of the papers: send to one rank || receive from another.
+inline op_batch<2> exchange(fabric& f, int to, std::span<const std::byte> out, int from,
+                            std::span<std::byte> in, tag t) noexcept {
+  return when_all(f.send(to, t, out), f.recv(from, t, in));
+}
+
 }  // namespace optcast
