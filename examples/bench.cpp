@@ -236,7 +236,7 @@ int bench_p2p(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   const std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "broadcast") return bench_broadcast(argc, argv);
   if (cmd == "p2p") return bench_p2p(argc, argv);
@@ -245,4 +245,7 @@ int main(int argc, char** argv) {
              "Run 'optcast-bench <command> --help' for all options.\n",
              cmd == "--help" || cmd == "-h" ? stdout : stderr);
   return cmd == "--help" || cmd == "-h" ? 0 : 2;
+} catch (const optcast::setup_error& e) {
+  std::fprintf(stderr, "optcast-bench: %s\n", e.what());
+  return 1;
 }

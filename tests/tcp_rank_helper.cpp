@@ -13,7 +13,7 @@
 #include "fault_fabric.hpp"
 #include "optcast/optcast.hpp"
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   if (auto status = optcast::launch_local(argc, argv)) return *status;
   optcast::cli::parser args("tcp_rank_helper", "A rank of a multi-process broadcast test.");
   args.option("root", "R", "root", "0").option("bytes", "SIZE", "bytes", "1000").option("blocks", "N", "blocks", "0")
@@ -51,4 +51,7 @@ int main(int argc, char** argv) {
     }
   report << "ok\n";
   return 0;
+} catch (const optcast::setup_error& e) {
+  std::fprintf(stderr, "tcp_rank_helper: %s\n", e.what());
+  return 1;
 }

@@ -390,11 +390,11 @@ client::client(asio::io_context& io, const address& server, int rank, int size,
   const auto ep = resolve(io, server);
   impl_->server_name = server.str();
   // Rank 0 may not be listening yet: retry until the deadline.
-  std::error_code last;
+  std::error_code last;  // the latest real failure, not our own cancel at the deadline
   for (;;) {
     bool fin = false;
     impl_->sock.async_connect(ep, [&](std::error_code ec) {
-      last = ec;
+      if (ec != asio::error::operation_aborted) last = ec;
       fin = true;
     });
     if (!drive(io, [&] { return fin; }, deadline)) {
