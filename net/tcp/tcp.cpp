@@ -151,29 +151,16 @@ public:
   ~tcp_fabric() override { close(); }
 
   void bootstrap() {
-    const auto t = cfg_.bootstrap_timeout;
-    if (cfg_.rank == 0 && cfg_.host_store) {
-      std::uint64_t job = cfg_.job_id;
-      while (job == 0) job = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
-      server_ = cfg_.store_fd >= 0
-                    ? std::make_unique<store::server>(cfg_.store_fd, cfg_.size, job)
-                    : std::make_unique<store::server>(cfg_.store.host, cfg_.store.port, cfg_.size, job);
-    }
-    store_ = std::make_unique<store::client>(io_, cfg_.store, cfg_.rank, cfg_.size, t);
-    job_id_ = store_->job_id();
-    if (cfg_.job_id && cfg_.job_id != job_id_)
-      throw setup_error(make_error_code(errc::protocol_violation),
-                        "OPTCAST_JOB_ID differs from the job id the store hands out: another job's store?");
-    store_->on_events(
+    job_ = std::make_unique<job>(io_, cfg_);
+    job_id_ = job_->id();
+    job_->on_failure(
         [this, alive = alive_](int r) {
           if (*alive && !closing_) abort(make_error_code(errc::peer_lost), rank_name(r) + " died (its store connection closed without goodbye)");
         },
-        [this, alive = alive_](std::error_code ec) {
-          if (*alive && !closing_)
-            abort(make_error_code(errc::peer_lost), "lost the connection to the store on rank 0 (" + ec.message() + "): rank 0 died?");
+        [this, alive = alive_](std::string why) {
+          if (*alive && !closing_) abort(make_error_code(errc::peer_lost), why);
         });
-
-    const std::string host = cfg_.host.empty() ? store_->local_host() : cfg_.host;
+    const std::string& host = job_->host();
     std::error_code ec;
     const auto addr = asio::ip::make_address(host, ec);
     if (ec) throw setup_error(ec, "OPTCAST_HOST '" + host + "' is not an IP address of this host");
@@ -184,7 +171,7 @@ public:
     if (ec) throw setup_error(ec, "cannot listen on " + host + ": " + ec.message());
     listen_ = host + ":" + std::to_string(acceptor_.local_endpoint().port());
     accept_next();
-    if (auto r = store_->set_wait(addr_key(cfg_.rank), listen_, t); !r)
+    if (auto r = job_->store().set_wait(addr_key(cfg_.rank), listen_, cfg_.bootstrap_timeout); !r)
       throw setup_error(r.error(), "cannot register with the store: " + r.error().message());
     log(log_level::debug, rank_name(cfg_.rank) + " of job " + std::to_string(job_id_) + " listens on " + listen_);
   }
@@ -281,13 +268,9 @@ public:
     acceptor_.close(ignored);
     for (auto& c : handshaking_) c->sock.close(ignored);
     handshaking_.clear();
-    if (store_) store_->bye();
-    if (server_ && !server_->wait_all_done(cfg_.shutdown_timeout))
-      log(log_level::warn, "rank 0 closed before every rank had finished (waited " +
-                               std::to_string(cfg_.shutdown_timeout.count()) + " ms)");
+    if (job_) job_->leave();
     *alive_ = false;
-    store_.reset();
-    server_.reset();
+    job_.reset();
   }
 
 private:
@@ -382,7 +365,7 @@ private:
   void open_out(int p) {
     auto& out = peer(p).out;
     out.st = out_conn::state::resolving;
-    store_->get(addr_key(p), [this, alive = alive_, p](result<std::string> a) {
+    job_->store().get(addr_key(p), [this, alive = alive_, p](result<std::string> a) {
       if (!*alive) return;
       auto& o = peer(p).out;
       if (o.st != out_conn::state::resolving) return;
@@ -713,8 +696,7 @@ private:
   asio::io_context& io_;
   config cfg_;
   std::uint64_t job_id_ = 0;
-  std::unique_ptr<store::server> server_;
-  std::unique_ptr<store::client> store_;
+  std::unique_ptr<job> job_;
   tcp::acceptor acceptor_;
   std::string listen_;
   std::vector<peer_state> peers_;
@@ -726,70 +708,18 @@ private:
   detail::deadline_table deadlines_;
 };
 
-// Environment parsing with messages that name the variable.
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
-
-long long env_int(const char* name, long long def, long long lo, long long hi) {
-  const std::string v = env(name);
-  if (v.empty()) return def;
-  char* end = nullptr;
-  errno = 0;
-  const long long x = std::strtoll(v.c_str(), &end, 0);
-  if (errno || !end || *end || x < lo || x > hi)
-    throw setup_error(make_error_code(errc::invalid_argument),
-                      std::string(name) + "='" + v + "' is not a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  return x;
-}
-
 }  // namespace
 
-config config::from_env() {
-  config c;
-  if (env("OPTCAST_RANK").empty() || env("OPTCAST_SIZE").empty())
-    throw setup_error(make_error_code(errc::invalid_argument),
-                      "OPTCAST_RANK and OPTCAST_SIZE are not set: start the program with --np N, "
-                      "or set OPTCAST_RANK, OPTCAST_SIZE and OPTCAST_STORE for each rank");
-  c.size = static_cast<int>(env_int("OPTCAST_SIZE", 1, 1, 1 << 24));
-  c.rank = static_cast<int>(env_int("OPTCAST_RANK", 0, 0, c.size - 1));
-  const std::string s = env("OPTCAST_STORE");
-  if (s.empty())
-    throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_STORE is not set (host:port of the store on rank 0)");
-  auto a = store::parse_address(s);
-  if (!a) throw setup_error(a.error(), "OPTCAST_STORE='" + s + "' is not host:port");
-  c.store = *a;
-  c.store_fd = static_cast<int>(env_int("OPTCAST_STORE_FD", -1, -1, 1 << 20));
-  c.host = env("OPTCAST_HOST");
-  const std::string job = env("OPTCAST_JOB_ID");
-  if (!job.empty()) {
-    char* end = nullptr;
-    errno = 0;
-    c.job_id = std::strtoull(job.c_str(), &end, 0);
-    if (errno || !end || *end)
-      throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_JOB_ID='" + job + "' is not a number");
-  }
-  c.ports = static_cast<int>(env_int("OPTCAST_PORTS", 1, 1, 64));
-  c.bootstrap_timeout = std::chrono::seconds(env_int("OPTCAST_BOOTSTRAP_TIMEOUT", 60, 1, 86400));
-  c.shutdown_timeout = std::chrono::seconds(env_int("OPTCAST_TIMEOUT", 120, 1, 86400 * 7));
-  return c;
-}
-
 std::shared_ptr<optcast::fabric> connect(asio::io_context& io, const config& cfg) {
-  if (cfg.size < 1 || cfg.rank < 0 || cfg.rank >= cfg.size)
-    throw setup_error(make_error_code(errc::invalid_argument),
-                      "rank " + std::to_string(cfg.rank) + " is not in a job of " + std::to_string(cfg.size));
-  if (cfg.ports < 1) throw setup_error(make_error_code(errc::invalid_argument), "ports must be at least 1");
   auto f = std::make_shared<tcp_fabric>(io, cfg);
   f->bootstrap();
   return f;
 }
 
 communicator join(asio::io_context& io) {
-  const auto cfg = config::from_env();
+  const auto cfg = job_config::from_env();
   communicator_options o;
-  o.timeout = std::chrono::seconds(env_int("OPTCAST_TIMEOUT", 120, 1, 86400 * 7));
+  o.timeout = cfg.timeout;
   return communicator(connect(io, cfg), o);
 }
 

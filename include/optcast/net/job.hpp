@@ -1,0 +1,81 @@
+// A rank's place in a job, shared by the fabrics that run one process per rank (TCP,
+// libfabric): where the store is, who hosts it, the job id, timeouts.
+//
+// Environment (job_config::from_env):
+//   OPTCAST_RANK, OPTCAST_SIZE   this process's rank and the job's size (required)
+//   OPTCAST_STORE                host:port of the store, hosted by rank 0 (required)
+//   OPTCAST_HOST                 address to listen on and advertise (default: the local
+//                                address of the connection to the store)
+//   OPTCAST_JOB_ID               64-bit job id; peers from another job are refused
+//                                (default: rank 0 draws one and the store hands it out)
+//   OPTCAST_TIMEOUT              default collective deadline, seconds (default 120)
+//   OPTCAST_BOOTSTRAP_TIMEOUT    how long to wait for the store, seconds (60)
+//   OPTCAST_PORTS                k of the k-port model (default 1)
+//   OPTCAST_STORE_FD             set by the local launcher for rank 0: a listening socket
+//                                to serve the store on
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "optcast/net/store.hpp"
+
+namespace asio {
+class io_context;
+}
+
+namespace optcast {
+
+struct job_config {
+  int rank = 0;
+  int size = 1;
+  store::address store{"127.0.0.1", 29500};
+  // Rank 0 hosts the store at `store` (or on store_fd). False: the store runs elsewhere
+  // (a test harness, an external rendezvous service).
+  bool host_store = true;
+  int store_fd = -1;
+  std::string host;          // empty: the local address toward the store
+  std::uint64_t job_id = 0;  // 0: chosen by rank 0
+  int ports = 1;
+  std::chrono::milliseconds bootstrap_timeout{std::chrono::seconds(60)};
+  // The default collective deadline, and how long rank 0 waits, when closing, for the
+  // other ranks to finish.
+  std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+
+  // From the OPTCAST_* environment; throws setup_error naming what is missing or wrong.
+  static job_config from_env();
+};
+
+// Joining a job: rank 0 starts the store; every rank connects to it, learns the job id
+// and keeps the connection, which reports dead peers. leave() says goodbye; on rank 0
+// it then waits for every other rank to finish. Throws setup_error on failure.
+class job {
+public:
+  job(asio::io_context& io, const job_config& cfg);
+  ~job();
+  job(const job&) = delete;
+  job& operator=(const job&) = delete;
+
+  const job_config& config() const noexcept { return cfg_; }
+  std::uint64_t id() const noexcept { return id_; }
+  store::client& store() noexcept { return *client_; }
+  // The address this rank listens on and advertises to its peers.
+  const std::string& host() const noexcept { return host_; }
+
+  // `lost(rank)` when a rank dies; `gone(why)` when the store itself goes away.
+  void on_failure(std::function<void(int rank)> lost, std::function<void(std::string why)> gone);
+  void leave() noexcept;
+
+private:
+  job_config cfg_;
+  std::uint64_t id_ = 0;
+  std::string host_;
+  std::unique_ptr<store::server> server_;
+  std::unique_ptr<store::client> client_;
+  bool left_ = false;
+};
+
+}  // namespace optcast
