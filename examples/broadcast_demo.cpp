@@ -21,12 +21,13 @@ std::byte pattern(std::size_t i) { return static_cast<std::byte>((i * 2654435761
 
 int main(int argc, char** argv) {
   if (auto status = optcast::launch_local(argc, argv)) return *status;
-  optcast::cli::parser args("optcast-demo", "Broadcasts a buffer among the ranks of a job over TCP and checks every byte on every rank.");
+  optcast::cli::parser args("optcast-demo", "Broadcasts a buffer among the ranks of a job and checks every byte on every rank.");
   args.option("bytes", "SIZE", "bytes to broadcast", "64MiB")
       .option("root", "RANK", "the broadcasting rank", "0")
       .option("algorithm", "NAME", "automatic, circulant or binomial", "automatic")
       .option("blocks", "N", "circulant pipelining depth (0: from the cost model)", "0")
       .option("iterations", "K", "timed broadcasts; the median is reported", "5")
+      .option("fabric", "NAME", "tcp or ofi (libfabric; provider from FI_PROVIDER or the best available)", "tcp")
       .note("Start it with --np N to run N ranks on this machine, or under a launcher that sets\n"
             "OPTCAST_RANK, OPTCAST_SIZE and OPTCAST_STORE (see README).");
   args.parse(argc, argv);
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
 
   try {
     asio::io_context io;
-    auto comm = optcast::tcp::join(io);
+    auto comm = optcast::join(io, args.get("fabric"));
     const int root = static_cast<int>(args.get_int("root", 0, comm.size() - 1));
     const optcast::broadcast_options opts{.alg = *alg, .blocks = blocks};
     std::vector<std::byte> buf(bytes);
@@ -70,8 +71,8 @@ int main(int argc, char** argv) {
     std::sort(slowest.begin(), slowest.end());
     const double med = slowest[slowest.size() / 2];
     const int n = blocks ? blocks : optcast::automatic_block_count(bytes, comm.size(), comm.options());
-    std::printf("broadcast of %s from rank %d to %d ranks over tcp, %s", optcast::cli::format_size(bytes).c_str(), root,
-                comm.size(), std::string(optcast::to_string(*alg == optcast::algorithm::automatic ? optcast::algorithm::circulant : *alg)).c_str());
+    std::printf("broadcast of %s from rank %d to %d ranks over %s, %s", optcast::cli::format_size(bytes).c_str(), root,
+                comm.size(), optcast::fabric_description(comm).c_str(), std::string(optcast::to_string(*alg == optcast::algorithm::automatic ? optcast::algorithm::circulant : *alg)).c_str());
     if (*alg != optcast::algorithm::binomial) std::printf(" (n = %d blocks)", n);
     std::printf("\n  every byte verified on all %d ranks, %d times\n", comm.size(), iterations + 1);
     std::printf("  time (root's start to the last rank's end, median of %d): %.3f ms   bandwidth: %.1f MB/s\n", iterations, med * 1e3,

@@ -78,10 +78,13 @@ public:
   completion_fn on_complete = nullptr;
   void* context = nullptr;
 
-  // Intrusive links for the fabric's queues, and one word of fabric-private state.
+  // Intrusive links for the fabric's queues, one word of fabric-private state, and room
+  // for a transport's per-operation context (libfabric's fi_context2), so that a
+  // completion leads back to its operation without a lookup or an allocation.
   operation* next = nullptr;
   operation* prev = nullptr;
   std::uintptr_t fabric_state = 0;
+  void* fabric_ctx[10] = {};
 
   // For fabrics: finish from the event loop and notify the awaiter.
   void complete(std::error_code e) noexcept {

@@ -20,6 +20,15 @@ public:
       head_ = &op;
     tail_ = &op;
   }
+  void push_front(operation& op) noexcept {
+    op.prev = nullptr;
+    op.next = head_;
+    if (head_)
+      head_->prev = &op;
+    else
+      tail_ = &op;
+    head_ = &op;
+  }
   void remove(operation& op) noexcept {
     (op.prev ? op.prev->next : head_) = op.next;
     (op.next ? op.next->prev : tail_) = op.prev;

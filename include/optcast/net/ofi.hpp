@@ -1,0 +1,48 @@
+// The libfabric fabric: one reliable-datagram (FI_EP_RDM) endpoint per rank, tagged
+// messages carrying the collective's tag, directed receives.
+//
+// Endpoint names go through the job's store (optcast/net/job.hpp) and into the address
+// vector on first use. Progress runs on the rank's asio::io_context: through the CQ's
+// wait fd where the provider has one (no spinning while idle; rxm's connection setup
+// also progresses there), by polling while operations are pending where it has none.
+// Buffers are registered where the provider asks for it (FI_MR_LOCAL).
+//
+// Provider: config::provider, else OPTCAST_OFI_PROVIDER or FI_PROVIDER (as libfabric
+// users expect), else the best available (tcp;ofi_rxm, then shm, then net). The
+// sockets and udp;ofi_rxd providers are only used when named: on Debian 12's libfabric
+// 1.17 they hang on large messages.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "optcast/communicator.hpp"
+#include "optcast/net/job.hpp"
+
+namespace asio {
+class io_context;
+}
+
+namespace optcast::ofi {
+
+struct config : job_config {
+  std::string provider;         // empty: see above
+  bool register_always = false;  // register every buffer even when the provider does not ask
+                                 // (OPTCAST_OFI_MR=always; exercises the FI_MR_LOCAL path)
+  static config from_env();
+};
+
+// True when optcast was built with libfabric.
+bool available() noexcept;
+// RDM providers with tagged messages on this machine, in libfabric's order.
+std::vector<std::string> providers();
+
+// Joins the job over libfabric; throws setup_error (no provider, setup failed, ...).
+std::shared_ptr<optcast::fabric> connect(asio::io_context& io, const config& cfg);
+communicator join(asio::io_context& io);
+
+// The provider an ofi fabric runs on ("tcp;ofi_rxm"); empty for other fabrics.
+std::string provider(const optcast::fabric& f);
+
+}  // namespace optcast::ofi
