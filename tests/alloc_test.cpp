@@ -41,8 +41,8 @@ long allocations_of(testing::test_world& w, std::vector<std::vector<std::byte>>&
 
 }  // namespace
 
-TEST_CASE("a broadcast's allocations do not grow with its messages", "[local][tcp][alloc]") {
-  const std::string kind = GENERATE(as<std::string>{}, "local", "tcp");
+TEST_CASE("a broadcast's allocations do not grow with its messages", "[local][tcp][ofi][alloc]") {
+  const std::string kind = GENERATE(from_range(testing::fabric_kinds()));
   const int p = 8;
   auto w = testing::make_world(kind, p);
   std::vector<std::vector<std::byte>> bufs(p, std::vector<std::byte>(400 * 1024));

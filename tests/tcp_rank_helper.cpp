@@ -1,4 +1,5 @@
-// One rank of a multi-process test job (started by tcp_process_test through --np).
+// One rank of a multi-process test job (started by process_test through --np), over
+// TCP or libfabric (--fabric ofi; the provider from FI_PROVIDER).
 // Broadcasts a pattern, checks every byte, and writes "ok" or "error <code> <text>" to
 // <report>/rank-<r>.txt. With --die-rank D --die-after K, rank D exits abruptly (no
 // goodbye, sockets dropped by the kernel) just before its K-th fabric operation.
@@ -19,11 +20,12 @@ int main(int argc, char** argv) try {
   args.option("root", "R", "root", "0").option("bytes", "SIZE", "bytes", "1000").option("blocks", "N", "blocks", "0")
       .option("algorithm", "A", "algorithm", "circulant").option("report", "DIR", "where each rank writes its outcome", ".")
       .option("die-rank", "D", "rank that dies", "-1").option("die-after", "K", "operations before it dies", "0")
-      .option("timeout-ms", "T", "collective deadline", "60000");
+      .option("timeout-ms", "T", "collective deadline", "60000")
+      .option("fabric", "NAME", "tcp or ofi", "tcp");
   args.parse(argc, argv);
   asio::io_context io;
-  auto cfg = optcast::tcp::config::from_env();
-  auto fab = optcast::tcp::connect(io, cfg);
+  auto cfg = optcast::ofi::config::from_env();
+  auto fab = args.get("fabric") == "ofi" ? optcast::ofi::connect(io, cfg) : optcast::tcp::connect(io, cfg);
   const int die_rank = static_cast<int>(args.get_int("die-rank", -1, 1 << 20));
   if (cfg.rank == die_rank)
     fab = std::make_shared<optcast::testing::fault_fabric>(fab, static_cast<int>(args.get_int("die-after", 0, 1 << 30)),

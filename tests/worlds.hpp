@@ -3,7 +3,11 @@
 // event loop and thread and real sockets on loopback, with a store the world hosts.
 #pragma once
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
+#include <stdexcept>
 #include <memory>
 #include <string>
 #include <thread>
@@ -13,6 +17,7 @@
 
 #include "optcast/collectives.hpp"
 #include "optcast/net/local.hpp"
+#include "optcast/net/ofi.hpp"
 #include "optcast/net/store.hpp"
 #include "optcast/net/tcp.hpp"
 
@@ -40,23 +45,49 @@ private:
   std::vector<communicator> comms_;
 };
 
-class tcp_test_world final : public test_world {
+// One event loop and thread per rank, each rank its own fabric over real transports
+// (TCP sockets or a libfabric provider), and a store this world hosts.
+class process_test_world final : public test_world {
 public:
-  explicit tcp_test_world(int p, communicator_options o = {}, int ports = 1)
+  // kind: "tcp", or "ofi:<provider>".
+  process_test_world(const std::string& kind, int p, communicator_options o = {}, int ports = 1)
       : server_("127.0.0.1", 0, p, 0x0b7c457ull), ios_(static_cast<std::size_t>(p)) {
+    std::vector<std::shared_ptr<fabric>> fabrics(static_cast<std::size_t>(p));
+    std::vector<std::string> errors(static_cast<std::size_t>(p));
+    std::vector<std::thread> threads;
     for (int r = 0; r < p; ++r) {
-      tcp::config c;
-      c.rank = r;
-      c.size = p;
-      c.store = {"127.0.0.1", server_.port()};
-      c.host_store = false;
-      c.ports = ports;
-      c.bootstrap_timeout = std::chrono::seconds(20);
       ios_[static_cast<std::size_t>(r)] = std::make_unique<asio::io_context>(1);
-      comms_.emplace_back(tcp::connect(*ios_[static_cast<std::size_t>(r)], c), o);
+      // Concurrently: a libfabric rank waits in its bootstrap for every rank's endpoint.
+      threads.emplace_back([&, r] {
+        job_config c;
+        c.rank = r;
+        c.size = p;
+        c.store = {"127.0.0.1", server_.port()};
+        c.host_store = false;
+        c.ports = ports;
+        c.bootstrap_timeout = std::chrono::seconds(20);
+        auto& io = *ios_[static_cast<std::size_t>(r)];
+        try {
+          if (kind == "tcp") {
+            fabrics[static_cast<std::size_t>(r)] = tcp::connect(io, c);
+          } else {
+            ofi::config oc;
+            static_cast<job_config&>(oc) = c;
+            oc.provider = kind.substr(4);
+            oc.register_always = register_always();
+            fabrics[static_cast<std::size_t>(r)] = ofi::connect(io, oc);
+          }
+        } catch (const std::exception& e) {
+          errors[static_cast<std::size_t>(r)] = e.what();
+        }
+      });
     }
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+      if (!e.empty()) throw std::runtime_error(kind + " world: " + e);
+    for (auto& f : fabrics) comms_.emplace_back(std::move(f), o);
   }
-  ~tcp_test_world() override { comms_.clear(); }
+  ~process_test_world() override { comms_.clear(); }
 
   std::vector<communicator>& comms() override { return comms_; }
   std::vector<result<void>> run_all(const rank_fn& fn) override {
@@ -67,7 +98,12 @@ public:
     for (auto& t : threads) t.join();
     return out;
   }
-  asio::io_context& io(int r) { return *ios_[static_cast<std::size_t>(r)]; }
+
+  // OPTCAST_TEST_OFI_MR=always registers every buffer (the FI_MR_LOCAL path).
+  static bool register_always() {
+    const char* v = std::getenv("OPTCAST_TEST_OFI_MR");
+    return v && std::string(v) == "always";
+  }
 
 private:
   store::server server_;
@@ -75,9 +111,38 @@ private:
   std::vector<communicator> comms_;
 };
 
+class tcp_test_world final : public test_world {
+public:
+  explicit tcp_test_world(int p, communicator_options o = {}, int ports = 1) : w_("tcp", p, o, ports) {}
+  std::vector<communicator>& comms() override { return w_.comms(); }
+  std::vector<result<void>> run_all(const rank_fn& fn) override { return w_.run_all(fn); }
+
+private:
+  process_test_world w_;
+};
+
+inline bool provider_present(const std::string& prov) {
+  const auto ps = ofi::providers();
+  return std::find(ps.begin(), ps.end(), prov) != ps.end();
+}
+
+// The fabrics every conformance test runs on: local, tcp, and libfabric's tcp;ofi_rxm
+// and shm where this machine has them (a missing one is named, not silently dropped).
+inline std::vector<std::string> fabric_kinds() {
+  std::vector<std::string> kinds{"local", "tcp"};
+  for (const char* prov : {"tcp;ofi_rxm", "shm"}) {
+    if (provider_present(prov))
+      kinds.push_back(std::string("ofi:") + prov);
+    else
+      std::fprintf(stderr, "note: libfabric provider %s is not available here (%s); its tests do not run\n", prov,
+                   ofi::available() ? "fi_info -l does not list it" : "optcast was built without libfabric");
+  }
+  return kinds;
+}
+
 inline std::unique_ptr<test_world> make_world(const std::string& kind, int p, communicator_options o = {}) {
-  if (kind == "tcp") return std::make_unique<tcp_test_world>(p, o);
-  return std::make_unique<local_test_world>(p, o);
+  if (kind == "local") return std::make_unique<local_test_world>(p, o);
+  return std::make_unique<process_test_world>(kind, p, o);
 }
 
 }  // namespace optcast::testing

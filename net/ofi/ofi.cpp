@@ -125,7 +125,7 @@ std::string rank_name(int r) { return "rank " + std::to_string(r); }
 
 // Where an operation is, in operation::fabric_state's low bits; registered memory, if
 // any, is kept in fabric_ctx after the provider's fi_context2.
-enum : std::uintptr_t { st_none = 0, st_retry, st_posted };
+enum : std::uintptr_t { st_none = 0, st_retry, st_posted, st_cancelling };
 static_assert(sizeof(fi_context2) <= sizeof(operation::fabric_ctx) - sizeof(void*));
 fid_mr*& mr_of(operation& op) { return *reinterpret_cast<fid_mr**>(&op.fabric_ctx[9]); }
 
@@ -287,8 +287,12 @@ public:
         retry_.remove(op);
         break;
       case st_posted:
-        // The provider finishes it with FI_ECANCELED (or normally, if too late).
-        cancel_ec_ = ec;
+        // With the endpoint closed, abort() is completing everything already.
+        if (!ep_) return;
+        // The provider finishes it with FI_ECANCELED (or normally, if too late); the
+        // error to report waits in op.ec until then.
+        op.fabric_state = st_cancelling;
+        op.ec = ec;
         fi_cancel(&ep_->fid, op.fabric_ctx);
         return;
       default:
@@ -359,7 +363,9 @@ private:
     void* desc = nullptr;
     if (register_ && op.size) {
       fid_mr* mr = nullptr;
-      const int ret = fi_mr_reg(domain_.get(), op.data, op.size, op.kind == op_kind::send ? FI_SEND : FI_RECV, 0, 0, 0, &mr, nullptr);
+      // Keys are ours to choose, and must be unique, unless the provider picks them.
+      const std::uint64_t key = (info_->domain_attr->mr_mode & FI_MR_PROV_KEY) ? 0 : ++last_key_;
+      const int ret = fi_mr_reg(domain_.get(), op.data, op.size, op.kind == op_kind::send ? FI_SEND : FI_RECV, 0, key, 0, &mr, nullptr);
       if (ret) {
         note_error("fi_mr_reg: " + fi_error(ret) + ": " + describe_op(op));
         ec = make_error_code(errc::invalid_argument);
@@ -422,12 +428,16 @@ private:
         if (fi_cq_readerr(cq_.get(), &err, 0) != 1) break;
         operation& op = op_of(err.op_context);
         std::error_code ec;
-        if (err.err == FI_ETRUNC) {
-          note_error("size mismatch: " + describe_op(op) + " got a larger message (" + fi_error(err.err) + ")");
+        const int code = err.err < 0 ? -err.err : err.err;  // shm reports it negated
+        if (code == FI_ETRUNC) {
+          // olen, the bytes that did not fit, is not reported by every provider (shm
+          // leaves it 0). Either way the provider wrote only what fits.
+          note_error("size mismatch: " + describe_op(op) + " got a larger message" +
+                     (err.olen ? " of " + std::to_string(op.size + err.olen) + " B" : std::string()));
           ec = make_error_code(errc::size_mismatch);
-        } else if (err.err == FI_ECANCELED) {
-          ec = cancel_ec_ ? cancel_ec_ : make_error_code(errc::cancelled);
-        } else {
+        } else if (code == FI_ECANCELED && op.fabric_state == st_cancelling) {
+          ec = op.ec;  // ours (a failed sibling, a deadline)
+        } else {  // including FI_ECANCELED we did not ask for: shm's for a dead peer
           note_error(describe_op(op) + ": " + fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, nullptr, 0) + " (" + fi_error(err.err) + ")");
           ec = make_error_code(errc::peer_lost);
         }
@@ -521,6 +531,7 @@ private:
   std::string provider_;
   bool register_ = false;
   std::size_t max_msg_ = 0;
+  std::uint64_t last_key_ = 0;
   info_ptr info_;
   fid_ptr<fid_fabric> fabric_;
   fid_ptr<fid_domain> domain_;
@@ -531,7 +542,6 @@ private:
   bool waiting_ = false;
   bool progress_posted_ = false;
   bool closing_ = false;
-  std::error_code cancel_ec_;
   detail::op_queue posted_;  // with the provider
   detail::op_queue retry_;   // refused with -FI_EAGAIN, to post after progress
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

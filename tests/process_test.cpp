@@ -1,7 +1,10 @@
-// Broadcast among real processes over TCP loopback, started with --np like a user
-// would; and a rank that dies in the middle of a broadcast.
+// Broadcast among real processes, started with --np like a user would, over TCP and
+// over libfabric (tcp;ofi_rxm and shm where present); and a rank that dies in the
+// middle of a broadcast.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +13,7 @@
 #include <sys/wait.h>
 
 #include "optcast/error.hpp"
+#include "optcast/net/ofi.hpp"
 
 namespace fs = std::filesystem;
 
@@ -21,13 +25,13 @@ struct job_outcome {
   std::string launcher_stderr;
 };
 
-job_outcome run_job(int np, const std::string& extra) {
+job_outcome run_job(int np, const std::string& extra, const std::string& env = {}) {
   const char* helper = std::getenv("OPTCAST_TEST_HELPER");
   REQUIRE(helper);
   static int counter = 0;
   const fs::path dir = fs::temp_directory_path() / ("optcast-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   fs::create_directories(dir);
-  const std::string cmd = std::string(helper) + " --np " + std::to_string(np) + " --report " + dir.string() + " " + extra +
+  const std::string cmd = env + " " + std::string(helper) + " --np " + std::to_string(np) + " --report " + dir.string() + " " + extra +
                           " 2>" + (dir / "stderr.txt").string();
   const int st = std::system(cmd.c_str());
   job_outcome out;
@@ -88,4 +92,53 @@ TEST_CASE("a rank that exits mid-broadcast makes the others fail with peer lost"
     if (rep != "ok") ++failed;
   }
   CHECK(failed >= 2);
+}
+
+namespace {
+// "FI_PROVIDER='tcp;ofi_rxm'" for each provider present here.
+std::vector<std::string> ofi_envs() {
+  std::vector<std::string> out;
+  const auto ps = optcast::ofi::providers();
+  for (const char* prov : {"tcp;ofi_rxm", "shm"}) {
+    if (std::find(ps.begin(), ps.end(), prov) != ps.end())
+      out.push_back(std::string("FI_PROVIDER='") + prov + "'");
+    else
+      WARN("libfabric provider " << prov << " is not available here; its process tests do not run");
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("broadcast among real processes over libfabric, every root", "[ofi][process]") {
+  for (const auto& env : ofi_envs())
+    for (int p : {1, 2, 3, 5, 8})
+      for (int root = 0; root < p; ++root)
+        for (const char* size : {"0", "1000003", "4MiB"}) {
+          auto out = run_job(p, "--fabric ofi --root " + std::to_string(root) + " --bytes " + size + " --blocks 9", env);
+          INFO(env << " p=" << p << " root=" << root << " bytes=" << size);
+          REQUIRE(out.launcher_status == 0);
+          for (int r = 0; r < p; ++r) CHECK(out.reports[static_cast<std::size_t>(r)] == "ok");
+        }
+}
+
+TEST_CASE("a rank that exits mid-broadcast over libfabric fails the others, no hang", "[ofi][process]") {
+  for (const auto& env : ofi_envs()) {
+    const int p = 6;
+    const auto start = std::chrono::steady_clock::now();
+    auto out = run_job(p, "--fabric ofi --root 0 --bytes 8MiB --blocks 64 --die-rank 3 --die-after 12 --timeout-ms 60000", env);
+    INFO(env);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+    CHECK(out.launcher_status != 0);
+    CHECK(out.launcher_stderr.find("exited with status 3") != std::string::npos);
+    const std::string lost = "error " + std::to_string(static_cast<int>(optcast::errc::peer_lost));
+    int failed = 0;
+    for (int r = 0; r < p; ++r) {
+      if (r == 3) continue;
+      const auto& rep = out.reports[static_cast<std::size_t>(r)];
+      INFO("rank " << r << ": " << rep);
+      CHECK((rep == "ok" || rep.rfind(lost, 0) == 0));
+      if (rep != "ok") ++failed;
+    }
+    CHECK(failed >= 2);
+  }
 }
