@@ -7,6 +7,7 @@
 // Each prints a table (median over iterations, the slowest rank's time) or, with
 // --json, one JSON object. Over TCP the ranks must share a host (one monotonic clock).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -97,8 +98,8 @@ int bench_broadcast(int argc, char** argv) {
   const int req_iter = static_cast<int>(args.get_int("iterations", 0, 100000));
   const bool json = args.get_flag("json"), quiet = args.get_flag("quiet");
   const std::string fabric_name = args.get("fabric");
-  if (fabric_name != "local" && fabric_name != "tcp") args.die("--fabric: local or tcp");
-  if (fabric_name == "local" && args.has("np")) args.die("--np starts processes for --fabric tcp; the local fabric takes --p");
+  if (fabric_name != "local" && fabric_name != "tcp" && fabric_name != "ofi") args.die("--fabric: local, tcp or ofi");
+  if (fabric_name == "local" && args.has("np")) args.die("--np starts processes for --fabric tcp or ofi; the local fabric takes --p");
   if (auto status = launch_local(argc, argv)) return *status;
 
   std::vector<row> rows;
@@ -132,7 +133,7 @@ int bench_broadcast(int argc, char** argv) {
   }
 
   asio::io_context io;
-  auto comm = tcp::join(io);
+  auto comm = join(io, fabric_name);
   for (auto alg : algs)
     for (auto bytes : sizes) {
       std::vector<std::byte> buf(bytes, std::byte{1});
@@ -151,7 +152,7 @@ int bench_broadcast(int argc, char** argv) {
       rows.push_back({std::string(to_string(alg)), bytes, n, median(times)});
       if (!quiet) std::fprintf(stderr, "  %s %zu B: %.3f ms\n", std::string(to_string(alg)).c_str(), bytes, rows.back().seconds * 1e3);
     }
-  if (comm.rank() == 0) print_rows("tcp", comm.size(), rows, json);
+  if (comm.rank() == 0) print_rows(fabric_description(comm), comm.size(), rows, json);
   return 0;
 }
 
@@ -159,27 +160,68 @@ int bench_broadcast(int argc, char** argv) {
 // fabric; then the same bytes through a plain blocking socket pair. Both in this
 // process, two threads each, so both see the same machine at the same time.
 int bench_p2p(int argc, char** argv) {
-  cli::parser args("optcast-bench p2p", "TCP fabric point-to-point throughput against a plain socket copy of the same bytes.");
-  args.option("bytes", "SIZE", "message size", "16MiB").option("count", "N", "messages per run", "32")
+  cli::parser args("optcast-bench p2p",
+                   "Point-to-point throughput of a fabric (two ranks in this process, a thread each) against a plain\n"
+                   "socket copy of the same bytes, and the round-trip latency of small messages.");
+  args.option("fabric", "NAME", "tcp or ofi (provider from FI_PROVIDER or the best available)", "tcp")
+      .option("bytes", "SIZE", "message size", "16MiB").option("count", "N", "messages per run", "32")
       .option("runs", "K", "runs of each; the median is reported", "5").flag("json", "one JSON object");
   args.parse(argc, argv, 2);
   const std::size_t bytes = args.get_size("bytes");
   const int count = static_cast<int>(args.get_int("count", 1, 1 << 20));
   const int runs = static_cast<int>(args.get_int("runs", 1, 1000));
+  const std::string fabric_name = args.get("fabric");
+  if (fabric_name != "tcp" && fabric_name != "ofi") args.die("--fabric: tcp or ofi");
 
-  // optcast over TCP: a store and two ranks, each with its own event loop and thread.
+  // A store and two ranks, each with its own event loop and thread; built at once (a
+  // libfabric rank waits in its bootstrap for the other's endpoint).
   store::server server("127.0.0.1", 0, 2, 42);
   std::vector<std::unique_ptr<asio::io_context>> ios;
-  std::vector<communicator> comms;
-  for (int r = 0; r < 2; ++r) {
-    tcp::config c;
-    c.rank = r;
-    c.size = 2;
-    c.store = {"127.0.0.1", server.port()};
-    c.host_store = false;
-    ios.push_back(std::make_unique<asio::io_context>(1));
-    comms.emplace_back(tcp::connect(*ios.back(), c));
+  std::vector<std::shared_ptr<fabric>> fabs(2);
+  for (int r = 0; r < 2; ++r) ios.push_back(std::make_unique<asio::io_context>(1));
+  {
+    std::vector<std::thread> starting;
+    std::string error;
+    for (int r = 0; r < 2; ++r)
+      starting.emplace_back([&, r] {
+        ofi::config c;
+        c.rank = r;
+        c.size = 2;
+        c.store = {"127.0.0.1", server.port()};
+        c.host_store = false;
+        try {
+          fabs[static_cast<std::size_t>(r)] = fabric_name == "ofi" ? ofi::connect(*ios[static_cast<std::size_t>(r)], c)
+                                                                   : tcp::connect(*ios[static_cast<std::size_t>(r)], c);
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+      });
+    for (auto& t : starting) t.join();
+    if (!error.empty()) throw setup_error(make_error_code(errc::invalid_argument), error);
   }
+  std::vector<communicator> comms;
+  for (auto& f : fabs) comms.emplace_back(f);
+  const std::string described = fabric_description(comms[0]);
+
+  // Round trips of 8 bytes, half of one is the latency.
+  auto pingpong = [&] {
+    const int trips = 2000;
+    std::array<std::byte, 8> a{}, b{};
+    std::thread echo([&] {
+      for (int i = 0; i < trips; ++i) {
+        if (!run(comms[1], recv(comms[1], 0, 2, b))) std::abort();
+        if (!run(comms[1], send(comms[1], 0, 3, b))) std::abort();
+      }
+    });
+    const auto t0 = clock_type::now();
+    for (int i = 0; i < trips; ++i) {
+      if (!run(comms[0], send(comms[0], 1, 2, a))) std::abort();
+      if (!run(comms[0], recv(comms[0], 1, 3, a))) std::abort();
+    }
+    const double t = since(t0) / trips / 2;
+    echo.join();
+    return t;
+  };
   std::vector<std::byte> src(bytes, std::byte{3}), dst(bytes);
   auto fabric_run = [&] {
     double t = 0;
@@ -216,20 +258,23 @@ int bench_p2p(int argc, char** argv) {
 
   fabric_run();  // warm up: connections open on first use
   socket_run();
-  std::vector<double> tf, ts;
+  std::vector<double> tf, ts, lat;
   for (int k = 0; k < runs; ++k) {  // interleaved, so both see the same conditions
     tf.push_back(fabric_run());
     ts.push_back(socket_run());
+    lat.push_back(pingpong());
   }
   const double total = static_cast<double>(bytes) * count;
   const double gf = total / median(tf) / 1e9, gs = total / median(ts) / 1e9;
   if (args.get_flag("json")) {
-    std::printf("{\"benchmark\":\"p2p\",\"bytes\":%zu,\"count\":%d,\"optcast_GBps\":%.4f,\"socket_GBps\":%.4f,\"ratio\":%.4f}\n",
-                bytes, count, gf, gs, gf / gs);
+    std::printf("{\"benchmark\":\"p2p\",\"fabric\":\"%s\",\"bytes\":%zu,\"count\":%d,\"optcast_GBps\":%.4f,"
+                "\"socket_GBps\":%.4f,\"ratio\":%.4f,\"latency_8B_us\":%.3f}\n",
+                described.c_str(), bytes, count, gf, gs, gf / gs, median(lat) * 1e6);
   } else {
-    std::printf("point-to-point over TCP loopback, %d messages of %s, median of %d runs\n", count,
-                cli::format_size(bytes).c_str(), runs);
-    std::printf("  optcast tcp fabric : %.3f GB/s\n  plain socket copy  : %.3f GB/s\n  ratio              : %.3f\n", gf, gs, gf / gs);
+    std::printf("point-to-point on loopback, %d messages of %s, median of %d runs\n", count, cli::format_size(bytes).c_str(), runs);
+    std::printf("  optcast %-22s: %.3f GB/s\n  plain socket copy             : %.3f GB/s\n  ratio                         : %.3f\n",
+                described.c_str(), gf, gs, gf / gs);
+    std::printf("  8-byte one-way latency        : %.1f us (half a round trip through the collective layer)\n", median(lat) * 1e6);
   }
   return 0;
 }
@@ -241,7 +286,7 @@ int main(int argc, char** argv) try {
   if (cmd == "broadcast") return bench_broadcast(argc, argv);
   if (cmd == "p2p") return bench_p2p(argc, argv);
   std::fputs("usage: optcast-bench broadcast [--fabric local|tcp] [--np N | --p P] [--sizes LIST] [--json]\n"
-             "       optcast-bench p2p [--bytes SIZE] [--count N] [--json]\n"
+             "       optcast-bench p2p [--fabric tcp|ofi] [--bytes SIZE] [--count N] [--json]\n"
              "Run 'optcast-bench <command> --help' for all options.\n",
              cmd == "--help" || cmd == "-h" ? stdout : stderr);
   return cmd == "--help" || cmd == "-h" ? 0 : 2;

@@ -8,9 +8,10 @@
 // Buffers are registered where the provider asks for it (FI_MR_LOCAL).
 //
 // Provider: config::provider, else OPTCAST_OFI_PROVIDER or FI_PROVIDER (as libfabric
-// users expect), else the best available (tcp;ofi_rxm, then shm, then net). The
-// sockets and udp;ofi_rxd providers are only used when named: on Debian 12's libfabric
-// 1.17 they hang on large messages.
+// users expect), else the best available (tcp;ofi_rxm, then shm). The sockets,
+// udp;ofi_rxd and net providers are only used when named: on Debian 12's libfabric 1.17
+// the first two hang on large messages and net loses messages between more than three
+// ranks. OPTCAST_OFI_PROGRESS=poll polls the CQ instead of sleeping on its wait fd.
 #pragma once
 
 #include <memory>
