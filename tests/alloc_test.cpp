@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <algorithm>
 
 #include "worlds.hpp"
 
@@ -46,12 +47,18 @@ TEST_CASE("a broadcast's allocations do not grow with its messages", "[local][tc
   const int p = 8;
   auto w = testing::make_world(kind, p);
   std::vector<std::vector<std::byte>> bufs(p, std::vector<std::byte>(400 * 1024));
-  // Each measured right after a run of the same shape: connections open, recycled
-  // buffers and containers at their working sizes.
-  allocations_of(*w, bufs, 100);
-  const long small = allocations_of(*w, bufs, 100);  // about 8 * 102 messages
-  allocations_of(*w, bufs, 400);
-  const long large = allocations_of(*w, bufs, 400);  // about 8 * 402 messages
+  // Each measured after a run of the same shape (connections open, recycled buffers and
+  // containers at their working sizes), the least of three runs: a run that happens to
+  // buffer more messages at once than any before grows a pool once (over TCP, with a
+  // busy machine); a per-message allocation would show in every run.
+  auto least_of_three = [&](int n) {
+    allocations_of(*w, bufs, n);
+    long least = allocations_of(*w, bufs, n);
+    for (int i = 0; i < 2; ++i) least = std::min(least, allocations_of(*w, bufs, n));
+    return least;
+  };
+  const long small = least_of_three(100);  // about 8 * 102 messages a run
+  const long large = least_of_three(400);  // about 8 * 402 messages a run
   INFO(kind << ": " << small << " allocations with 100 blocks, " << large << " with 400");
   // 2400 more messages; a per-message allocation anywhere would add thousands.
   CHECK(large - small <= 16);
