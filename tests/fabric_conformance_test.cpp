@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <asio/ip/tcp.hpp>
@@ -358,4 +359,64 @@ TEST_CASE("exchange: every rank sends right and receives from the left at once",
     REQUIRE(res[static_cast<std::size_t>(r)]);
     CHECK(in[static_cast<std::size_t>(r)] == out[static_cast<std::size_t>((r + p - 1) % p)]);
   }
+}
+
+TEST_CASE("one event loop serves a TCP fabric and a libfabric fabric at once", "[tcp][ofi][fabric]") {
+  const auto ps = ofi::providers();
+  if (std::find(ps.begin(), ps.end(), "tcp;ofi_rxm") == ps.end()) {
+    WARN("libfabric provider tcp;ofi_rxm is not available here; this test does not run");
+    return;
+  }
+  const int p = 3;
+  // Two jobs (a store each: a store admits a rank once), each rank in both, with one
+  // io_context per rank driving both of its fabrics.
+  store::server tcp_store("127.0.0.1", 0, p, 101), ofi_store("127.0.0.1", 0, p, 202);
+  std::vector<std::unique_ptr<asio::io_context>> ios;
+  for (int r = 0; r < p; ++r) ios.push_back(std::make_unique<asio::io_context>(1));
+  std::vector<std::optional<communicator>> tcp_comms(p), ofi_comms(p);
+  {
+    std::vector<std::thread> starting;
+    for (int r = 0; r < p; ++r)
+      starting.emplace_back([&, r] {
+        ofi::config c;
+        c.rank = r;
+        c.size = p;
+        c.host_store = false;
+        c.store = {"127.0.0.1", tcp_store.port()};
+        tcp_comms[static_cast<std::size_t>(r)].emplace(tcp::connect(*ios[static_cast<std::size_t>(r)], c));
+        c.store = {"127.0.0.1", ofi_store.port()};
+        c.provider = "tcp;ofi_rxm";
+        ofi_comms[static_cast<std::size_t>(r)].emplace(ofi::connect(*ios[static_cast<std::size_t>(r)], c));
+      });
+    for (auto& t : starting) t.join();
+  }
+  std::vector<std::vector<std::byte>> a(p, std::vector<std::byte>(1 << 20)), b(p, std::vector<std::byte>(1 << 20));
+  const auto want_a = bytes(1 << 20, 21), want_b = bytes(1 << 20, 22);
+  a[0] = want_a;
+  b[2] = want_b;
+  std::vector<std::vector<result<void>>> res(p);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < p; ++r)
+    ranks.emplace_back([&, r] {
+      const auto i = static_cast<std::size_t>(r);
+      auto both = [&]() -> task<std::vector<result<void>>> {
+        std::vector<task<result<void>>> ts;
+        ts.push_back(broadcast(*tcp_comms[i], std::span(a[i]), 0, {.blocks = 8}));
+        ts.push_back(broadcast(*ofi_comms[i], std::span(b[i]), 2, {.blocks = 8}));
+        co_return co_await when_all_tasks(std::move(ts));
+      };
+      // Either communicator's run drives the shared loop, which serves both.
+      res[i] = run(*tcp_comms[i], both());
+    });
+  for (auto& t : ranks) t.join();
+  for (std::size_t r = 0; r < p; ++r) {
+    INFO("rank " << r);
+    REQUIRE(res[r].size() == 2);
+    CHECK(res[r][0]);
+    CHECK(res[r][1]);
+    CHECK(a[r] == want_a);
+    CHECK(b[r] == want_b);
+  }
+  tcp_comms.clear();
+  ofi_comms.clear();
 }
