@@ -19,6 +19,7 @@ namespace optcast::local {
 
 struct world_state;
 
+// The world (and its event loop) must outlive the fabrics and communicators it hands out.
 class world {
 public:
   // On the caller's event loop, or (first form) on one the world owns.
