@@ -46,6 +46,14 @@ job_outcome run_job(int np, const std::string& extra, const std::string& env = {
   std::stringstream ss;
   ss << e.rdbuf();
   out.launcher_stderr = ss.str();
+  // A rank killed without closing its libfabric shm endpoint leaves its region in
+  // /dev/shm, named after its pid; a later process with the same pid would meet it.
+  for (std::size_t at = 0; (at = out.launcher_stderr.find("(pid ", at)) != std::string::npos; ++at) {
+    const std::string pid = std::to_string(std::atoi(out.launcher_stderr.c_str() + at + 5));
+    std::error_code ignored;
+    for (const auto& f : fs::directory_iterator("/dev/shm", ignored))
+      if (f.path().filename().string().rfind(pid + ":", 0) == 0) fs::remove(f.path(), ignored);
+  }
   UNSCOPED_INFO("command: " << cmd << "\nstderr:\n" << ss.str());
   fs::remove_all(dir);
   return out;

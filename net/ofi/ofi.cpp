@@ -228,9 +228,9 @@ public:
     arm();
   }
 
-  // Every rank's endpoint goes into the address vector, in rank order, before anything
-  // is sent: a message from a source the receiver has not inserted could not match a
-  // directed receive (shm, rxm), and with FI_AV_TABLE the rank is then the fi_addr.
+  // Every rank's endpoint goes into the address vector before anything is sent: a
+  // message from a source the receiver has not inserted could not match a directed
+  // receive (shm, rxm).
   void insert_all_peers() {
     std::vector<std::optional<result<std::string>>> names(static_cast<std::size_t>(cfg_.size));
     int answered = 0;
@@ -261,9 +261,14 @@ public:
               " (set FI_PROVIDER or OPTCAST_OFI_PROVIDER alike on every rank)";
       fi_addr_t addr = FI_ADDR_UNSPEC;
       if (why.empty())
-        if (int n = fi_av_insert(av_.get(), name.data(), 1, &addr, 0, nullptr); n != 1 || addr != static_cast<fi_addr_t>(r))
-          why = "fi_av_insert for " + rank_name(r) + ": " + (n == 1 ? "unexpected address index" : fi_error(n < 0 ? n : -FI_EINVAL));
+        if (int n = fi_av_insert(av_.get(), name.data(), 1, &addr, 0, nullptr); n != 1)
+          why = "fi_av_insert for " + rank_name(r) + ": " + fi_error(n < 0 ? n : -FI_EINVAL);
+      if (why.empty())
+        if (auto it = std::find(addrs_.begin(), addrs_.end(), addr); it != addrs_.end())
+          why = rank_name(r) + " and " + rank_name(static_cast<int>(it - addrs_.begin())) +
+                " have the same libfabric endpoint (" + v->substr(bar + 1) + ")";
       if (!why.empty()) throw setup_error(make_error_code(errc::protocol_violation), why);
+      addrs_.push_back(addr);
     }
   }
 
@@ -380,7 +385,7 @@ private:
     }
     static std::byte empty{};
     std::byte* buf = op.size ? op.data : &empty;
-    const auto addr = static_cast<fi_addr_t>(op.peer);  // inserted in rank order
+    const fi_addr_t addr = addrs_[static_cast<std::size_t>(op.peer)];
     const ssize_t ret = op.kind == op_kind::send
                             ? fi_tsend(ep_.get(), buf, op.size, desc, addr, op.tg.packed(), op.fabric_ctx)
                             : fi_trecv(ep_.get(), buf, op.size, desc, addr, op.tg.packed(), 0, op.fabric_ctx);
@@ -536,6 +541,7 @@ private:
   bool register_ = false;
   std::size_t max_msg_ = 0;
   std::uint64_t last_key_ = 0;
+  std::vector<fi_addr_t> addrs_;  // per rank, from the address vector
   info_ptr info_;
   fid_ptr<fid_fabric> fabric_;
   fid_ptr<fid_domain> domain_;
