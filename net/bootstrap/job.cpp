@@ -59,6 +59,12 @@ job_config job_config::from_env() {
   return c;
 }
 
+communicator make_communicator(std::shared_ptr<fabric> f, const job_config& cfg) {
+  communicator_options o;
+  o.timeout = cfg.timeout;
+  return communicator(std::move(f), o);
+}
+
 job::job(asio::io_context& io, const job_config& cfg) : cfg_(cfg) {
   if (cfg.size < 1 || cfg.rank < 0 || cfg.rank >= cfg.size)
     throw setup_error(make_error_code(errc::invalid_argument),

@@ -121,10 +121,7 @@ public:
     const std::string why = "rank " + std::to_string(rank_) + " died";
     abort(make_error_code(errc::peer_lost), why);
     for (auto* other : w_->ranks)
-      if (other && other != this) {
-        other->peer_died(rank_);
-        other->abort(make_error_code(errc::peer_lost), why);
-      }
+      if (other && other != this) other->abort(make_error_code(errc::peer_lost), why);
   }
 
 private:
@@ -173,10 +170,6 @@ private:
       unexpected_.erase(it);
       return op.finish_now(ec);
     }
-    if (dead_peers_.size() > static_cast<std::size_t>(op.peer) &&
-        dead_peers_[static_cast<std::size_t>(op.peer)])
-      return fail_now(op, make_error_code(errc::peer_lost),
-                      "rank " + std::to_string(op.peer) + " died");
     op.fabric_state = posted_mark;
     posted_.push_back(op);
     return false;
@@ -198,20 +191,11 @@ private:
                 make_error_code(errc::timeout), why);
   }
 
-  void peer_died(int peer) {
-    if (dead_peers_.size() <= static_cast<std::size_t>(peer))
-      dead_peers_.resize(static_cast<std::size_t>(size()), false);
-    dead_peers_[static_cast<std::size_t>(peer)] = true;
-    fail_posted([peer](const operation& op) { return op.peer == peer; },
-                make_error_code(errc::peer_lost), "rank " + std::to_string(peer) + " died");
-  }
-
   std::shared_ptr<world_state> w_;
   int rank_;
   bool dead_ = false;
   detail::op_queue posted_;
   std::vector<unexpected_msg> unexpected_;
-  std::vector<bool> dead_peers_;
   detail::deadline_table deadlines_;
 };
 

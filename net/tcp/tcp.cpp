@@ -718,9 +718,7 @@ std::shared_ptr<optcast::fabric> connect(asio::io_context& io, const config& cfg
 
 communicator join(asio::io_context& io) {
   const auto cfg = job_config::from_env();
-  communicator_options o;
-  o.timeout = cfg.timeout;
-  return communicator(connect(io, cfg), o);
+  return make_communicator(connect(io, cfg), cfg);
 }
 
 std::string listen_address(const optcast::fabric& f) {

@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "optcast/communicator.hpp"
 #include "optcast/net/store.hpp"
 
 namespace asio {
@@ -48,6 +49,9 @@ struct job_config {
   // From the OPTCAST_* environment; throws setup_error naming what is missing or wrong.
   static job_config from_env();
 };
+
+// A communicator on `f` with the job's defaults (the deadline from `timeout`).
+communicator make_communicator(std::shared_ptr<fabric> f, const job_config& cfg);
 
 // Joining a job: rank 0 starts the store; every rank connects to it, learns the job id
 // and keeps the connection, which reports dead peers. leave() says goodbye; on rank 0
