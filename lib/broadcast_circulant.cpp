@@ -26,6 +26,7 @@ task<result<void>> broadcast_circulant(fabric& f, std::uint32_t seq, std::span<s
     op_batch<2> round;  // Send(buf[sendblock[k]], t) || Recv(buf[recvblock[k]], f)
     if (st.send_block >= 0) round.add(f.send(real(st.to), t, block(st.send_block)));
     if (st.recv_block >= 0) round.add(f.recv(real(st.from), t, block(st.recv_block)));
+    if (round.empty()) round.add(f.idle_round());
     if (auto res = co_await round; !res) co_return res;
   }
   co_return result<void>{};

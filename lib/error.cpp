@@ -16,6 +16,8 @@ public:
       case errc::size_mismatch: return "message size mismatch";
       case errc::invalid_argument: return "invalid argument";
       case errc::broken: return "communicator broken by an earlier failure";
+      case errc::deadlock: return "deadlock (every waiting rank waits on another, nothing in flight)";
+      case errc::port_violation: return "port violation (more concurrent messages than the model's ports)";
     }
     return "unknown optcast error " + std::to_string(code);
   }

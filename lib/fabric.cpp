@@ -9,10 +9,11 @@ bool operation::await_suspend(std::coroutine_handle<> h) noexcept {
     std::coroutine_handle<>::from_address(op.context).resume();
   };
   context = h.address();
-  return !owner->start(*this);
+  return !owner->post(*this);
 }
 
 std::string describe_op(const operation& op) {
+  if (op.kind == op_kind::idle) return "an idle round";
   std::string s = op.kind == op_kind::send ? "send of " : "receive of ";
   s += std::to_string(op.size) + " B ";
   s += op.kind == op_kind::send ? "to" : "from";
@@ -41,7 +42,7 @@ bool op_group::start(std::span<operation> ops, std::coroutine_handle<> h) noexce
     op.on_complete = &on_one;
     op.context = this;
     ++pending_;
-    if (op.owner->start(op)) {
+    if (op.owner->post(op)) {
       --pending_;
       if (op.ec) failed(op.ec);
     }

@@ -119,7 +119,10 @@ TEST_CASE("when_all: a failing send cancels its receive at once", "[local][tcp][
 }
 
 TEST_CASE("a stalled root yields a timeout, not a hang", "[local][tcp][ofi][fabric]") {
-  auto w = testing::make_world(GENERATE(from_range(testing::fabric_kinds())), 3);
+  const std::string kind = GENERATE(from_range(testing::fabric_kinds()));
+  // The simulator has no wall-clock deadlines: it finds the stall at once (sim_test).
+  if (kind.starts_with("sim")) return;
+  auto w = testing::make_world(kind, 3);
   std::vector<std::vector<std::byte>> bufs(3, std::vector<std::byte>(1000));
   const auto start = std::chrono::steady_clock::now();
   auto res = w->run_all([&](communicator& c) -> task<result<void>> {

@@ -18,6 +18,7 @@
 #include "optcast/collectives.hpp"
 #include "optcast/net/local.hpp"
 #include "optcast/net/ofi.hpp"
+#include "optcast/net/sim.hpp"
 #include "optcast/net/store.hpp"
 #include "optcast/net/tcp.hpp"
 
@@ -42,6 +43,20 @@ public:
 
 private:
   local::world w_;
+  std::vector<communicator> comms_;
+};
+
+// The simulator, under the rounds model unless told otherwise.
+class sim_test_world final : public test_world {
+public:
+  explicit sim_test_world(int p, communicator_options o = {}, sim::model m = sim::model::rounds())
+      : w_(p, m), comms_(w_.communicators(o)) {}
+  std::vector<communicator>& comms() override { return comms_; }
+  std::vector<result<void>> run_all(const rank_fn& fn) override { return w_.run_all(comms_, fn); }
+  sim::world& world() { return w_; }
+
+private:
+  sim::world w_;
   std::vector<communicator> comms_;
 };
 
@@ -126,10 +141,10 @@ inline bool provider_present(const std::string& prov) {
   return std::find(ps.begin(), ps.end(), prov) != ps.end();
 }
 
-// The fabrics every conformance test runs on: local, tcp, and libfabric's tcp;ofi_rxm
+// The fabrics every conformance test runs on: local, the simulator (rounds and LogGP), tcp, and libfabric's tcp;ofi_rxm
 // and shm where this machine has them (a missing one is named, not silently dropped).
 inline std::vector<std::string> fabric_kinds() {
-  std::vector<std::string> kinds{"local", "tcp"};
+  std::vector<std::string> kinds{"local", "sim", "sim:logp", "tcp"};
   for (const char* prov : {"tcp;ofi_rxm", "shm"}) {
     if (provider_present(prov))
       kinds.push_back(std::string("ofi:") + prov);
@@ -142,6 +157,10 @@ inline std::vector<std::string> fabric_kinds() {
 
 inline std::unique_ptr<test_world> make_world(const std::string& kind, int p, communicator_options o = {}) {
   if (kind == "local") return std::make_unique<local_test_world>(p, o);
+  // Rounds with 8 ports: the contract tests run several collectives at once, which one
+  // port forbids (sim_test checks that).
+  if (kind == "sim") return std::make_unique<sim_test_world>(p, o, sim::model::rounds(8));
+  if (kind == "sim:logp") return std::make_unique<sim_test_world>(p, o, sim::model::loggp(6, 2, 4, 0.01));
   return std::make_unique<process_test_world>(kind, p, o);
 }
 

@@ -5,7 +5,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <exception>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "optcast/fabric.hpp"
 #include "optcast/task.hpp"
@@ -81,6 +84,31 @@ T run(communicator& c, task<T> t) {
   c.get_fabric().run_until(finished);
   if (error) std::rethrow_exception(error);
   return std::move(*out);
+}
+
+// Runs make(comm) for every communicator at once and returns each one's result, in
+// order. For fabrics whose ranks share one event loop (local, sim): driving the first
+// communicator's fabric drives them all.
+template <class F>
+auto run_all(std::vector<communicator>& comms, F make) {
+  using task_t = decltype(make(comms.front()));
+  using value_t = decltype(std::declval<typename task_t::promise_type&>().take());
+  std::vector<std::optional<value_t>> out(comms.size());
+  std::exception_ptr error;
+  std::size_t done = 0;
+  for (std::size_t r = 0; r < comms.size(); ++r)
+    spawn(make(comms[r]), [&, r](std::optional<value_t> v, std::exception_ptr e) {
+      out[r] = std::move(v);
+      if (e && !error) error = e;
+      ++done;
+    });
+  auto all_done = [&] { return done == comms.size(); };
+  comms.front().get_fabric().run_until(all_done);
+  if (error) std::rethrow_exception(error);
+  std::vector<value_t> values;
+  values.reserve(out.size());
+  for (auto& v : out) values.push_back(std::move(*v));
+  return values;
 }
 
 }  // namespace optcast

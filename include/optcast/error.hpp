@@ -19,6 +19,8 @@ enum class errc {
   size_mismatch,       // a message's size differs from the posted receive's
   invalid_argument,    // bad input from the caller (root, counts, buffer sizes)
   broken,              // the communicator failed earlier and can run no collective
+  deadlock,            // simulator: ranks wait on each other and nothing is in flight
+  port_violation,      // simulator: more concurrent sends or receives than the model allows
 };
 
 const std::error_category& error_category() noexcept;

@@ -48,7 +48,11 @@ struct tag {
   friend constexpr bool operator==(tag, tag) = default;
 };
 
-enum class op_kind : std::uint8_t { send, recv };
+// idle: a round in which the rank neither sends nor receives. Only the simulator's
+// rounds model gives it a duration (the rest of the round); everywhere else it finishes
+// at once. Round loops await it for an empty round, so that under the rounds model a
+// rank does not run ahead into the next round's sends.
+enum class op_kind : std::uint8_t { send, recv, idle };
 
 class fabric;
 
@@ -135,6 +139,9 @@ public:
   // op.ec telling how; otherwise the fabric calls op.complete() later, from its event
   // loop, exactly once, and does not touch `op` afterwards.
   virtual bool start(operation& op) noexcept = 0;
+  // Starts an op_kind::idle operation; the same rules as start().
+  virtual bool start_idle(operation& op) noexcept { return op.finish_now({}); }
+  bool post(operation& op) noexcept { return op.kind == op_kind::idle ? start_idle(op) : start(op); }
 
   // Asks a started operation to finish soon with `ec` (it may complete inline). No
   // effect on a finished one. Used by when_all to stop the siblings of a failed
@@ -166,6 +173,7 @@ public:
   operation recv(int peer, tag t, std::span<std::byte> bytes) noexcept {
     return {*this, op_kind::recv, peer, t, bytes.data(), bytes.size()};
   }
+  operation idle_round() noexcept { return {*this, op_kind::idle, rank(), {}, nullptr, 0}; }
 
 protected:
   // Records the first failure (later ones keep the first, which is the cause).
@@ -176,6 +184,12 @@ protected:
     }
   }
   void note_error(std::string what) { last_error_ = std::move(what); }
+  // For a fabric that can start over (the simulator's reset).
+  void clear_failure() noexcept {
+    failure_ = {};
+    failure_detail_.clear();
+    last_error_.clear();
+  }
 
 private:
   std::error_code failure_;

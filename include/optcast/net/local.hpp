@@ -3,9 +3,7 @@
 // into the posted receive, or into a recycled buffer when it arrives first.
 #pragma once
 
-#include <exception>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "optcast/communicator.hpp"
@@ -43,24 +41,7 @@ public:
   // Runs make(comm) for every rank at once and returns each rank's result.
   template <class F>
   auto run_all(std::vector<communicator>& comms, F make) {
-    using task_t = decltype(make(comms.front()));
-    using value_t = decltype(std::declval<typename task_t::promise_type&>().take());
-    std::vector<std::optional<value_t>> out(comms.size());
-    std::exception_ptr error;
-    std::size_t done = 0;
-    for (std::size_t r = 0; r < comms.size(); ++r)
-      spawn(make(comms[r]), [&, r](std::optional<value_t> v, std::exception_ptr e) {
-        out[r] = std::move(v);
-        if (e && !error) error = e;
-        ++done;
-      });
-    auto all_done = [&] { return done == comms.size(); };
-    comms.front().get_fabric().run_until(all_done);
-    if (error) std::rethrow_exception(error);
-    std::vector<value_t> values;
-    values.reserve(out.size());
-    for (auto& v : out) values.push_back(std::move(*v));
-    return values;
+    return optcast::run_all(comms, std::move(make));
   }
 
 private:

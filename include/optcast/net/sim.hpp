@@ -1,0 +1,145 @@
+// The virtual-time simulator: P ranks in one process, one thread, a discrete-event
+// engine. It runs the unchanged collective coroutines and charges every message by a
+// cost model, so each algorithm's optimality claim is checked by running its code.
+//
+// Time is a double in model units (rounds, or the cycles of L, o, g, G). The run is
+// deterministic: events are ordered by (time, the order in which they were created).
+//
+// Timing rules. A rank has k ports (model::ports): k outgoing and k incoming channels
+// that work independently and at the same time (send||recv, full duplex, as in every
+// paper optcast implements). A message takes the free channel that lets it go first.
+//
+// rounds (Träff; Bruck, Cypher and Ho; Bar-Noy and Ho): time is counted in rounds.
+//   A message sent at time t occupies one outgoing channel of the sender and one
+//   incoming channel of the receiver during round [t, t+1); the receiver has it, and
+//   the sender may reuse its buffer, at t + 1. A rank that starts a send while all its
+//   k outgoing channels are busy, or a message that finds all k incoming channels of
+//   its receiver busy, is a port violation: the run fails with errc::port_violation,
+//   naming the ranks and the round. The finish time is the number of rounds.
+//
+// LogGP(L, o, g, G) (Alexandrov et al., Section 2 and Figure 1); LogP(L, o, g) is
+//   G = 0 (Karp et al., Section 1); postal(L) is LogP(L, 0, 1) (Bar-Noy and Kipnis).
+//   For a message of m bytes (m' = max(m, 1)) posted at time t on an outgoing channel:
+//     start = max(t, channel's next start)          sending overhead begins
+//     first = start + o                              first byte enters the network
+//     last  = first + (m' - 1) G                     last byte enters; the send completes
+//     next start = max(start + o, last + g - o)      consecutive injections g apart,
+//                                                    overheads back to back (Figure 1)
+//   The bytes reach the receiver from first + L to last + L. On the receiver's incoming
+//   channel that window starts no earlier than g after the previous message's window
+//   ended (it waits in the network otherwise); then the receiving overhead runs,
+//   start no earlier than the window's end and the previous receive overhead's end,
+//   and the data is there o later. A receive posted after that completes when posted.
+//   So one message costs o + (m-1)G + L + o, consecutive sends and receives at a rank
+//   are max(g, o) apart, and a rank's sending and receiving overheads do not contend
+//   (the papers' analyses, e.g. Karp et al.'s all-to-all in L + 2o + (P-2)g, need this).
+//   Waiting for a channel is the model, not a violation.
+//
+// Nothing is charged for computation between messages. Deadlines: the simulator does
+// not use wall-clock deadlines; a rank that can never progress is found at once instead:
+// when no message is in flight and some rank still waits, the run fails with
+// errc::deadlock naming the waiting ranks, their peers and tags.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "optcast/communicator.hpp"
+#include "optcast/fabric.hpp"
+
+namespace optcast::sim {
+
+enum class model_kind { rounds, postal, logp, loggp };
+
+struct model {
+  model_kind kind = model_kind::rounds;
+  double L = 1, o = 0, g = 1, G = 0;
+  int ports = 1;
+
+  static model rounds(int ports = 1) { return {model_kind::rounds, 1, 0, 1, 0, ports}; }
+  static model postal(double L, int ports = 1) { return {model_kind::postal, L, 0, 1, 0, ports}; }
+  static model logp(double L, double o, double g, int ports = 1) {
+    return {model_kind::logp, L, o, g, 0, ports};
+  }
+  static model loggp(double L, double o, double g, double G, int ports = 1) {
+    return {model_kind::loggp, L, o, g, G, ports};
+  }
+
+  // "rounds", "postal:L", "logp:L,o,g" or "loggp:L,o,g,G"; errc::invalid_argument with
+  // `why` filled in otherwise (negative or non-finite parameters, L < 1 for postal, ...).
+  static result<model> parse(std::string_view spec, int ports, std::string* why = nullptr);
+  // The same notation back, e.g. "logp:6,2,4 (1 port)".
+  std::string describe() const;
+};
+
+struct rank_stats {
+  double finish = 0;  // when the rank's last operation completed
+  // Steps: the distinct times at which the rank started operations. In a round loop
+  // that is the rounds the rank took part in.
+  std::uint64_t steps = 0;
+  std::uint64_t sent = 0, received = 0;
+  std::uint64_t bytes_sent = 0, bytes_received = 0;
+  // The longest chain of messages, each sent after its sender received the one before,
+  // that ends in a message this rank received.
+  std::uint32_t chain = 0;
+};
+
+struct report {
+  std::string model;
+  double finish_time = 0;     // the latest rank finish
+  std::uint64_t rounds = 0;   // rounds model: finish_time; otherwise the most steps of a rank
+  std::uint64_t messages = 0;
+  std::uint64_t bytes = 0;
+  std::uint32_t longest_chain = 0;
+  std::uint64_t unreceived = 0;  // messages sent and never received (a bug in the caller)
+  std::vector<rank_stats> ranks;
+  std::error_code error;         // port_violation or deadlock, with the details
+  std::string error_detail;
+
+  // One JSON object: model, finish_time, rounds, messages, bytes, longest_chain,
+  // unreceived, error, per_rank_finish, per_rank_steps.
+  std::string json() const;
+};
+
+struct world_options {
+  // Copy message payloads. Off: only timing is simulated (every receive buffer keeps
+  // what it had), for sizes whose buffers would not fit in memory.
+  bool move_payload = true;
+};
+
+struct world_state;
+
+// The world must outlive the fabrics and communicators it hands out.
+class world {
+public:
+  world(int p, model m, world_options o = {});
+  ~world();
+  world(const world&) = delete;
+  world& operator=(const world&) = delete;
+
+  int size() const noexcept;
+  const sim::model& model() const noexcept;
+  double now() const noexcept;
+
+  std::shared_ptr<optcast::fabric> fabric(int rank) const;
+  std::vector<communicator> communicators(communicator_options o = {}) const;
+
+  template <class F>
+  auto run_all(std::vector<communicator>& comms, F make) {
+    return optcast::run_all(comms, std::move(make));
+  }
+
+  // What happened since the world was made or last reset.
+  report take_report() const;
+  // Back to time 0 with empty statistics and a clean failure state, for the next run.
+  // Only while nothing is pending.
+  void reset();
+
+private:
+  std::shared_ptr<world_state> state_;
+};
+
+}  // namespace optcast::sim

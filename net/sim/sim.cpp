@@ -1,0 +1,694 @@
+#include "optcast/net/sim.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <queue>
+#include <stdexcept>
+#include <string>
+
+#include "../common/buffer_pool.hpp"
+#include "../common/op_queue.hpp"
+
+namespace optcast::sim {
+
+namespace {
+
+constexpr std::uint32_t none = 0xffffffffu;
+
+// Where an operation is, in op.fabric_state.
+enum : std::uintptr_t { st_idle = 0, st_posted, st_bound, st_sending, st_ready };
+
+// One message from send to delivery.
+struct message {
+  int src = 0, dst = 0;
+  tag tg{};
+  std::size_t size = 0;
+  double first = 0, last = 0;  // first and last byte into the network
+  std::uint32_t chain = 0;
+  operation* sender = nullptr;  // the send, until it completes
+  operation* bound = nullptr;   // the receive it matched, once one has
+  bool available = false;       // at the receiver, overhead paid
+  bool buffered = false;        // the payload is in `payload`, not yet in a receive
+  bool in_list = false;         // in the receiver's list of unmatched messages
+  bool rx_done = false;         // handed to a receive, or dropped (its receive failed)
+  std::uint8_t events = 0;      // scheduled events that refer to it
+  std::vector<std::byte> payload;
+  std::uint32_t next = none, prev = none;  // the receiver's list of unmatched messages
+};
+
+enum class ev : std::uint8_t { send_done, arrive, available };
+
+struct event {
+  double t;
+  std::uint64_t seq;
+  std::uint32_t msg;
+  ev kind;
+  bool operator>(const event& o) const noexcept { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+struct channel {
+  double next_start = 0;   // out: when the next sending overhead may begin
+  double busy_until = 0;   // rounds model: end of the round in use
+  double next_window = 0;  // in: earliest start of the next arrival window
+  double overhead_free = 0;
+};
+
+struct rank_state {
+  detail::op_queue posted, bound, sending;
+  std::uint32_t unmatched_head = none, unmatched_tail = none;
+  std::vector<channel> out, in;
+  std::vector<std::uint32_t> busy_with;  // rounds model: message on each out channel
+  std::vector<std::uint32_t> in_with;    // rounds model: message on each in channel
+  rank_stats stats;
+  double last_post = -1;
+  bool failed = false;
+};
+
+class sim_fabric;
+
+std::string fmt_time(double t) {
+  char buf[64];
+  if (t == std::floor(t) && std::fabs(t) < 1e15)
+    std::snprintf(buf, sizeof buf, "%.0f", t);
+  else
+    std::snprintf(buf, sizeof buf, "%.6g", t);
+  return buf;
+}
+
+}  // namespace
+
+struct world_state {
+  sim::model m;
+  world_options opts;
+  std::vector<rank_state> ranks;
+  std::vector<sim_fabric*> fabrics;
+  std::vector<message> msgs;
+  std::vector<std::uint32_t> free_msgs;
+  std::priority_queue<event, std::vector<event>, std::greater<>> events;
+  std::uint64_t next_seq = 0;
+  detail::op_queue ready;  // completions decided outside the event loop (abort)
+  detail::buffer_pool pool;
+  double now = 0;
+  std::uint64_t messages = 0, bytes = 0;
+  std::error_code error;
+  std::string error_detail;
+
+  bool rounds() const noexcept { return m.kind == model_kind::rounds; }
+
+  void schedule(double t, std::uint32_t msg, ev k) {
+    ++msgs[msg].events;
+    events.push({t, next_seq++, msg, k});
+  }
+
+  std::uint32_t new_message() {
+    if (!free_msgs.empty()) {
+      auto i = free_msgs.back();
+      free_msgs.pop_back();
+      return i;
+    }
+    msgs.emplace_back();
+    return static_cast<std::uint32_t>(msgs.size() - 1);
+  }
+  void free_message(std::uint32_t i) {
+    auto& mg = msgs[i];
+    if (mg.buffered) pool.give_back(std::move(mg.payload));
+    mg = message{};
+    free_msgs.push_back(i);
+  }
+  // A message lives until no event refers to it, its send has completed, and its
+  // receiver has it (or will never have it).
+  void maybe_free(std::uint32_t i) {
+    const auto& mg = msgs[i];
+    if (mg.events == 0 && !mg.sender && !mg.in_list && mg.rx_done) free_message(i);
+  }
+
+  void make_ready(operation& op, std::error_code ec) {
+    op.ec = ec;
+    op.fabric_state = st_ready;
+    ready.push_back(op);
+  }
+
+  void note_completion(int rank) {
+    auto& st = ranks[static_cast<std::size_t>(rank)].stats;
+    st.finish = std::max(st.finish, now);
+  }
+
+  // The receive `op` has its message: copy, count, and say whether it failed.
+  std::error_code deliver(message& mg, operation& op);
+
+  void fail_world(std::error_code ec, const std::string& detail);
+  bool step();
+  std::string describe_waiting() const;
+};
+
+namespace {
+
+class sim_fabric final : public fabric {
+public:
+  sim_fabric(std::shared_ptr<world_state> w, int rank) : w_(std::move(w)), rank_(rank) {}
+  ~sim_fabric() override {
+    abort(make_error_code(errc::cancelled), "rank " + std::to_string(rank_) + " shut down");
+    w_->fabrics[static_cast<std::size_t>(rank_)] = nullptr;
+  }
+
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return static_cast<int>(w_->ranks.size()); }
+  int ports() const noexcept override { return w_->m.ports; }
+  std::string_view name() const noexcept override { return "sim"; }
+
+  bool start(operation& op) noexcept override {
+    if (auto ec = check_op(*this, op)) return fail_now(op, ec, "bad operation");
+    if (failure()) return fail_now(op, failure(), failure_detail());
+    auto& me = self();
+    if (w_->now != me.last_post) {
+      me.last_post = w_->now;
+      ++me.stats.steps;
+    }
+    return op.kind == op_kind::send ? start_send(op) : start_recv(op);
+  }
+
+  // The rounds model charges an idle round; the others have no rounds to keep.
+  bool start_idle(operation& op) noexcept override {
+    auto& w = *w_;
+    if (failure()) return op.finish_now(failure());
+    if (!w.rounds()) return op.finish_now({});
+    const std::uint32_t idx = w.new_message();
+    auto& mg = w.msgs[idx];
+    mg.src = mg.dst = rank_;
+    mg.rx_done = true;  // nothing travels
+    mg.sender = &op;
+    op.fabric_state = st_sending;
+    set_msg(op, idx);
+    self().sending.push_back(op);
+    w.schedule(w.now + 1, idx, ev::send_done);
+    return false;
+  }
+
+  void cancel(operation& op, std::error_code ec) noexcept override {
+    if (op.finished) return;
+    auto& me = self();
+    switch (op.fabric_state) {
+      case st_posted: me.posted.remove(op); break;
+      case st_bound:
+        me.bound.remove(op);
+        w_->msgs[static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(op.fabric_ctx[0]))].bound = nullptr;
+        break;
+      case st_sending:
+        me.sending.remove(op);
+        w_->msgs[static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(op.fabric_ctx[0]))].sender = nullptr;
+        break;
+      default: return;  // idle or already in the ready queue
+    }
+    op.fabric_state = st_idle;
+    op.complete(ec);
+  }
+
+  // Virtual time never waits on the outside world; deadlock detection replaces
+  // deadlines (see the header).
+  std::uint64_t arm_deadline(std::uint32_t, std::chrono::nanoseconds) override { return 0; }
+  void disarm_deadline(std::uint64_t) noexcept override {}
+
+  void run_until(stop_predicate done) override {
+    while (!done()) {
+      if (w_->step()) continue;
+      // Nothing pending anywhere: the ranks that still wait can never be served.
+      const std::string who = w_->describe_waiting();
+      if (who.empty())
+        throw std::logic_error(
+            "optcast sim: the caller waits for something no rank will ever do (no operation "
+            "is pending)");
+      w_->fail_world(make_error_code(errc::deadlock),
+                     "at time " + fmt_time(w_->now) + " nothing is in flight and " + who);
+    }
+  }
+
+  void abort(std::error_code ec, std::string detail) noexcept override {
+    note_failure(ec, detail);
+    auto& me = self();
+    me.failed = true;
+    auto fail = [&](operation& op) {
+      note_error(detail + ": " + describe_op(op));
+      w_->make_ready(op, ec);
+    };
+    me.posted.drain_if([](const operation&) { return true; }, fail);
+    me.bound.drain_if([](const operation&) { return true; }, [&](operation& op) {
+      w_->msgs[static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(op.fabric_ctx[0]))].bound = nullptr;
+      fail(op);
+    });
+    me.sending.drain_if([](const operation&) { return true; }, [&](operation& op) {
+      w_->msgs[static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(op.fabric_ctx[0]))].sender = nullptr;
+      fail(op);
+    });
+  }
+
+  void reset_failure() noexcept { clear_failure(); }
+  void note(const std::string& s) { note_error(s); }
+
+private:
+  rank_state& self() { return w_->ranks[static_cast<std::size_t>(rank_)]; }
+
+  bool fail_now(operation& op, std::error_code ec, const std::string& why) {
+    note_error(why + ": " + describe_op(op));
+    return op.finish_now(ec);
+  }
+
+  static std::uint32_t msg_of(const operation& op) {
+    return static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(op.fabric_ctx[0]));
+  }
+  static void set_msg(operation& op, std::uint32_t i) {
+    op.fabric_ctx[0] = reinterpret_cast<void*>(static_cast<std::uintptr_t>(i));
+  }
+
+  // Picks the channel and the times of a message; false on a port violation.
+  bool time_send(message& mg, std::uint32_t idx) {
+    auto& w = *w_;
+    auto& me = self();
+    const double now = w.now;
+    if (w.rounds()) {
+      auto& dst = w.ranks[static_cast<std::size_t>(mg.dst)];
+      auto out = std::find_if(me.out.begin(), me.out.end(), [&](const channel& c) { return c.busy_until <= now; });
+      auto in = std::find_if(dst.in.begin(), dst.in.end(), [&](const channel& c) { return c.busy_until <= now; });
+      if (out == me.out.end() || in == dst.in.end()) {
+        const bool sender_side = out == me.out.end();
+        const auto& busy = sender_side ? me.busy_with : dst.in_with;
+        std::string why = "round " + fmt_time(now) + ": " + describe_message(mg) + " while ";
+        why += sender_side ? "rank " + std::to_string(rank_) + " already sends"
+                           : "rank " + std::to_string(mg.dst) + " already receives";
+        for (auto b : busy) why += " [" + describe_message(w.msgs[b]) + "]";
+        why += " (" + std::to_string(w.m.ports) + " port" + (w.m.ports == 1 ? "" : "s") + ")";
+        w.fail_world(make_error_code(errc::port_violation), why);
+        return false;
+      }
+      out->busy_until = in->busy_until = now + 1;
+      me.busy_with[static_cast<std::size_t>(out - me.out.begin())] = idx;
+      dst.in_with[static_cast<std::size_t>(in - dst.in.begin())] = idx;
+      mg.first = now;
+      mg.last = now;
+      return true;
+    }
+    const auto& m = w.m;
+    auto out = std::min_element(me.out.begin(), me.out.end(), [](const channel& a, const channel& b) {
+      return a.next_start < b.next_start;
+    });
+    const double start = std::max(now, out->next_start);
+    mg.first = start + m.o;
+    mg.last = mg.first + static_cast<double>(std::max<std::size_t>(mg.size, 1) - 1) * m.G;
+    out->next_start = std::max(start + m.o, mg.last + m.g - m.o);
+    return true;
+  }
+
+  std::string describe_message(const message& mg) const {
+    return "rank " + std::to_string(mg.src) + " -> " + std::to_string(mg.dst) + " tag " +
+           std::to_string(mg.tg.seq) + "/" + std::to_string(mg.tg.step) + " (" +
+           std::to_string(mg.size) + " B)";
+  }
+
+  bool start_send(operation& op) {
+    auto& w = *w_;
+    const std::uint32_t idx = w.new_message();
+    auto& mg = w.msgs[idx];
+    mg.src = rank_;
+    mg.dst = op.peer;
+    mg.tg = op.tg;
+    mg.size = op.size;
+    auto& me = self();
+    mg.chain = me.stats.chain + 1;
+    if (!time_send(mg, idx)) {
+      w.free_message(idx);
+      return op.finish_now(failure());
+    }
+    ++me.stats.sent;
+    me.stats.bytes_sent += op.size;
+    ++w.messages;
+    w.bytes += op.size;
+
+    // Match in send order: a posted receive exists only if no earlier message matched it.
+    auto& dst = w.ranks[static_cast<std::size_t>(op.peer)];
+    operation* match = dst.posted.find([&](const operation& r) { return r.peer == rank_ && r.tg == op.tg; });
+    if (match) {
+      dst.posted.remove(*match);
+      dst.bound.push_back(*match);
+      match->fabric_state = st_bound;
+      set_msg(*match, idx);
+      mg.bound = match;
+      if (w.opts.move_payload && match->size == op.size && op.size)
+        std::memcpy(match->data, op.data, op.size);
+    } else {
+      if (w.opts.move_payload && op.size) {
+        mg.payload = w.pool.take(op.size);
+        std::memcpy(mg.payload.data(), op.data, op.size);
+        mg.buffered = true;
+      }
+      mg.in_list = true;
+      mg.prev = dst.unmatched_tail;
+      if (dst.unmatched_tail != none) w.msgs[dst.unmatched_tail].next = idx;
+      else dst.unmatched_head = idx;
+      dst.unmatched_tail = idx;
+    }
+
+    if (w.rounds()) {
+      w.schedule(w.now + 1, idx, ev::available);  // also completes the send
+    } else {
+      w.schedule(mg.first + w.m.L, idx, ev::arrive);
+    }
+    const double done = w.rounds() ? w.now + 1 : mg.last;
+    if (done <= w.now) {
+      w.note_completion(rank_);
+      return op.finish_now({});
+    }
+    mg.sender = &op;
+    op.fabric_state = st_sending;
+    set_msg(op, idx);
+    me.sending.push_back(op);
+    if (!w.rounds()) w.schedule(done, idx, ev::send_done);
+    return false;
+  }
+
+  bool start_recv(operation& op) {
+    auto& w = *w_;
+    auto& me = self();
+    for (auto i = me.unmatched_head; i != none; i = w.msgs[i].next) {
+      auto& mg = w.msgs[i];
+      if (mg.src != op.peer || mg.tg != op.tg) continue;
+      // Unlink from the unmatched list.
+      (mg.prev != none ? w.msgs[mg.prev].next : me.unmatched_head) = mg.next;
+      (mg.next != none ? w.msgs[mg.next].prev : me.unmatched_tail) = mg.prev;
+      mg.next = mg.prev = none;
+      mg.in_list = false;
+      if (mg.available) {
+        auto ec = w.deliver(mg, op);
+        mg.rx_done = true;
+        w.maybe_free(i);
+        w.note_completion(rank_);
+        return op.finish_now(ec);
+      }
+      mg.bound = &op;
+      op.fabric_state = st_bound;
+      set_msg(op, i);
+      me.bound.push_back(op);
+      return false;
+    }
+    op.fabric_state = st_posted;
+    me.posted.push_back(op);
+    return false;
+  }
+
+  std::shared_ptr<world_state> w_;
+  int rank_;
+};
+
+}  // namespace
+
+std::error_code world_state::deliver(message& mg, operation& op) {
+  auto& st = ranks[static_cast<std::size_t>(op.owner->rank())];
+  if (mg.size != op.size) {
+    static_cast<sim_fabric*>(op.owner)->note(
+        "size mismatch: " + describe_op(op) + " got a message of " + std::to_string(mg.size) + " B");
+    return make_error_code(errc::size_mismatch);
+  }
+  if (mg.buffered && mg.size) std::memcpy(op.data, mg.payload.data(), mg.size);
+  ++st.stats.received;
+  st.stats.bytes_received += mg.size;
+  st.stats.chain = std::max(st.stats.chain, mg.chain);
+  return {};
+}
+
+void world_state::fail_world(std::error_code ec, const std::string& detail) {
+  if (!error) {
+    error = ec;
+    error_detail = detail;
+  }
+  for (auto* f : fabrics)
+    if (f) f->abort(ec, detail);
+}
+
+std::string world_state::describe_waiting() const {
+  std::string out;
+  int listed = 0, more = 0;
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    for (operation* op = ranks[r].posted.front(); op; op = op->next) {
+      if (listed == 8) {
+        ++more;
+        continue;
+      }
+      out += (listed ? "; rank " : "rank ") + std::to_string(r) + " waits for " + describe_op(*op);
+      ++listed;
+    }
+  if (more) out += "; and " + std::to_string(more) + " more";
+  return out;
+}
+
+// One unit of work: a ready completion, or the next event. False when there is none.
+bool world_state::step() {
+  if (operation* op = ready.pop_front()) {
+    op->fabric_state = st_idle;
+    note_completion(op->owner->rank());
+    op->complete(op->ec);
+    return true;
+  }
+  if (events.empty()) return false;
+  const event e = events.top();
+  events.pop();
+  now = e.t;
+  auto& mg = msgs[e.msg];
+  --mg.events;
+  operation* s = nullptr;  // completions last: they resume coroutines that may post
+  operation* r = nullptr;  // new messages (and reuse this message's slot)
+  std::error_code rec;
+  auto finish_send = [&] {
+    if (!(s = mg.sender)) return;
+    mg.sender = nullptr;
+    ranks[static_cast<std::size_t>(mg.src)].sending.remove(*s);
+    s->fabric_state = st_idle;
+    note_completion(mg.src);
+  };
+  switch (e.kind) {
+    case ev::send_done: finish_send(); break;
+    case ev::arrive: {
+      auto& dst = ranks[static_cast<std::size_t>(mg.dst)];
+      auto in = std::min_element(dst.in.begin(), dst.in.end(), [](const channel& a, const channel& b) {
+        return a.next_window < b.next_window;
+      });
+      const double ws = std::max(now, in->next_window);
+      const double wl = ws + (mg.last - mg.first);
+      in->next_window = wl + m.g;
+      const double rs = std::max(wl, in->overhead_free);
+      in->overhead_free = rs + m.o;
+      schedule(rs + m.o, e.msg, ev::available);
+      break;
+    }
+    case ev::available: {
+      mg.available = true;
+      if (rounds()) finish_send();  // the round is over for the sender too
+      if ((r = mg.bound)) {
+        ranks[static_cast<std::size_t>(mg.dst)].bound.remove(*r);
+        r->fabric_state = st_idle;
+        rec = deliver(mg, *r);
+        note_completion(mg.dst);
+        mg.bound = nullptr;
+        mg.rx_done = true;
+      } else if (!mg.in_list) {
+        mg.rx_done = true;  // its receive was cancelled: dropped
+      }
+      break;
+    }
+  }
+  maybe_free(e.msg);
+  if (s) s->complete({});
+  if (r) r->complete(rec);
+  return true;
+}
+
+namespace {
+
+std::shared_ptr<world_state> make_state(int p, const model& m, world_options o) {
+  if (p < 1) throw std::invalid_argument("optcast::sim::world: need at least one rank");
+  if (m.ports < 1) throw std::invalid_argument("optcast::sim::world: need at least one port");
+  auto s = std::make_shared<world_state>();
+  s->m = m;
+  s->opts = o;
+  s->ranks.resize(static_cast<std::size_t>(p));
+  for (auto& r : s->ranks) {
+    r.out.resize(static_cast<std::size_t>(m.ports));
+    r.in.resize(static_cast<std::size_t>(m.ports));
+    if (m.kind == model_kind::rounds) {
+      r.busy_with.assign(static_cast<std::size_t>(m.ports), none);
+      r.in_with.assign(static_cast<std::size_t>(m.ports), none);
+    }
+  }
+  s->fabrics.assign(static_cast<std::size_t>(p), nullptr);
+  return s;
+}
+
+bool parse_number(std::string_view s, double& v) {
+  if (s.empty()) return false;
+  const std::string str(s);
+  char* end = nullptr;
+  v = std::strtod(str.c_str(), &end);
+  return end == str.c_str() + str.size() && std::isfinite(v);
+}
+
+}  // namespace
+
+result<model> model::parse(std::string_view spec, int ports, std::string* why) {
+  auto bad = [&](std::string w) -> result<model> {
+    if (why) *why = std::move(w);
+    return fail(errc::invalid_argument);
+  };
+  if (ports < 1) return bad("--ports must be at least 1");
+  const auto colon = spec.find(':');
+  const std::string_view name = spec.substr(0, colon);
+  std::vector<double> v;
+  if (colon != std::string_view::npos) {
+    std::string_view rest = spec.substr(colon + 1);
+    while (true) {
+      const auto comma = rest.find(',');
+      double x = 0;
+      if (!parse_number(rest.substr(0, comma), x))
+        return bad("model '" + std::string(spec) + "': '" + std::string(rest.substr(0, comma)) +
+                   "' is not a number");
+      if (x < 0) return bad("model '" + std::string(spec) + "': parameters must not be negative");
+      v.push_back(x);
+      if (comma == std::string_view::npos) break;
+      rest = rest.substr(comma + 1);
+    }
+  }
+  auto want = [&](std::size_t n, const char* form) -> bool {
+    if (v.size() == n) return true;
+    if (why) *why = "model '" + std::string(spec) + "': expected " + form;
+    return false;
+  };
+  if (name == "rounds") {
+    if (!want(0, "rounds")) return fail(errc::invalid_argument);
+    return rounds(ports);
+  }
+  if (name == "postal") {
+    if (!want(1, "postal:L")) return fail(errc::invalid_argument);
+    if (v[0] < 1) return bad("postal: L must be at least 1 (a message takes at least the unit step)");
+    return postal(v[0], ports);
+  }
+  if (name == "logp") {
+    if (!want(3, "logp:L,o,g")) return fail(errc::invalid_argument);
+    if (v[2] <= 0 && v[1] <= 0) return bad("logp: g and o cannot both be 0 (a rank would send unboundedly fast)");
+    return logp(v[0], v[1], v[2], ports);
+  }
+  if (name == "loggp") {
+    if (!want(4, "loggp:L,o,g,G")) return fail(errc::invalid_argument);
+    if (v[2] <= 0 && v[1] <= 0) return bad("loggp: g and o cannot both be 0 (a rank would send unboundedly fast)");
+    return loggp(v[0], v[1], v[2], v[3], ports);
+  }
+  return bad("unknown model '" + std::string(name) + "' (rounds, postal:L, logp:L,o,g, loggp:L,o,g,G)");
+}
+
+std::string model::describe() const {
+  std::string s;
+  switch (kind) {
+    case model_kind::rounds: s = "rounds"; break;
+    case model_kind::postal: s = "postal:" + fmt_time(L); break;
+    case model_kind::logp: s = "logp:" + fmt_time(L) + "," + fmt_time(o) + "," + fmt_time(g); break;
+    case model_kind::loggp:
+      s = "loggp:" + fmt_time(L) + "," + fmt_time(o) + "," + fmt_time(g) + "," + fmt_time(G);
+      break;
+  }
+  return s + " (" + std::to_string(ports) + (ports == 1 ? " port)" : " ports)");
+}
+
+std::string report::json() const {
+  auto esc = [](const std::string& s) {
+    std::string o;
+    for (char c : s) {
+      if (c == '"' || c == '\\') o += '\\';
+      if (static_cast<unsigned char>(c) < 0x20) {
+        o += ' ';
+        continue;
+      }
+      o += c;
+    }
+    return o;
+  };
+  std::string o = "{\"model\":\"" + esc(model) + "\",\"finish_time\":" + fmt_time(finish_time) +
+                  ",\"rounds\":" + std::to_string(rounds) + ",\"messages\":" + std::to_string(messages) +
+                  ",\"bytes\":" + std::to_string(bytes) + ",\"longest_chain\":" + std::to_string(longest_chain) +
+                  ",\"unreceived\":" + std::to_string(unreceived) + ",\"error\":";
+  o += error ? "\"" + esc(describe(error, error_detail)) + "\"" : std::string("null");
+  o += ",\"per_rank_finish\":[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) o += (i ? "," : "") + fmt_time(ranks[i].finish);
+  o += "],\"per_rank_steps\":[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) o += (i ? "," : "") + std::to_string(ranks[i].steps);
+  return o + "]}";
+}
+
+world::world(int p, sim::model m, world_options o) : state_(make_state(p, m, o)) {}
+world::~world() = default;
+
+int world::size() const noexcept { return static_cast<int>(state_->ranks.size()); }
+const sim::model& world::model() const noexcept { return state_->m; }
+double world::now() const noexcept { return state_->now; }
+
+std::shared_ptr<optcast::fabric> world::fabric(int rank) const {
+  if (rank < 0 || rank >= size())
+    throw std::out_of_range("optcast::sim::world::fabric: no rank " + std::to_string(rank));
+  auto& slot = state_->fabrics[static_cast<std::size_t>(rank)];
+  if (slot) throw std::logic_error("optcast::sim::world: rank " + std::to_string(rank) + " already has a fabric");
+  auto f = std::make_shared<sim_fabric>(state_, rank);
+  slot = f.get();
+  return f;
+}
+
+std::vector<communicator> world::communicators(communicator_options o) const {
+  std::vector<communicator> out;
+  out.reserve(state_->ranks.size());
+  for (int r = 0; r < size(); ++r) out.emplace_back(fabric(r), o);
+  return out;
+}
+
+report world::take_report() const {
+  const auto& s = *state_;
+  report rep;
+  rep.model = s.m.describe();
+  rep.messages = s.messages;
+  rep.bytes = s.bytes;
+  rep.error = s.error;
+  rep.error_detail = s.error_detail;
+  rep.ranks.reserve(s.ranks.size());
+  for (const auto& r : s.ranks) {
+    rep.ranks.push_back(r.stats);
+    rep.finish_time = std::max(rep.finish_time, r.stats.finish);
+    rep.longest_chain = std::max(rep.longest_chain, r.stats.chain);
+    rep.rounds = std::max(rep.rounds, r.stats.steps);
+    for (auto i = r.unmatched_head; i != none; i = s.msgs[i].next) ++rep.unreceived;
+  }
+  if (s.m.kind == model_kind::rounds) rep.rounds = static_cast<std::uint64_t>(rep.finish_time);
+  return rep;
+}
+
+void world::reset() {
+  auto& s = *state_;
+  for (const auto& r : s.ranks)
+    if (!r.posted.empty() || !r.bound.empty() || !r.sending.empty())
+      throw std::logic_error("optcast::sim::world::reset: operations are still pending");
+  // Messages nobody received are dropped with the rest of the run.
+  s.msgs.clear();
+  s.free_msgs.clear();
+  s.events = {};
+  s.now = 0;
+  s.messages = s.bytes = 0;
+  s.error = {};
+  s.error_detail.clear();
+  for (auto& r : s.ranks) {
+    r.unmatched_head = r.unmatched_tail = none;
+    for (auto& c : r.out) c = {};
+    for (auto& c : r.in) c = {};
+    std::fill(r.busy_with.begin(), r.busy_with.end(), none);
+    std::fill(r.in_with.begin(), r.in_with.end(), none);
+    r.stats = {};
+    r.last_post = -1;
+    r.failed = false;
+  }
+  for (auto* f : s.fabrics)
+    if (f) static_cast<sim_fabric*>(f)->reset_failure();
+}
+
+}  // namespace optcast::sim

@@ -1,0 +1,285 @@
+// The simulator's timing rules (sim.hpp) on cases worked out by hand, and its failure
+// reports: port violations and deadlocks name ranks and rounds instead of hanging.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "optcast/collectives.hpp"
+#include "optcast/net/sim.hpp"
+#include "optcast/schedule.hpp"
+#include "optcast/when_all.hpp"
+
+using namespace optcast;
+
+namespace {
+
+using rank_body = std::function<task<result<void>>(fabric&, std::vector<std::byte>&)>;
+
+// Runs `body` on every rank of a simulated world with a `bytes`-long buffer each.
+sim::report simulate(int p, sim::model m, std::size_t bytes, const rank_body& body,
+                     std::vector<result<void>>* results = nullptr) {
+  sim::world w(p, m);
+  auto comms = w.communicators();
+  std::vector<std::vector<std::byte>> bufs(static_cast<std::size_t>(p), std::vector<std::byte>(bytes));
+  auto res = w.run_all(comms, [&](communicator& c) {
+    return body(c.get_fabric(), bufs[static_cast<std::size_t>(c.rank())]);
+  });
+  if (results) *results = res;
+  return w.take_report();
+}
+
+result<void> ok(const result<std::size_t>& r) { return r ? result<void>{} : fail(r.error()); }
+
+// Rank v forwards what it got from v - 1 to v + 1.
+task<result<void>> chain(fabric& f, std::vector<std::byte>& buf) {
+  const int v = f.rank();
+  if (v > 0)
+    if (auto r = co_await f.recv(v - 1, {0, 0}, buf); !r) co_return fail(r.error());
+  if (v + 1 < f.size()) co_return ok(co_await f.send(v + 1, {0, 0}, buf));
+  co_return result<void>{};
+}
+
+// Rank 0 sends to 1, 2, ... one after the other.
+task<result<void>> star(fabric& f, std::vector<std::byte>& buf) {
+  if (f.rank() != 0) co_return ok(co_await f.recv(0, {0, 0}, buf));
+  for (int d = 1; d < f.size(); ++d)
+    if (auto r = co_await f.send(d, {0, 0}, buf); !r) co_return fail(r.error());
+  co_return result<void>{};
+}
+
+// Binomial tree from rank 0: v receives from v minus its lowest bit, then sends to
+// v + 4, v + 2, v + 1 as far as it has zero bits (the broadcast_binomial order).
+task<result<void>> binomial(fabric& f, std::vector<std::byte>& buf) {
+  const int v = f.rank(), p = f.size();
+  int mask = 1;
+  while (mask < p) {
+    if (v & mask) {
+      if (auto r = co_await f.recv(v - mask, {0, 0}, buf); !r) co_return fail(r.error());
+      break;
+    }
+    mask <<= 1;
+  }
+  for (mask >>= 1; mask > 0; mask >>= 1)
+    if (v + mask < p)
+      if (auto r = co_await f.send(v + mask, {0, 0}, buf); !r) co_return fail(r.error());
+  co_return result<void>{};
+}
+
+std::vector<double> finishes(const sim::report& r) {
+  std::vector<double> out;
+  for (const auto& s : r.ranks) out.push_back(s.finish);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("LogP chain: every hop costs o + L + o", "[sim]") {
+  // L = 6, o = 2, g = 4. Rank 1 has the item at 2 + 6 + 2 = 10, rank 2 at 20, rank 3 at
+  // 30. A sender is done with its send after o: rank 0 at 2, rank 1 at 12, rank 2 at 22.
+  const auto rep = simulate(4, sim::model::logp(6, 2, 4), 8, chain);
+  CHECK(rep.finish_time == 30);
+  CHECK(finishes(rep) == std::vector<double>{2, 12, 22, 30});
+  CHECK(rep.messages == 3);
+  CHECK(rep.bytes == 24);
+  CHECK(rep.longest_chain == 3);
+  CHECK(rep.unreceived == 0);
+  CHECK_FALSE(rep.error);
+}
+
+TEST_CASE("LogP star: consecutive sends g apart, or o apart when o > g", "[sim]") {
+  // g >= o (L = 6, o = 2, g = 4): sends start at 0, 4, 8, 12 and arrive 10 later; these
+  // are the labels of the root's children in Karp et al.'s universal tree, t + ig + L + 2o.
+  auto rep = simulate(5, sim::model::logp(6, 2, 4), 1, star);
+  CHECK(finishes(rep) == std::vector<double>{14, 10, 14, 18, 22});
+  CHECK(rep.longest_chain == 1);
+  // o > g (L = 6, o = 5, g = 2): the sending overhead is the bottleneck; sends start at
+  // 0, 5, 10, 15 and each arrives 5 + 6 + 5 = 16 after it started.
+  rep = simulate(5, sim::model::logp(6, 5, 2), 1, star);
+  CHECK(finishes(rep) == std::vector<double>{20, 16, 21, 26, 31});
+}
+
+TEST_CASE("postal star and receive gap: one reception per time step", "[sim]") {
+  // postal(3): the root sends at 0, 1, 2, 3 (g = 1), each arrives 3 later.
+  auto rep = simulate(5, sim::model::postal(3), 1, star);
+  CHECK(finishes(rep) == std::vector<double>{3, 3, 4, 5, 6});
+  // Four ranks send to rank 0 at time 0: the network hands them over 1 apart.
+  rep = simulate(5, sim::model::postal(3), 1, [](fabric& f, std::vector<std::byte>& b) -> task<result<void>> {
+    if (f.rank() != 0) co_return ok(co_await f.send(0, {0, 0}, b));
+    std::vector<std::vector<std::byte>> in(4, std::vector<std::byte>(1));
+    for (int s = 1; s < 5; ++s)
+      if (auto r = co_await f.recv(s, {0, 0}, in[static_cast<std::size_t>(s - 1)]); !r) co_return fail(r.error());
+    co_return result<void>{};
+  });
+  CHECK(rep.ranks[0].finish == 6);  // arrivals at 3, 4, 5, 6
+  CHECK(rep.ranks[0].received == 4);
+}
+
+TEST_CASE("binomial tree under LogP", "[sim]") {
+  // P = 8, L = 6, o = 2, g = 4. Rank 0 sends to 4, 2, 1 starting at 0, 4, 8 (its second
+  // send is posted when the first completes at 2 and waits for the gap): they have the
+  // item at 10, 14, 18. Rank 4 sends to 6 at 10 and to 5 at 14: 20, 24. Rank 2 sends to
+  // 3 at 14: 24. Rank 6 sends to 7 at 20: 30. (Karp et al.'s optimal tree takes 24.)
+  const auto rep = simulate(8, sim::model::logp(6, 2, 4), 4, binomial);
+  CHECK(finishes(rep) == std::vector<double>{10, 18, 16, 24, 16, 24, 22, 30});
+  CHECK(rep.finish_time == 30);
+  CHECK(rep.longest_chain == 3);
+  CHECK(rep.messages == 7);
+}
+
+TEST_CASE("binomial tree under LogGP: long messages follow Figure 1", "[sim]") {
+  // L = 6, o = 2, g = 4, G = 0.5, 9-byte messages: (9 - 1) G = 4, so one message takes
+  // o + 4 + L + o = 14. Rank 0: first send starts at 0, its last byte leaves at 6 (the
+  // send completes), the next may start at 6 + g - o = 8 (Figure 1: the next first byte
+  // enters g after the last one, at o + (k-1)G + g = 10). So rank 4 has it at 14, rank 2
+  // at 8 + 14 = 22, rank 1 at 16 + 14 = 30 (rank 0 done at 16 + 6 = 22). Rank 4: to 6 at
+  // 14 -> 28, done at 20; to 5 at max(20, 20 + 4 - 2) = 22 -> 36, done at 28. Rank 2:
+  // to 3 at 22 -> 36, done at 28. Rank 6: to 7 at 28 -> 42, done at 34.
+  const auto rep = simulate(8, sim::model::loggp(6, 2, 4, 0.5), 9, binomial);
+  CHECK(finishes(rep) == std::vector<double>{22, 30, 28, 36, 28, 36, 34, 42});
+  CHECK(rep.bytes == 7 * 9);
+}
+
+TEST_CASE("rounds: a circulant broadcast takes n - 1 + ceil(log2 p) rounds", "[sim]") {
+  for (int p : {2, 3, 17, 64, 100}) {
+    for (int n : {1, 4, 9}) {
+      INFO("p " << p << " n " << n);
+      sim::world w(p, sim::model::rounds());
+      auto comms = w.communicators();
+      std::vector<std::vector<int>> bufs(static_cast<std::size_t>(p), std::vector<int>(50));
+      for (int i = 0; i < 50; ++i) bufs[3 % static_cast<std::size_t>(p)][static_cast<std::size_t>(i)] = i * 7 + 1;
+      auto res = w.run_all(comms, [&](communicator& c) {
+        return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 3 % p,
+                         {.alg = algorithm::circulant, .blocks = n});
+      });
+      for (auto& r : res) REQUIRE(r);
+      for (auto& b : bufs) CHECK(b == bufs[3 % static_cast<std::size_t>(p)]);
+      const auto rep = w.take_report();
+      CHECK(rep.rounds == static_cast<std::uint64_t>(n - 1 + circulant::ceil_log2(p)));
+      CHECK_FALSE(rep.error);
+      CHECK(rep.unreceived == 0);
+    }
+  }
+}
+
+TEST_CASE("rounds: two sends at once on one port is a port violation", "[sim]") {
+  std::vector<result<void>> res;
+  const auto rep = simulate(3, sim::model::rounds(), 4, [](fabric& f, std::vector<std::byte>& b) -> task<result<void>> {
+    if (f.rank() == 0) co_return co_await when_all(f.send(1, {0, 0}, b), f.send(2, {0, 0}, b));
+    co_return ok(co_await f.recv(0, {0, 0}, b));
+  }, &res);
+  REQUIRE(rep.error == errc::port_violation);
+  CHECK(rep.error_detail.find("round 0") != std::string::npos);
+  CHECK(rep.error_detail.find("rank 0 -> 2") != std::string::npos);
+  CHECK(rep.error_detail.find("rank 0 already sends") != std::string::npos);
+  for (auto& r : res) {
+    REQUIRE_FALSE(r);
+    CHECK(r.error() == errc::port_violation);
+  }
+  // Two ports allow it, in one round.
+  const auto two = simulate(3, sim::model::rounds(2), 4, [](fabric& f, std::vector<std::byte>& b) -> task<result<void>> {
+    if (f.rank() == 0) co_return co_await when_all(f.send(1, {0, 0}, b), f.send(2, {0, 0}, b));
+    co_return ok(co_await f.recv(0, {0, 0}, b));
+  });
+  CHECK_FALSE(two.error);
+  CHECK(two.rounds == 1);
+}
+
+TEST_CASE("rounds: two messages into one port in one round is a port violation", "[sim]") {
+  const auto rep = simulate(3, sim::model::rounds(), 4, [](fabric& f, std::vector<std::byte>& b) -> task<result<void>> {
+    if (f.rank() != 0) co_return ok(co_await f.send(0, {0, 0}, b));
+    std::vector<std::byte> other(4);
+    co_return co_await when_all(f.recv(1, {0, 0}, b), f.recv(2, {0, 0}, other));
+  });
+  REQUIRE(rep.error == errc::port_violation);
+  CHECK(rep.error_detail.find("rank 0 already receives") != std::string::npos);
+}
+
+TEST_CASE("a deadlock is reported with the waiting ranks, not a hang", "[sim]") {
+  std::vector<result<void>> res;
+  // Ranks 0 and 1 each wait for the other first; rank 2 has nothing to do.
+  const auto rep = simulate(3, sim::model::logp(5, 1, 2), 4, [](fabric& f, std::vector<std::byte>& b) -> task<result<void>> {
+    if (f.rank() == 2) co_return result<void>{};
+    const int other = 1 - f.rank();
+    if (auto r = co_await f.recv(other, {7, 3}, b); !r) co_return fail(r.error());
+    co_return ok(co_await f.send(other, {7, 3}, b));
+  }, &res);
+  REQUIRE(rep.error == errc::deadlock);
+  CHECK(rep.error_detail.find("rank 0 waits for receive of 4 B from rank 1 (collective 7, step 3)") != std::string::npos);
+  CHECK(rep.error_detail.find("rank 1 waits for receive of 4 B from rank 0 (collective 7, step 3)") != std::string::npos);
+  CHECK(res[0].error() == errc::deadlock);
+  CHECK(res[1].error() == errc::deadlock);
+  CHECK(res[2]);
+}
+
+TEST_CASE("a message nobody receives is counted", "[sim]") {
+  const auto rep = simulate(2, sim::model::rounds(), 4, [](fabric& f, std::vector<std::byte>& b) -> task<result<void>> {
+    if (f.rank() == 0) co_return ok(co_await f.send(1, {0, 0}, b));
+    co_return result<void>{};
+  });
+  CHECK(rep.unreceived == 1);
+  CHECK_FALSE(rep.error);
+}
+
+TEST_CASE("the same program gives the same trace", "[sim]") {
+  auto once = [] {
+    sim::world w(37, sim::model::loggp(3, 1, 2, 0.25));
+    auto comms = w.communicators();
+    std::vector<std::vector<std::byte>> bufs(37, std::vector<std::byte>(1000));
+    w.run_all(comms, [&](communicator& c) {
+      return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 5, {.alg = algorithm::circulant, .blocks = 7});
+    });
+    return w.take_report().json();
+  };
+  CHECK(once() == once());
+}
+
+TEST_CASE("reset starts the clock and the statistics again", "[sim]") {
+  sim::world w(4, sim::model::postal(2));
+  auto comms = w.communicators();
+  std::vector<std::vector<std::byte>> bufs(4, std::vector<std::byte>(10));
+  auto bcast = [&](communicator& c) {
+    return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 0, {.alg = algorithm::binomial});
+  };
+  w.run_all(comms, bcast);
+  const auto first = w.take_report();
+  w.reset();
+  CHECK(w.now() == 0);
+  w.run_all(comms, bcast);
+  const auto second = w.take_report();
+  CHECK(first.json() == second.json());
+  // postal(2), binomial from 0 on 4 ranks: 0 -> 2 at 0 (arrives 2), 0 -> 1 at 1 (3),
+  // 2 -> 3 at 2 (4).
+  CHECK(second.finish_time == 4);
+}
+
+TEST_CASE("model specifications parse, and bad ones say why", "[sim]") {
+  std::string why;
+  auto m = sim::model::parse("loggp:6,2,4,0.5", 2, &why);
+  REQUIRE(m);
+  CHECK(m->kind == sim::model_kind::loggp);
+  CHECK(m->G == 0.5);
+  CHECK(m->ports == 2);
+  CHECK(sim::model::parse("postal:3", 1)->L == 3);
+  CHECK(sim::model::parse("rounds", 1)->kind == sim::model_kind::rounds);
+  for (const char* bad : {"logp:1,2", "logp:1,x,3", "postal:0", "loggp:1,2,3,-1", "hypercube", "rounds:3", "logp:1,0,0"}) {
+    INFO(bad);
+    why.clear();
+    CHECK_FALSE(sim::model::parse(bad, 1, &why));
+    CHECK_FALSE(why.empty());
+  }
+  CHECK_FALSE(sim::model::parse("rounds", 0, &why));
+}
+
+TEST_CASE("100,000 simulated ranks broadcast one block", "[sim][scale]") {
+  const int p = 100000;
+  sim::world w(p, sim::model::rounds(), {.move_payload = false});
+  auto comms = w.communicators();
+  std::vector<std::byte> shared(8);  // timing only: every rank may use one buffer
+  auto res = w.run_all(comms, [&](communicator& c) {
+    return broadcast(c, std::span(shared), 0, {.alg = algorithm::circulant, .blocks = 1});
+  });
+  for (auto& r : res) REQUIRE(r);
+  const auto rep = w.take_report();
+  CHECK(rep.rounds == 17);
+  CHECK(rep.messages == static_cast<std::uint64_t>(p - 1));
+}
