@@ -5,6 +5,10 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
+
+#include "optcast/blocks.hpp"
+#include "optcast/reduction.hpp"
 
 #include "optcast/fabric.hpp"
 #include "optcast/task.hpp"
@@ -13,10 +17,57 @@ namespace optcast::algorithms {
 
 // Träff, Algorithm 1: n blocks from `root` in n - 1 + ceil(log2 p) rounds.
 task<result<void>> broadcast_circulant(fabric& f, std::uint32_t seq, std::span<std::byte> buf,
-                                       int root, int n);
+                                       int root, int n, std::uint32_t step0 = 0);
 
 // Binomial tree of the whole buffer: ceil(log2 p) rounds at the root.
 task<result<void>> broadcast_binomial(fabric& f, std::uint32_t seq, std::span<std::byte> buf,
                                       int root);
+
+// p segments of one buffer, segment j holding count[j] elements of `elem` bytes at
+// element offset offset[j], each split into n blocks of whole elements.
+struct segment_layout {
+  std::size_t elem = 1;
+  int n = 1;
+  std::vector<std::size_t> offset, count;
+  std::vector<int> contributors;  // the j with count[j] > 0, ascending
+
+  segment_layout(std::size_t elem_bytes, int blocks, std::span<const std::size_t> counts);
+  // Bytes of block b of segment j, within the buffer (block_partition's split, with the
+  // divisions done once per segment: this runs p times per round).
+  std::span<std::byte> block(std::span<std::byte> buf, int j, int b) const noexcept {
+    const auto& s = split_[static_cast<std::size_t>(j)];
+    const auto ub = static_cast<std::size_t>(b);
+    const std::size_t first = offset[static_cast<std::size_t>(j)] + ub * s.base + (ub < s.extra ? ub : s.extra);
+    return {buf.data() + first * elem, (s.base + (ub < s.extra ? 1 : 0)) * elem};
+  }
+  std::size_t total() const noexcept { return offset.empty() ? 0 : offset.back(); }
+
+private:
+  struct split {
+    std::size_t base, extra;
+  };
+  std::vector<split> split_;
+};
+
+// Träff, Algorithm 7: every rank broadcasts its segment at once, n - 1 + q rounds.
+// `buf` holds all segments; this rank's is in place. Tags use steps step0 + round.
+task<result<void>> allgatherv_circulant(fabric& f, std::uint32_t seq, std::uint32_t step0,
+                                        std::span<std::byte> buf, const segment_layout& lay);
+
+// Observation 1.4: Algorithm 7 backwards, reducing instead of copying; afterwards this
+// rank's segment of `buf` holds the reduction of every rank's, the others are spent.
+task<result<void>> reduce_scatter_circulant(fabric& f, std::uint32_t seq, std::uint32_t step0,
+                                            std::span<std::byte> buf, const segment_layout& lay,
+                                            const detail::erased_reduction& op);
+
+// Observation 1.3: Algorithm 1 backwards; `work` (this rank's operand, overwritten)
+// ends as the reduction at the root. Commutative operators only.
+task<result<void>> reduce_circulant(fabric& f, std::uint32_t seq, std::span<std::byte> work,
+                                    int root, int n, const detail::erased_reduction& op);
+
+// The binomial tree over ranks in order (reduction.hpp): `work` ends as
+// in_0 (+) ... (+) in_{p-1} at rank 0, and is then sent on to `root` (step 1).
+task<result<void>> reduce_ordered(fabric& f, std::uint32_t seq, std::span<std::byte> work,
+                                  int root, const detail::erased_reduction& op);
 
 }  // namespace optcast::algorithms

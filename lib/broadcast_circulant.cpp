@@ -9,7 +9,7 @@ namespace optcast::algorithms {
 // rank runs the same loop; its plan (O(log p) to compute, no communication) says which
 // block goes to whom and which comes from whom in each round.
 task<result<void>> broadcast_circulant(fabric& f, std::uint32_t seq, std::span<std::byte> buf,
-                                       int root, int n) {
+                                       int root, int n, std::uint32_t step0) {
   const int p = f.size();
   if (p == 1) co_return result<void>{};
   const int r = (f.rank() - root + p) % p;  // root renumbered to 0
@@ -22,7 +22,7 @@ task<result<void>> broadcast_circulant(fabric& f, std::uint32_t seq, std::span<s
 
   for (int i = plan.first_round(); i < plan.end_round(); ++i) {
     const auto st = plan.round(i);
-    const tag t{seq, static_cast<std::uint32_t>(i)};
+    const tag t{seq, step0 + static_cast<std::uint32_t>(i)};
     op_batch<2> round;  // Send(buf[sendblock[k]], t) || Recv(buf[recvblock[k]], f)
     if (st.send_block >= 0) round.add(f.send(real(st.to), t, block(st.send_block)));
     if (st.recv_block >= 0) round.add(f.recv(real(st.from), t, block(st.recv_block)));

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "algorithms.hpp"
+#include "collective_common.hpp"
 #include "optcast/schedule.hpp"
 
 namespace optcast {
@@ -32,33 +33,6 @@ int automatic_block_count(std::size_t bytes, int p, const communicator_options& 
   return static_cast<int>(std::clamp(std::round(n), 1.0, std::min(most, 1e6)));
 }
 
-namespace {
-
-// Owns a collective's deadline for as long as its round loop runs.
-class deadline_scope {
-public:
-  deadline_scope(fabric& f, std::uint32_t seq, std::chrono::milliseconds t)
-      : f_(f), token_(f.arm_deadline(seq, t)) {}
-  ~deadline_scope() { f_.disarm_deadline(token_); }
-  deadline_scope(const deadline_scope&) = delete;
-  deadline_scope& operator=(const deadline_scope&) = delete;
-
-private:
-  fabric& f_;
-  std::uint64_t token_;
-};
-
-// A failed collective leaves ranks in different places of its schedule, so nothing
-// later on this communicator could match up: it is broken from here on (DESIGN.md).
-result<void> finish(communicator& c, result<void> r) {
-  if (!r && r.error() != errc::invalid_argument) {
-    auto& f = c.get_fabric();
-    f.abort(r.error(), f.last_error());
-  }
-  return r;
-}
-
-}  // namespace
 
 task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int root,
                              broadcast_options opts) {
@@ -66,18 +40,20 @@ task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int roo
   // does not shift the numbering of later collectives against the other ranks.
   const std::uint32_t seq = c.next_seq();
   if (c.broken()) co_return fail(errc::broken);
-  if (root < 0 || root >= c.size()) co_return fail(errc::invalid_argument);
-  if (opts.blocks < 0) co_return fail(errc::invalid_argument);
+  if (root < 0 || root >= c.size())
+    co_return detail::refuse(c, "broadcast: root " + std::to_string(root) + " is not a rank of this " +
+                                    std::to_string(c.size()) + "-rank communicator");
+  if (opts.blocks < 0) co_return detail::refuse(c, "broadcast: blocks must not be negative");
 
   algorithm alg = opts.alg == algorithm::automatic ? c.options().broadcast_algorithm : opts.alg;
   if (alg == algorithm::automatic) alg = algorithm::circulant;
   const int n = opts.blocks ? opts.blocks : automatic_block_count(data.size(), c.size(), c.options());
 
-  deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
+  detail::deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
   result<void> r = alg == algorithm::binomial
                        ? co_await algorithms::broadcast_binomial(c.get_fabric(), seq, data, root)
                        : co_await algorithms::broadcast_circulant(c.get_fabric(), seq, data, root, n);
-  co_return finish(c, std::move(r));
+  co_return detail::finish(c, std::move(r));
 }
 
 namespace {
@@ -92,9 +68,9 @@ task<result<void>> p2p(communicator& c, op_kind kind, int peer, std::uint32_t us
   if (c.broken()) co_return fail(errc::broken);
   auto& f = c.get_fabric();
   const tag tg{p2p_limit | user_tag, 0};
-  deadline_scope deadline(f, tg.seq, t.value_or(c.options().timeout));
+  detail::deadline_scope deadline(f, tg.seq, t.value_or(c.options().timeout));
   auto r = kind == op_kind::send ? co_await f.send(peer, tg, data) : co_await f.recv(peer, tg, data);
-  if (!r) co_return finish(c, fail(r.error()));
+  if (!r) co_return detail::finish(c, fail(r.error()));
   co_return result<void>{};
 }
 

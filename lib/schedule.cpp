@@ -1,5 +1,8 @@
 #include "optcast/schedule.hpp"
 
+#include <map>
+#include <mutex>
+
 #include <bit>
 #include <cassert>
 
@@ -176,6 +179,47 @@ broadcast_plan::step broadcast_plan::round(int i) noexcept {
   sch_.send[k] += q;
   sch_.recv[k] += q;
   return st;
+}
+
+broadcast_plan::step broadcast_plan::at(int i) const noexcept {
+  const int q = s_->q();
+  const int k = i % q;
+  // round() hands out entry k first in round k (or k + q when k < x, a virtual round)
+  // and adds q per phase after that.
+  const int first = k < x_ ? k + q : k;
+  const int phases = (i - first) / q;
+  step st;
+  st.to = s_->to(r_, k);
+  st.from = s_->from(r_, k);
+  const int sb = sch_.send[k] + phases * q, rb = sch_.recv[k] + phases * q;
+  if (sb >= 0 && st.to != 0) st.send_block = sb < n_ ? sb : n_ - 1;
+  if (rb >= 0 && r_ != 0) st.recv_block = rb < n_ ? rb : n_ - 1;
+  return st;
+}
+
+schedule_table::schedule_table(int p) : s_(p), t_(static_cast<std::size_t>(s_.q()) * static_cast<std::size_t>(p)) {
+  std::array<int, max_q> one{};
+  for (int v = 0; v < p; ++v) {
+    recv_schedule(s_, v, std::span(one).first(static_cast<std::size_t>(s_.q())));
+    for (int k = 0; k < s_.q(); ++k)
+      t_[static_cast<std::size_t>(k) * static_cast<std::size_t>(p) + static_cast<std::size_t>(v)] = one[static_cast<std::size_t>(k)];
+  }
+}
+
+std::shared_ptr<const schedule_table> table_for(int p) {
+  // Weak entries: a table lives while a collective uses it; the few most recent are
+  // also held, so that repeated collectives on one communicator do not rebuild it.
+  static std::mutex mu;
+  static std::map<int, std::weak_ptr<const schedule_table>> cache;
+  static std::array<std::shared_ptr<const schedule_table>, 4> recent;
+  static std::size_t next = 0;
+  std::lock_guard lock(mu);
+  auto& slot = cache[p];
+  if (auto t = slot.lock()) return t;
+  auto t = std::make_shared<const schedule_table>(p);
+  slot = t;
+  recent[next++ % recent.size()] = t;
+  return t;
 }
 
 }  // namespace optcast::circulant

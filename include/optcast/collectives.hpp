@@ -10,15 +10,22 @@
 #include <span>
 #include <type_traits>
 
+#include <concepts>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
 #include "optcast/communicator.hpp"
+#include "optcast/reduction.hpp"
 
 namespace optcast {
 
-struct broadcast_options {
+struct collective_options {
   algorithm alg = algorithm::automatic;  // automatic: the communicator's default
   int blocks = 0;                        // circulant pipelining depth n; 0: from the cost model
   std::optional<std::chrono::milliseconds> timeout;  // default: the communicator's
 };
+using broadcast_options = collective_options;
 
 // Every rank passes a buffer of the same size; the root's bytes end up in all of them.
 task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int root,
@@ -44,5 +51,102 @@ task<result<void>> send(communicator& c, int peer, std::uint32_t user_tag,
 task<result<void>> recv(communicator& c, int peer, std::uint32_t user_tag,
                         std::span<std::byte> data,
                         std::optional<std::chrono::milliseconds> timeout = {});
+
+// Counts as given (any integer type), for the byte-level entry points to check: a
+// negative count, or one too large for int64, stays visible as negative.
+template <std::integral C>
+std::vector<std::int64_t> checked_counts(std::span<const C> counts) {
+  std::vector<std::int64_t> out;
+  out.reserve(counts.size());
+  for (C c : counts) {
+    if constexpr (std::is_signed_v<C>)
+      out.push_back(static_cast<std::int64_t>(c));
+    else
+      out.push_back(static_cast<std::uint64_t>(c) > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())
+                        ? -1
+                        : static_cast<std::int64_t>(c));
+  }
+  return out;
+}
+
+namespace detail {
+task<result<void>> allgatherv_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+                                    std::vector<std::int64_t> counts, std::size_t elem, bool regular,
+                                    collective_options opts);
+task<result<void>> reduce_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+                                erased_reduction op, int root, collective_options opts);
+task<result<void>> allreduce_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+                                   erased_reduction op, collective_options opts);
+task<result<void>> reduce_scatter_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+                                        std::vector<std::int64_t> counts, erased_reduction op, bool regular,
+                                        collective_options opts);
+}  // namespace detail
+
+// The circulant family (Träff, Observation 1 and Appendix A). Every rank passes the same
+// counts, root, operator and options; element type T must be trivially copyable. Each
+// takes n - 1 + ceil(log2 p) rounds (allreduce twice that), n the block count. Bad
+// arguments give errc::invalid_argument with the reason in comm.last_error(); sizes that
+// disagree between ranks surface as errc::size_mismatch (or a timeout on ranks that
+// wait for a peer that failed).
+
+// Every rank's `in` (all the same length) lands in `out` in rank order: out has
+// p * in.size() elements. `in` may be this rank's part of `out`.
+template <class T>
+  requires std::is_trivially_copyable_v<T>
+task<result<void>> allgather(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out,
+                             collective_options opts = {}) {
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(c.size()), static_cast<std::int64_t>(in.size()));
+  return detail::allgatherv_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), std::move(counts), sizeof(T),
+                                  true, opts);
+}
+
+// Rank j contributes counts[j] elements (any may be 0); they land in `out` in rank
+// order, so out needs at least sum(counts) elements. in.size() must be counts[rank].
+// Ranks that contribute nothing cost nothing in packing.
+template <class T, std::integral C>
+  requires std::is_trivially_copyable_v<T>
+task<result<void>> allgatherv(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out,
+                              std::span<const C> counts, collective_options opts = {}) {
+  return detail::allgatherv_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), checked_counts(counts),
+                                  sizeof(T), false, opts);
+}
+
+// The elementwise reduction of every rank's `in` lands in `out` at the root (out must
+// have in.size() elements there; it is not used elsewhere and may be empty). Circulant
+// for commutative operators, the rank-ordered binomial tree otherwise (reduction.hpp).
+template <class T>
+task<result<void>> reduce(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out,
+                          reduction<std::type_identity_t<T>> op, int root, collective_options opts = {}) {
+  return detail::reduce_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), op.erased(), root, opts);
+}
+
+// The reduction of every rank's `in` in `out` on every rank (the same length):
+// reduce_scatter then allgather on the circulant graph. `in` may be `out`.
+template <class T>
+task<result<void>> allreduce(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out,
+                             reduction<std::type_identity_t<T>> op, collective_options opts = {}) {
+  return detail::allreduce_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), op.erased(), opts);
+}
+
+// `in` is p blocks of out.size() elements; rank j gets the reduction of everyone's
+// block j in `out`.
+template <class T>
+task<result<void>> reduce_scatter_block(communicator& c, std::span<const std::type_identity_t<T>> in,
+                                        std::span<T> out, reduction<std::type_identity_t<T>> op,
+                                        collective_options opts = {}) {
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(c.size()), static_cast<std::int64_t>(out.size()));
+  return detail::reduce_scatter_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), std::move(counts),
+                                      op.erased(), true, opts);
+}
+
+// `in` is p segments of counts[0], counts[1], ... elements; rank j gets the reduction of
+// everyone's segment j in `out` (counts[rank] elements).
+template <class T, std::integral C>
+task<result<void>> reduce_scatter(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out,
+                                  std::span<const C> counts, reduction<std::type_identity_t<T>> op,
+                                  collective_options opts = {}) {
+  return detail::reduce_scatter_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), checked_counts(counts),
+                                      op.erased(), false, opts);
+}
 
 }  // namespace optcast

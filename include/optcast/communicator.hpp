@@ -16,9 +16,11 @@
 namespace optcast {
 
 enum class algorithm {
-  automatic,  // chosen per call from the cost model (today: circulant with a model-driven n)
-  circulant,  // Träff, Algorithm 1: n - 1 + ceil(log2 p) rounds
-  binomial,   // binomial tree of the whole buffer: the baseline, ceil(log2 p) rounds of m
+  automatic,  // chosen per call (today: circulant with a model-driven n, or the ordered
+              // binomial tree for a non-commutative reduction)
+  circulant,  // Träff: n - 1 + ceil(log2 p) rounds per phase
+  binomial,   // binomial tree of the whole buffer: the baseline, ceil(log2 p) rounds of m;
+              // for reductions the rank-ordered tree (any associative operator)
 };
 
 std::string_view to_string(algorithm a) noexcept;
@@ -63,10 +65,16 @@ public:
   // What is known about the failure (which peer, which sizes) for error messages.
   std::string failure_detail() const { return fabric_->failure_detail(); }
 
+  // Why the last collective refused its arguments (errc::invalid_argument), e.g.
+  // "allgatherv: counts[2] = -1 is negative". Collectives set it.
+  const std::string& last_error() const noexcept { return last_error_; }
+  void record_error(std::string why) { last_error_ = std::move(why); }
+
 private:
   std::shared_ptr<fabric> fabric_;
   communicator_options options_;
   std::uint32_t next_seq_ = 0;
+  std::string last_error_;
 };
 
 // The blocking entry point: drives the communicator's fabric until `t` has finished.

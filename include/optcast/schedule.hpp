@@ -3,13 +3,15 @@
 // J. L. Träff, "Optimal Broadcast Schedules in Logarithmic Time with Applications to
 // Broadcast, All-Broadcast, Reduction and All-Reduction" (2024), Sections 2-2.3.
 //
-// Pure computation: no I/O, no allocation. Every function works for one rank with the
+// Pure computation: no I/O, and no allocation except for the all-roots table. Every function works for one rank with the
 // root renumbered to 0 and costs O(log p) (Theorems 2 and 3).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <vector>
 
 namespace optcast::circulant {
 
@@ -80,11 +82,37 @@ public:
   int end_round() const noexcept { return s_->q() == 0 ? x_ : n_ + s_->q() - 1 + x_; }
   // Round i's step; advances round i mod q to the next phase.
   step round(int i) noexcept;
+  // Round i's step for rounds in any order (the reduction runs them backwards);
+  // round(i) and at(i) agree for a plan not yet advanced.
+  step at(int i) const noexcept;
 
 private:
   const skips* s_;
   int r_, n_, x_;
   rank_schedule sch_;
 };
+
+// The receive schedules of all p ranks (root 0), for the collectives in which every
+// rank is a root at once (Algorithm 7): rank r's schedule for root j is that of
+// (r - j) mod p, and its send block for root j in round k is what its to-processor
+// r + skip[k] receives for root j. O(p log p) to build, shared by every rank of one
+// process through table_for().
+class schedule_table {
+public:
+  explicit schedule_table(int p);
+  const circulant::skips& skips() const noexcept { return s_; }
+  int p() const noexcept { return s_.p(); }
+  int q() const noexcept { return s_.q(); }
+  // recvblock[k] of rank v in the first phase.
+  int recv(int k, int v) const noexcept { return row(k)[v]; }
+  const int* row(int k) const noexcept { return t_.data() + static_cast<std::size_t>(k) * static_cast<std::size_t>(s_.p()); }
+
+private:
+  circulant::skips s_;
+  std::vector<int> t_;  // q rows of p
+};
+
+// The table for p, built once per process while some caller holds it.
+std::shared_ptr<const schedule_table> table_for(int p);
 
 }  // namespace optcast::circulant

@@ -1,0 +1,170 @@
+// The elementwise operators of reduce, reduce_scatter and allreduce.
+//
+//   optcast::reduce(comm, in, out, optcast::ops::sum, root)
+//   optcast::allreduce(comm, in, out, optcast::reduction<int>::custom(gcd, optcast::commutative))
+//
+// Built-in: sum, product, min, max over arithmetic types; band, bor, bxor over integral
+// types (a compile-time error elsewhere). All built-ins are commutative.
+//
+// Order. A commutative operator may be applied in any order and bracketing: the
+// circulant algorithms combine partial results along their schedule's trees. For a
+// non-commutative (but associative) operator, the result is
+//   in_0 (+) in_1 (+) ... (+) in_{p-1}
+// in rank order, computed on the binomial tree over ranks (rank v combines its range
+// [v, v + 2^j) with [v + 2^j, v + 2^(j+1)), left operand first), so the bracketing is
+// fixed and documented: ((a0 a1)(a2 a3))((a4 a5)(a6 a7)) for p = 8. Asking for the
+// circulant algorithm with a non-commutative operator is refused (invalid_argument).
+// Floating-point sums are commutative operators whose bracketing the circulant
+// algorithms choose; results agree between ranks bit for bit (each element is reduced
+// once, on one rank, and then distributed).
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <type_traits>
+
+#include "optcast/error.hpp"
+
+namespace optcast {
+
+namespace detail {
+
+// The type-erased operator the algorithms see: out[i] = left[i] (+) right[i] for
+// `count` elements; out may alias left or right.
+struct erased_reduction {
+  std::size_t elem = 1;
+  bool commutative = true;
+  const void* self = nullptr;
+  std::shared_ptr<const void> hold;  // keeps a user operator alive in a running collective
+  void (*apply)(const void* self, const std::byte* left, const std::byte* right, std::byte* out,
+                std::size_t count) = nullptr;
+  // parts[i] = (the next parts[i].size() bytes of `in`) (+) parts[i], for every part: one
+  // indirect call per message, however many small blocks it carries.
+  void (*apply_parts)(const void* self, const std::byte* in, const std::span<std::byte>* parts,
+                      std::size_t nparts) = nullptr;
+
+  void operator()(const std::byte* left, const std::byte* right, std::byte* out, std::size_t count) const {
+    apply(self, left, right, out, count);
+  }
+};
+
+template <class T, class F>
+void apply_elementwise(const void* self, const std::byte* l, const std::byte* r, std::byte* o, std::size_t n) {
+  const F& f = *static_cast<const F*>(self);
+  const T* a = reinterpret_cast<const T*>(l);
+  const T* b = reinterpret_cast<const T*>(r);
+  T* c = reinterpret_cast<T*>(o);
+  for (std::size_t i = 0; i < n; ++i) c[i] = static_cast<T>(f(a[i], b[i]));
+}
+
+template <class T, class F>
+void apply_to_parts(const void* self, const std::byte* in, const std::span<std::byte>* parts, std::size_t nparts) {
+  const F& f = *static_cast<const F*>(self);
+  const T* a = reinterpret_cast<const T*>(in);
+  for (std::size_t k = 0; k < nparts; ++k) {
+    T* c = reinterpret_cast<T*>(parts[k].data());
+    const std::size_t n = parts[k].size() / sizeof(T);
+    for (std::size_t i = 0; i < n; ++i) c[i] = static_cast<T>(f(a[i], c[i]));
+    a += n;
+  }
+}
+
+struct min_fn {
+  template <class T>
+  T operator()(const T& a, const T& b) const { return b < a ? b : a; }
+};
+struct max_fn {
+  template <class T>
+  T operator()(const T& a, const T& b) const { return a < b ? b : a; }
+};
+
+}  // namespace detail
+
+// Operator tags: pass one where a reduction<T> is expected.
+namespace ops {
+struct sum_t {};
+struct product_t {};
+struct min_t {};
+struct max_t {};
+struct band_t {};
+struct bor_t {};
+struct bxor_t {};
+inline constexpr sum_t sum{};
+inline constexpr product_t product{};
+inline constexpr min_t min{};
+inline constexpr max_t max{};
+inline constexpr band_t band{};
+inline constexpr bor_t bor{};
+inline constexpr bxor_t bxor{};
+}  // namespace ops
+
+enum class commutativity { commutative, non_commutative };
+inline constexpr commutativity commutative = commutativity::commutative;
+inline constexpr commutativity non_commutative = commutativity::non_commutative;
+
+template <class T>
+  requires std::is_trivially_copyable_v<T>
+class reduction {
+public:
+  reduction(ops::sum_t) requires std::is_arithmetic_v<T> : reduction(builtin<std::plus<T>>()) {}
+  reduction(ops::product_t) requires std::is_arithmetic_v<T> : reduction(builtin<std::multiplies<T>>()) {}
+  reduction(ops::min_t) requires std::is_arithmetic_v<T> : reduction(builtin<detail::min_fn>()) {}
+  reduction(ops::max_t) requires std::is_arithmetic_v<T> : reduction(builtin<detail::max_fn>()) {}
+  reduction(ops::band_t) requires std::integral<T> : reduction(builtin<std::bit_and<T>>()) {}
+  reduction(ops::bor_t) requires std::integral<T> : reduction(builtin<std::bit_or<T>>()) {}
+  reduction(ops::bxor_t) requires std::integral<T> : reduction(builtin<std::bit_xor<T>>()) {}
+
+  // A user operator T f(const T& left, const T& right); it must be associative, and is
+  // taken as commutative only when the caller says so. It is copied and kept alive by
+  // the reduction (and its copies).
+  template <class F>
+    requires std::is_invocable_r_v<T, const F&, const T&, const T&>
+  static reduction custom(F f, commutativity c) {
+    auto held = std::make_shared<const F>(std::move(f));
+    reduction r;
+    r.erased_ = {sizeof(T), c == commutativity::commutative, held.get(), held, &detail::apply_elementwise<T, F>,
+                 &detail::apply_to_parts<T, F>};
+    return r;
+  }
+
+  // A built-in by name ("sum", "product", "min", "max", "band", "bor", "bxor"), for
+  // command lines; errc::invalid_argument for an unknown name or bitwise on non-integers.
+  static result<reduction> named(std::string_view name) {
+    if (name == "sum") return reduction(ops::sum);
+    if (name == "product") return reduction(ops::product);
+    if (name == "min") return reduction(ops::min);
+    if (name == "max") return reduction(ops::max);
+    if constexpr (std::integral<T>) {
+      if (name == "band") return reduction(ops::band);
+      if (name == "bor") return reduction(ops::bor);
+      if (name == "bxor") return reduction(ops::bxor);
+    }
+    return fail(errc::invalid_argument);
+  }
+
+  bool is_commutative() const noexcept { return erased_.commutative; }
+  // out[i] = left[i] (+) right[i].
+  void apply(const T* left, const T* right, T* out, std::size_t n) const {
+    erased_(reinterpret_cast<const std::byte*>(left), reinterpret_cast<const std::byte*>(right),
+            reinterpret_cast<std::byte*>(out), n);
+  }
+  const detail::erased_reduction& erased() const noexcept { return erased_; }
+
+private:
+  reduction() = default;
+  template <class F>
+  static reduction builtin() {
+    static const F f{};
+    reduction r;
+    r.erased_ = {sizeof(T), true, &f, nullptr, &detail::apply_elementwise<T, F>, &detail::apply_to_parts<T, F>};
+    return r;
+  }
+
+  detail::erased_reduction erased_{};
+};
+
+}  // namespace optcast

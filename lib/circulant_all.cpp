@@ -1,0 +1,179 @@
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms.hpp"
+#include "optcast/schedule.hpp"
+#include "optcast/when_all.hpp"
+
+namespace optcast::algorithms {
+
+segment_layout::segment_layout(std::size_t elem_bytes, int blocks, std::span<const std::size_t> counts)
+    : elem(elem_bytes), n(blocks), offset(counts.size() + 1), count(counts.begin(), counts.end()) {
+  split_.reserve(counts.size());
+  for (std::size_t j = 0; j < counts.size(); ++j) {
+    offset[j + 1] = offset[j] + counts[j];
+    if (counts[j]) contributors.push_back(static_cast<int>(j));
+    const block_partition part(counts[j], static_cast<std::size_t>(n));
+    split_.push_back({part.size(part.count() - 1), counts[j] % static_cast<std::size_t>(n)});
+  }
+}
+
+namespace {
+
+// Blocks of one or two elements are common (small all-gathers); libc's memcpy call
+// costs more than the copy then.
+inline void copy_bytes(std::byte* dst, const std::byte* src, std::size_t n) noexcept {
+  if (n <= 16) {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];
+  } else {
+    std::memcpy(dst, src, n);
+  }
+}
+
+// The parts of the buffer one round's message carries, in segment order. A message of
+// one part goes straight from or into the buffer; several are packed (Algorithm 7's
+// tempin/tempout). Segments of ranks that contribute nothing are never visited.
+class round_message {
+public:
+  explicit round_message(std::size_t parts) { parts_.reserve(parts); }
+  void clear() noexcept {
+    parts_.clear();
+    bytes_ = 0;
+  }
+  void add(std::span<std::byte> part) {
+    if (part.empty()) return;
+    parts_.push_back(part);
+    bytes_ += part.size();
+  }
+  std::size_t bytes() const noexcept { return bytes_; }
+  bool single() const noexcept { return parts_.size() == 1; }
+  std::span<std::byte> only() const noexcept { return parts_.front(); }
+  const std::vector<std::span<std::byte>>& parts() const noexcept { return parts_; }
+
+  std::span<std::byte> pack(std::vector<std::byte>& temp) const {
+    std::size_t off = 0;
+    for (auto part : parts_) {
+      copy_bytes(temp.data() + off, part.data(), part.size());
+      off += part.size();
+    }
+    return {temp.data(), bytes_};
+  }
+  void unpack(const std::vector<std::byte>& temp) const {
+    std::size_t off = 0;
+    for (auto part : parts_) {
+      copy_bytes(part.data(), temp.data() + off, part.size());
+      off += part.size();
+    }
+  }
+
+private:
+  std::vector<std::span<std::byte>> parts_;
+  std::size_t bytes_ = 0;
+};
+
+// The per-round block arithmetic of Algorithm 7, shared by both directions.
+struct all_roots {
+  std::shared_ptr<const circulant::schedule_table> table;
+  int p, q, n, x;
+
+  all_roots(int p_, int n_) : table(circulant::table_for(p_)), p(p_), q(table->q()), n(n_) {
+    x = (q - (n - 1) % q) % q;
+  }
+  int first_round() const noexcept { return x; }
+  int end_round() const noexcept { return n - 1 + q + x; }
+  // The block rank v (relative to the root) receives in round i: the first-phase
+  // schedule shifted by the virtual rounds and by q per phase, capped at n - 1.
+  struct round_blocks {
+    const int* row;  // the table's row k = i mod q
+    int shift, last;
+    int operator()(int v) const noexcept {
+      const int b = row[v] + shift;
+      return b < 0 ? -1 : (b < last ? b : last);
+    }
+  };
+  round_blocks in_round(int i) const noexcept { return {table->row(i % q), q * (i / q) - x, n - 1}; }
+  int rel(int r, int j) const noexcept { return r >= j ? r - j : r - j + p; }
+};
+
+// One round's two messages for every root at once: to `to`, the blocks it receives for
+// each root but itself; from the from-processor, the blocks rank `me` receives for each
+// root but itself. A plain function, not part of a coroutine: its loop runs p times per
+// round and keeps its state in registers.
+void gather_round(const segment_layout& lay, std::span<std::byte> buf, const all_roots& sch,
+                  const all_roots::round_blocks& block, int me, int to, round_message& out, round_message& in) {
+  out.clear();
+  in.clear();
+  for (int j : lay.contributors) {
+    if (j != to)
+      if (const int b = block(sch.rel(to, j)); b >= 0) out.add(lay.block(buf, j, b));
+    if (j != me)
+      if (const int b = block(sch.rel(me, j)); b >= 0) in.add(lay.block(buf, j, b));
+  }
+}
+
+std::size_t largest_message(std::span<std::byte> buf, const segment_layout& lay) {
+  std::size_t cap = 0;
+  for (int j : lay.contributors) cap += lay.block(buf, j, 0).size();  // block 0 is the largest
+  return cap;
+}
+
+}  // namespace
+
+task<result<void>> allgatherv_circulant(fabric& f, std::uint32_t seq, std::uint32_t step0,
+                                        std::span<std::byte> buf, const segment_layout& lay) {
+  const int p = f.size(), r = f.rank();
+  if (p == 1 || lay.contributors.empty()) co_return result<void>{};
+  const all_roots sch(p, lay.n);
+  const auto& s = sch.table->skips();
+  const std::size_t cap = largest_message(buf, lay);
+  std::vector<std::byte> tin(cap), tout(cap);
+  round_message out(lay.contributors.size()), in(lay.contributors.size());
+
+  for (int i = sch.first_round(); i < sch.end_round(); ++i) {
+    const int k = i % sch.q;
+    const int t = s.to(r, k), from = s.from(r, k);
+    gather_round(lay, buf, sch, sch.in_round(i), r, t, out, in);
+    const tag tg{seq, step0 + static_cast<std::uint32_t>(i)};
+    op_batch<2> round;
+    if (out.bytes()) round.add(f.send(t, tg, out.single() ? out.only() : out.pack(tin)));
+    if (in.bytes()) round.add(f.recv(from, tg, in.single() ? in.only() : std::span(tout).first(in.bytes())));
+    if (round.empty()) round.add(f.idle_round());
+    if (auto res = co_await round; !res) co_return res;
+    if (in.bytes() && !in.single()) in.unpack(tout);
+  }
+  co_return result<void>{};
+}
+
+task<result<void>> reduce_scatter_circulant(fabric& f, std::uint32_t seq, std::uint32_t step0,
+                                            std::span<std::byte> buf, const segment_layout& lay,
+                                            const detail::erased_reduction& op) {
+  const int p = f.size(), r = f.rank();
+  if (p == 1 || lay.contributors.empty()) co_return result<void>{};
+  const all_roots sch(p, lay.n);
+  const auto& s = sch.table->skips();
+  const std::size_t cap = largest_message(buf, lay);
+  std::vector<std::byte> tin(cap), tout(cap);
+  // The forward round's messages: `forth` went to t (now partials come back from t),
+  // `back` came from `from` (now this rank's partials go back to it).
+  round_message forth(lay.contributors.size()), back(lay.contributors.size());
+
+  // The all-broadcast's rounds from last to first, every message reversed: what a rank
+  // received in round i it now sends back (its partial result, complete by then, since
+  // it forwarded those blocks only in later rounds), and what it sent it now receives
+  // and reduces into its own partial.
+  for (int i = sch.end_round() - 1; i >= sch.first_round(); --i) {
+    const int k = i % sch.q;
+    const int t = s.to(r, k), from = s.from(r, k);
+    gather_round(lay, buf, sch, sch.in_round(i), r, t, forth, back);
+    const tag tg{seq, step0 + static_cast<std::uint32_t>(i)};
+    op_batch<2> round;
+    if (back.bytes()) round.add(f.send(from, tg, back.single() ? back.only() : back.pack(tin)));
+    if (forth.bytes()) round.add(f.recv(t, tg, std::span(tout).first(forth.bytes())));
+    if (round.empty()) round.add(f.idle_round());
+    if (auto res = co_await round; !res) co_return res;
+    if (forth.bytes()) op.apply_parts(op.self, tout.data(), forth.parts().data(), forth.parts().size());
+  }
+  co_return result<void>{};
+}
+
+}  // namespace optcast::algorithms

@@ -1,0 +1,193 @@
+// Entry points of the circulant family: argument checks, algorithm and block count,
+// working buffers, the deadline. The round loops are in circulant_all.cpp and reduce.cpp.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <string>
+
+#include "algorithms.hpp"
+#include "collective_common.hpp"
+#include "optcast/collectives.hpp"
+
+namespace optcast::detail {
+
+namespace {
+
+std::string str(std::size_t v) { return std::to_string(v); }
+
+// Checks counts (one per rank, none negative) and converts them; empty `why` if fine.
+std::vector<std::size_t> check_counts(const communicator& c, const std::vector<std::int64_t>& counts,
+                                      const char* what, std::string& why) {
+  std::vector<std::size_t> out;
+  if (counts.size() != static_cast<std::size_t>(c.size())) {
+    why = std::string(what) + ": " + str(counts.size()) + " counts for " + std::to_string(c.size()) + " ranks";
+    return out;
+  }
+  out.reserve(counts.size());
+  for (std::size_t j = 0; j < counts.size(); ++j) {
+    if (counts[j] < 0) {
+      why = std::string(what) + ": counts[" + str(j) + "] = " + std::to_string(counts[j]) + " is negative (or too large)";
+      return {};
+    }
+    out.push_back(static_cast<std::size_t>(counts[j]));
+  }
+  return out;
+}
+
+// The block count: the caller's, or the linear cost model's for the bytes one round
+// carries at most (the whole of what every rank ends with, for the all-roots ones).
+int blocks_for(const communicator& c, const collective_options& o, std::size_t bytes) {
+  return o.blocks ? o.blocks : automatic_block_count(bytes, c.size(), c.options());
+}
+
+// Which algorithm a reduction runs: circulant for commutative operators, the ordered
+// binomial tree otherwise; empty `why` if the caller's choice is possible.
+algorithm reduction_algorithm(const collective_options& o, const erased_reduction& op, const char* what,
+                              std::string& why) {
+  if (o.alg == algorithm::circulant && !op.commutative)
+    why = std::string(what) +
+          ": the circulant algorithm combines operands out of rank order; the operator is "
+          "non-commutative (use algorithm::automatic or binomial, the rank-ordered tree)";
+  if (o.alg == algorithm::automatic) return op.commutative ? algorithm::circulant : algorithm::binomial;
+  return o.alg;
+}
+
+}  // namespace
+
+task<result<void>> allgatherv_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+                                    std::vector<std::int64_t> counts_in, std::size_t elem, bool regular,
+                                    collective_options opts) {
+  const std::uint32_t seq = c.next_seq();
+  const char* what = regular ? "allgather" : "allgatherv";
+  if (c.broken()) co_return fail(errc::broken);
+  std::string why;
+  const auto counts = check_counts(c, counts_in, what, why);
+  if (!why.empty()) co_return refuse(c, why);
+  if (opts.blocks < 0) co_return refuse(c, std::string(what) + ": blocks must not be negative");
+  if (opts.alg == algorithm::binomial)
+    co_return refuse(c, std::string(what) + ": only the circulant algorithm (Träff, Algorithm 7) is available");
+  const std::size_t mine = counts[static_cast<std::size_t>(c.rank())];
+  const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+  if (in.size() != mine * elem)
+    co_return refuse(c, std::string(what) + ": in has " + str(in.size() / elem) + " elements, this rank's count is " + str(mine));
+  if (out.size() < total * elem)
+    co_return refuse(c, std::string(what) + ": out has room for " + str(out.size() / elem) + " elements, the counts add up to " + str(total));
+
+  const algorithms::segment_layout lay(elem, blocks_for(c, opts, total * elem), counts);
+  auto own = lay.block(out, c.rank(), 0).data();  // block 0 starts the segment
+  if (mine) std::memmove(own, in.data(), in.size());
+  deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
+  co_return finish(c, co_await algorithms::allgatherv_circulant(c.get_fabric(), seq, 0, out, lay));
+}
+
+task<result<void>> reduce_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+                                erased_reduction op, int root, collective_options opts) {
+  const std::uint32_t seq = c.next_seq();
+  if (c.broken()) co_return fail(errc::broken);
+  if (root < 0 || root >= c.size())
+    co_return refuse(c, "reduce: root " + std::to_string(root) + " is not a rank of this " +
+                            std::to_string(c.size()) + "-rank communicator");
+  if (opts.blocks < 0) co_return refuse(c, "reduce: blocks must not be negative");
+  if (c.rank() == root && out.size() != in.size())
+    co_return refuse(c, "reduce: out has " + str(out.size() / op.elem) + " elements at the root, in has " +
+                            str(in.size() / op.elem));
+  std::string why;
+  const algorithm alg = reduction_algorithm(opts, op, "reduce", why);
+  if (!why.empty()) co_return refuse(c, why);
+
+  // The root reduces into `out`; the others into a copy of their operand.
+  std::vector<std::byte> scratch;
+  std::span<std::byte> work = out;
+  if (c.rank() != root) {
+    scratch.assign(in.begin(), in.end());
+    work = scratch;
+  } else if (!in.empty()) {
+    std::memmove(work.data(), in.data(), in.size());
+  }
+  deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
+  auto& f = c.get_fabric();
+  result<void> r = alg == algorithm::binomial
+                       ? co_await algorithms::reduce_ordered(f, seq, work, root, op)
+                       : co_await algorithms::reduce_circulant(f, seq, work, root, blocks_for(c, opts, in.size()), op);
+  co_return finish(c, std::move(r));
+}
+
+namespace {
+
+// Tags of a second phase start here, past any first phase's rounds.
+constexpr std::uint32_t second_phase = 1u << 30;
+
+// Allreduce in `buf` (every rank's operand in, the reduction out).
+task<result<void>> allreduce_in_place(communicator& c, std::uint32_t seq, std::span<std::byte> buf,
+                                      const erased_reduction& op, algorithm alg, int n) {
+  auto& f = c.get_fabric();
+  if (alg == algorithm::binomial) {
+    // Rank order: the ordered tree to rank 0, then its result broadcast.
+    if (auto r = co_await algorithms::reduce_ordered(f, seq, buf, 0, op); !r) co_return r;
+    co_return co_await algorithms::broadcast_circulant(f, seq, buf, 0, n, second_phase);
+  }
+  // Reduce-scatter then all-broadcast of the p segments (balanced, whole elements).
+  const std::size_t count = buf.size() / op.elem;
+  const block_partition parts(count, static_cast<std::size_t>(c.size()));
+  std::vector<std::size_t> counts(static_cast<std::size_t>(c.size()));
+  for (std::size_t j = 0; j < counts.size(); ++j) counts[j] = parts.size(j);
+  const algorithms::segment_layout lay(op.elem, n, counts);
+  if (auto r = co_await algorithms::reduce_scatter_circulant(f, seq, 0, buf, lay, op); !r) co_return r;
+  co_return co_await algorithms::allgatherv_circulant(f, seq, second_phase, buf, lay);
+}
+
+}  // namespace
+
+task<result<void>> allreduce_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+                                   erased_reduction op, collective_options opts) {
+  const std::uint32_t seq = c.next_seq();
+  if (c.broken()) co_return fail(errc::broken);
+  if (opts.blocks < 0) co_return refuse(c, "allreduce: blocks must not be negative");
+  if (out.size() != in.size())
+    co_return refuse(c, "allreduce: out has " + str(out.size() / op.elem) + " elements, in has " + str(in.size() / op.elem));
+  std::string why;
+  const algorithm alg = reduction_algorithm(opts, op, "allreduce", why);
+  if (!why.empty()) co_return refuse(c, why);
+  if (!in.empty()) std::memmove(out.data(), in.data(), in.size());
+  // A round of the reduce-scatter carries about m / p per contributor, so the model's
+  // block count is that of m (Observation 1.4: p - 1 blocks' volume in total).
+  const int n = blocks_for(c, opts, in.size());
+  deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
+  co_return finish(c, co_await allreduce_in_place(c, seq, out, op, alg, n));
+}
+
+task<result<void>> reduce_scatter_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+                                        std::vector<std::int64_t> counts_in, erased_reduction op, bool regular,
+                                        collective_options opts) {
+  const std::uint32_t seq = c.next_seq();
+  const char* what = regular ? "reduce_scatter_block" : "reduce_scatter";
+  if (c.broken()) co_return fail(errc::broken);
+  std::string why;
+  const auto counts = check_counts(c, counts_in, what, why);
+  if (!why.empty()) co_return refuse(c, why);
+  if (opts.blocks < 0) co_return refuse(c, std::string(what) + ": blocks must not be negative");
+  const std::size_t mine = counts[static_cast<std::size_t>(c.rank())];
+  const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+  if (in.size() != total * op.elem)
+    co_return refuse(c, std::string(what) + ": in has " + str(in.size() / op.elem) + " elements, the counts add up to " + str(total));
+  if (out.size() != mine * op.elem)
+    co_return refuse(c, std::string(what) + ": out has " + str(out.size() / op.elem) + " elements, this rank's count is " + str(mine));
+  const algorithm alg = reduction_algorithm(opts, op, what, why);
+  if (!why.empty()) co_return refuse(c, why);
+
+  std::vector<std::byte> work(in.begin(), in.end());
+  const algorithms::segment_layout lay(op.elem, blocks_for(c, opts, in.size()), counts);
+  deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
+  result<void> r;
+  if (alg == algorithm::binomial)  // rank order: the whole reduction everywhere, then this rank's part
+    r = co_await allreduce_in_place(c, seq, work, op, alg, lay.n);
+  else
+    r = co_await algorithms::reduce_scatter_circulant(c.get_fabric(), seq, 0, work, lay, op);
+  if (r && mine) {
+    auto seg = std::span(work).subspan(lay.offset[static_cast<std::size_t>(c.rank())] * op.elem, out.size());
+    std::memcpy(out.data(), seg.data(), out.size());
+  }
+  co_return finish(c, std::move(r));
+}
+
+}  // namespace optcast::detail

@@ -1,0 +1,75 @@
+#include <vector>
+
+#include "algorithms.hpp"
+#include "optcast/schedule.hpp"
+#include "optcast/when_all.hpp"
+
+namespace optcast::algorithms {
+
+// Träff, Observation 1.3: the broadcast's rounds from last to first with every message
+// reversed. In the broadcast a rank receives each block exactly once (Theorem 1: the
+// only index past n - 1 it receives is b + n - 1, capped to n - 1) and forwards it only
+// in later rounds; backwards, it has reduced the partial results of everyone it
+// forwarded a block to before it sends that block's partial on, exactly once.
+task<result<void>> reduce_circulant(fabric& f, std::uint32_t seq, std::span<std::byte> work,
+                                    int root, int n, const detail::erased_reduction& op) {
+  const int p = f.size();
+  if (p == 1) co_return result<void>{};
+  const int v = (f.rank() - root + p) % p;
+  auto real = [&](int u) { return (u + root) % p; };
+
+  const circulant::skips s(p);
+  const circulant::broadcast_plan plan(s, v, n);
+  const block_partition parts(work.size() / op.elem, static_cast<std::size_t>(n));
+  auto block = [&](int b) {
+    return work.subspan(parts.offset(static_cast<std::size_t>(b)) * op.elem,
+                        parts.size(static_cast<std::size_t>(b)) * op.elem);
+  };
+  std::vector<std::byte> incoming(parts.size(0) * op.elem);
+
+  for (int i = plan.end_round() - 1; i >= plan.first_round(); --i) {
+    const auto st = plan.at(i);
+    const tag t{seq, static_cast<std::uint32_t>(i)};
+    op_batch<2> round;
+    std::span<std::byte> in;
+    if (st.send_block >= 0) {
+      in = std::span(incoming).first(block(st.send_block).size());
+      round.add(f.recv(real(st.to), t, in));
+    }
+    if (st.recv_block >= 0) round.add(f.send(real(st.from), t, block(st.recv_block)));
+    if (round.empty()) round.add(f.idle_round());
+    if (auto res = co_await round; !res) co_return res;
+    if (st.send_block >= 0) {
+      auto mine = block(st.send_block);
+      op(in.data(), mine.data(), mine.data(), mine.size() / op.elem);
+    }
+  }
+  co_return result<void>{};
+}
+
+task<result<void>> reduce_ordered(fabric& f, std::uint32_t seq, std::span<std::byte> work,
+                                  int root, const detail::erased_reduction& op) {
+  const int p = f.size(), v = f.rank();
+  const std::size_t count = work.size() / op.elem;
+  std::vector<std::byte> right;
+  for (int mask = 1; mask < p; mask <<= 1) {
+    if (v & mask) {
+      if (auto r = co_await f.send(v - mask, {seq, 0}, work); !r) co_return fail(r.error());
+      break;
+    }
+    if (v + mask < p) {
+      right.resize(work.size());
+      if (auto r = co_await f.recv(v + mask, {seq, 0}, right); !r) co_return fail(r.error());
+      op(work.data(), right.data(), work.data(), count);  // [v, v+mask) before [v+mask, v+2mask)
+    }
+  }
+  if (root != 0) {
+    if (v == 0)
+      if (auto r = co_await f.send(root, {seq, 1}, work); !r) co_return fail(r.error());
+    if (v == root)
+      if (auto r = co_await f.recv(0, {seq, 1}, work); !r) co_return fail(r.error());
+  }
+  co_return result<void>{};
+}
+
+}  // namespace optcast::algorithms

@@ -1,0 +1,188 @@
+// The circulant family in the simulator's rounds model (one port): every collective
+// takes exactly n - 1 + ceil(log2 p) rounds (allreduce twice that), with no port
+// violation and no message left unreceived, and its result is right, for every
+// p <= 300 and n in {1, 2, 3, 7, 16, 64} (Träff, Theorem 1, Observation 1, Appendix A).
+//
+// OPTCAST_SIM_PMAX and OPTCAST_SIM_PMIN narrow the range (meson runs the range in
+// parts in parallel).
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "optcast/collectives.hpp"
+#include "optcast/net/sim.hpp"
+#include "optcast/schedule.hpp"
+
+using namespace optcast;
+
+namespace {
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+
+constexpr int block_counts[] = {1, 2, 3, 7, 16, 64};
+
+struct outcome {
+  sim::report rep;
+  bool all_ok = true;
+  std::string first_error;
+};
+
+// Runs make(comm) on a fresh one-port rounds-model world.
+template <class Make>
+outcome on_sim(int p, Make make) {
+  sim::world w(p, sim::model::rounds());
+  auto comms = w.communicators();
+  auto res = w.run_all(comms, make);
+  outcome o{w.take_report()};
+  for (std::size_t r = 0; r < res.size(); ++r)
+    if (!res[r] && o.all_ok) {
+      o.all_ok = false;
+      o.first_error = "rank " + std::to_string(r) + ": " + describe(res[r].error(), comms[r].failure_detail()) +
+                      " " + comms[r].last_error();
+    }
+  return o;
+}
+
+void check_rounds(const outcome& o, std::uint64_t want) {
+  INFO(o.first_error << " " << o.rep.error_detail);
+  REQUIRE(o.all_ok);
+  CHECK_FALSE(o.rep.error);
+  CHECK(o.rep.unreceived == 0);
+  CHECK(o.rep.rounds == want);
+}
+
+// "" when equal, else where they first differ (Catch would print whole vectors).
+template <class V>
+std::string diff(const V& got, const V& want) {
+  if (got.size() != want.size()) return "size " + std::to_string(got.size()) + " != " + std::to_string(want.size());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i])
+      return "element " + std::to_string(i) + ": " + std::to_string(got[i]) + " != " + std::to_string(want[i]);
+  return {};
+}
+
+// Values that make every misplaced or double-counted element visible.
+std::int64_t value(int rank, std::size_t i) { return static_cast<std::int64_t>(rank) * 1000003 + static_cast<std::int64_t>(i) * 7 + 1; }
+
+}  // namespace
+
+TEST_CASE("circulant family: exact rounds in the one-port rounds model", "[sim][circulant]") {
+  const int pmin = std::max(2, env_int("OPTCAST_SIM_PMIN", 2));
+  const int pmax = env_int("OPTCAST_SIM_PMAX", 300);
+  for (int p = pmin; p <= pmax; ++p) {
+    const int q = circulant::ceil_log2(p);
+    const auto P = static_cast<std::size_t>(p);
+    for (int n : block_counts) {
+      INFO("p " << p << " n " << n);
+      const auto N = static_cast<std::size_t>(n);
+      const std::uint64_t phase = static_cast<std::uint64_t>(n - 1 + q);
+      const collective_options o{.alg = algorithm::circulant, .blocks = n};
+      const int root = (p * 7 / 11) % p;
+
+      {  // broadcast: n elements, one per block
+        std::vector<std::vector<std::int64_t>> b(P, std::vector<std::int64_t>(N));
+        for (std::size_t i = 0; i < N; ++i) b[static_cast<std::size_t>(root)][i] = value(root, i);
+        auto res = on_sim(p, [&](communicator& c) { return broadcast(c, std::span(b[static_cast<std::size_t>(c.rank())]), root, o); });
+        check_rounds(res, phase);
+        for (auto& v : b) CHECK(diff(v, b[static_cast<std::size_t>(root)]) == "");
+      }
+      {  // allgather: n elements per rank
+        std::vector<std::vector<std::int64_t>> in(P, std::vector<std::int64_t>(N)), out(P, std::vector<std::int64_t>(N * P));
+        std::vector<std::int64_t> want(N * P);
+        for (int r = 0; r < p; ++r)
+          for (std::size_t i = 0; i < N; ++i)
+            want[static_cast<std::size_t>(r) * N + i] = in[static_cast<std::size_t>(r)][i] = value(r, i);
+        auto res = on_sim(p, [&](communicator& c) {
+          const auto r = static_cast<std::size_t>(c.rank());
+          return allgather(c, std::span<const std::int64_t>(in[r]), std::span(out[r]), o);
+        });
+        check_rounds(res, phase);
+        for (auto& v : out) CHECK(diff(v, want) == "");
+      }
+      {  // allgatherv: rank r contributes n * (r mod 3) elements, rank 0 nothing
+        std::vector<int> counts(P);
+        for (int r = 0; r < p; ++r) counts[static_cast<std::size_t>(r)] = n * (r % 3);
+        const auto total = static_cast<std::size_t>(std::accumulate(counts.begin(), counts.end(), 0));
+        std::vector<std::int64_t> want;
+        std::vector<std::vector<std::int64_t>> in(P), out(P, std::vector<std::int64_t>(total));
+        for (int r = 0; r < p; ++r)
+          for (int i = 0; i < counts[static_cast<std::size_t>(r)]; ++i) {
+            in[static_cast<std::size_t>(r)].push_back(value(r, static_cast<std::size_t>(i)));
+            want.push_back(value(r, static_cast<std::size_t>(i)));
+          }
+        auto res = on_sim(p, [&](communicator& c) {
+          const auto r = static_cast<std::size_t>(c.rank());
+          return allgatherv(c, std::span<const std::int64_t>(in[r]), std::span(out[r]), std::span<const int>(counts), o);
+        });
+        check_rounds(res, phase);  // for p = 2 only rank 1 contributes: a broadcast
+        for (auto& v : out) CHECK(diff(v, want) == "");
+      }
+      {  // reduce: n elements, sum
+        std::vector<std::vector<std::int64_t>> in(P, std::vector<std::int64_t>(N)), out(P, std::vector<std::int64_t>(N));
+        std::vector<std::int64_t> want(N);
+        for (int r = 0; r < p; ++r)
+          for (std::size_t i = 0; i < N; ++i) want[i] += in[static_cast<std::size_t>(r)][i] = value(r, i);
+        auto res = on_sim(p, [&](communicator& c) {
+          const auto r = static_cast<std::size_t>(c.rank());
+          return reduce(c, std::span<const std::int64_t>(in[r]), std::span(out[r]), ops::sum, root, o);
+        });
+        check_rounds(res, phase);
+        CHECK(diff(out[static_cast<std::size_t>(root)], want) == "");
+      }
+      {  // reduce_scatter_block: n elements per rank's block
+        std::vector<std::vector<std::int64_t>> in(P, std::vector<std::int64_t>(N * P)), out(P, std::vector<std::int64_t>(N));
+        std::vector<std::int64_t> want(N * P);
+        for (int r = 0; r < p; ++r)
+          for (std::size_t i = 0; i < N * P; ++i) want[i] += in[static_cast<std::size_t>(r)][i] = value(r, i);
+        auto res = on_sim(p, [&](communicator& c) {
+          const auto r = static_cast<std::size_t>(c.rank());
+          return reduce_scatter_block(c, std::span<const std::int64_t>(in[r]), std::span(out[r]), ops::sum, o);
+        });
+        check_rounds(res, phase);
+        for (std::size_t r = 0; r < P; ++r)
+          CHECK(diff(out[r], std::vector<std::int64_t>(want.begin() + static_cast<std::ptrdiff_t>(r * N),
+                                                    want.begin() + static_cast<std::ptrdiff_t>((r + 1) * N))) == "");
+      }
+      {  // reduce_scatter: rank r gets n * (1 + r mod 2) elements
+        std::vector<std::size_t> counts(P), offs(P + 1);
+        for (std::size_t r = 0; r < P; ++r) {
+          counts[r] = N * (1 + r % 2);
+          offs[r + 1] = offs[r] + counts[r];
+        }
+        std::vector<std::vector<std::int64_t>> in(P, std::vector<std::int64_t>(offs[P])), out(P);
+        std::vector<std::int64_t> want(offs[P]);
+        for (int r = 0; r < p; ++r) {
+          out[static_cast<std::size_t>(r)].resize(counts[static_cast<std::size_t>(r)]);
+          for (std::size_t i = 0; i < offs[P]; ++i) want[i] += in[static_cast<std::size_t>(r)][i] = value(r, i);
+        }
+        auto res = on_sim(p, [&](communicator& c) {
+          const auto r = static_cast<std::size_t>(c.rank());
+          return reduce_scatter(c, std::span<const std::int64_t>(in[r]), std::span(out[r]),
+                                std::span<const std::size_t>(counts), ops::sum, o);
+        });
+        check_rounds(res, phase);
+        for (std::size_t r = 0; r < P; ++r)
+          CHECK(diff(out[r], std::vector<std::int64_t>(want.begin() + static_cast<std::ptrdiff_t>(offs[r]),
+                                                    want.begin() + static_cast<std::ptrdiff_t>(offs[r + 1]))) == "");
+      }
+      {  // allreduce: n elements per rank's segment
+        std::vector<std::vector<std::int64_t>> in(P, std::vector<std::int64_t>(N * P)), out(P, std::vector<std::int64_t>(N * P));
+        std::vector<std::int64_t> want(N * P);
+        for (int r = 0; r < p; ++r)
+          for (std::size_t i = 0; i < N * P; ++i) want[i] += in[static_cast<std::size_t>(r)][i] = value(r, i);
+        auto res = on_sim(p, [&](communicator& c) {
+          const auto r = static_cast<std::size_t>(c.rank());
+          return allreduce(c, std::span<const std::int64_t>(in[r]), std::span(out[r]), ops::sum, o);
+        });
+        check_rounds(res, 2 * phase);
+        for (auto& v : out) CHECK(diff(v, want) == "");
+      }
+    }
+  }
+}
