@@ -1,0 +1,381 @@
+// The circulant family's results, element by element, on the in-process and TCP
+// fabrics: p up to 17, several roots, block counts, counts (irregular, zero, one rank
+// contributing everything), element types and operators, including non-commutative ones
+// on the rank-ordered path. And bad input: clear errors, nothing broken.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "optcast/collectives.hpp"
+#include "worlds.hpp"
+
+using namespace optcast;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A 2x2 matrix of integers mod 2^32: associative and not commutative.
+struct mat {
+  std::uint32_t a, b, c, d;
+  friend bool operator==(const mat&, const mat&) = default;
+};
+mat mul(const mat& x, const mat& y) {
+  return {x.a * y.a + x.b * y.c, x.a * y.b + x.b * y.d, x.c * y.a + x.d * y.c, x.c * y.b + x.d * y.d};
+}
+
+template <class T>
+T val(int rank, std::size_t i, int salt) {
+  const auto h = static_cast<std::uint64_t>(rank + 1) * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull +
+                 static_cast<std::uint64_t>(salt) * 0x94D049BB133111EBull;
+  const auto x = h ^ (h >> 29);
+  if constexpr (std::is_same_v<T, mat>)
+    return mat{static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(x >> 32), static_cast<std::uint32_t>(x >> 7),
+               static_cast<std::uint32_t>(x >> 21)};
+  else if constexpr (std::is_floating_point_v<T>)
+    return static_cast<T>(static_cast<double>(x % 2000001) / 1e6 - 1.0);
+  else
+    return static_cast<T>(x % 1000);
+}
+
+// The bracketing of the rank-ordered binomial tree (reduction.hpp) for p values.
+template <class T, class F>
+T ordered(const std::vector<T>& a, F f) {
+  const int p = static_cast<int>(a.size());
+  auto range = [&](auto& self, int v, int m) -> T {
+    if (m == 1) return a[static_cast<std::size_t>(v)];
+    const T left = self(self, v, m / 2);
+    if (v + m / 2 >= p) return left;
+    return f(left, self(self, v + m / 2, m / 2));
+  };
+  int m = 1;
+  while (m < p) m *= 2;
+  return range(range, 0, m);
+}
+
+template <class V>
+std::string diff(const V& got, const V& want) {
+  if (got.size() != want.size()) return "size " + std::to_string(got.size()) + " != " + std::to_string(want.size());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (!(got[i] == want[i])) return "first difference at element " + std::to_string(i);
+  return {};
+}
+
+using steps = std::vector<std::pair<std::string, result<void>>>;
+
+struct world_case {
+  std::string kind;
+  int p;
+};
+
+std::vector<world_case> world_cases() {
+  std::vector<world_case> out;
+  for (int p : {1, 2, 3, 5, 8, 13, 17}) out.push_back({"local", p});
+  for (int p : {2, 3, 7, 17}) out.push_back({"tcp", p});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("circulant family: every result checked element by element", "[local][tcp][collectives]") {
+  const auto wc = GENERATE(from_range(world_cases()));
+  const int p = wc.p;
+  const auto P = static_cast<std::size_t>(p);
+  INFO(wc.kind << " p " << p);
+  auto w = testing::make_world(wc.kind, p);
+
+  const std::vector<int> roots = {0, p / 2, p - 1};
+  const std::vector<int> blocks = {1, 3, 0};  // 0: the automatic choice
+
+  // Inputs and outputs per rank, filled by the rank's coroutine.
+  const std::size_t ag_count = 5;
+  std::vector<std::vector<std::int32_t>> ag_out(P);
+  std::vector<int> agv_counts(P);
+  for (std::size_t r = 0; r < P; ++r) agv_counts[r] = static_cast<int>((r * 37) % 11);  // zeros included
+  const auto agv_total = static_cast<std::size_t>(std::accumulate(agv_counts.begin(), agv_counts.end(), 0));
+  std::vector<std::vector<double>> agv_out(P);
+  std::vector<int> degenerate(P, 0);
+  degenerate[P - 1] = 3001;  // one rank contributes everything
+  std::vector<std::vector<std::uint16_t>> deg_out(P);
+  const std::size_t red_count = 1001;
+  std::vector<std::vector<std::vector<std::int64_t>>> red_sum(roots.size() * blocks.size(), std::vector<std::vector<std::int64_t>>(P));
+  std::vector<std::vector<float>> red_min(P);
+  std::vector<std::vector<std::uint8_t>> red_xor(P);
+  std::vector<std::vector<mat>> red_mat(P);
+  std::vector<std::vector<std::int32_t>> rsb_max(P);
+  std::vector<std::size_t> rs_counts(P);
+  for (std::size_t r = 0; r < P; ++r) rs_counts[r] = (r % 3 == 1) ? 0 : 17 * (r + 1);
+  const std::size_t rs_total = std::accumulate(rs_counts.begin(), rs_counts.end(), std::size_t{0});
+  std::vector<std::vector<std::uint16_t>> rs_or(P);
+  std::vector<std::vector<std::uint32_t>> ar_prod(P);
+  std::vector<std::vector<double>> ar_sum(P), ar_ordered(P);
+  std::vector<std::vector<mat>> ar_mat(P);
+  std::vector<std::vector<std::int32_t>> ar_custom(P);
+  std::vector<steps> log(P);
+
+  const std::size_t ar_count = 4099;
+  auto res = w->run_all([&](communicator& c) -> task<result<void>> {
+    const int r = c.rank();
+    const auto R = static_cast<std::size_t>(r);
+    auto& lg = log[R];
+    auto note = [&](std::string what, result<void> got) { lg.emplace_back(std::move(what), got); };
+
+    {  // allgather, 5 int32 per rank
+      std::vector<std::int32_t> in(ag_count);
+      for (std::size_t i = 0; i < ag_count; ++i) in[i] = val<std::int32_t>(r, i, 1);
+      ag_out[R].assign(ag_count * P, -1);
+      note("allgather", co_await allgather(c, std::span<const std::int32_t>(in), std::span(ag_out[R])));
+    }
+    {  // allgatherv of doubles, irregular counts with zeros, n = 2
+      std::vector<double> in(static_cast<std::size_t>(agv_counts[R]));
+      for (std::size_t i = 0; i < in.size(); ++i) in[i] = val<double>(r, i, 2);
+      agv_out[R].assign(agv_total, -7.0);
+      note("allgatherv", co_await allgatherv(c, std::span<const double>(in), std::span(agv_out[R]),
+                                              std::span<const int>(agv_counts), {.blocks = 2}));
+    }
+    {  // allgatherv where one rank has everything, in place in its part of out
+      deg_out[R].assign(3001, 0);
+      const std::span<const std::uint16_t> mine =
+          r == p - 1 ? std::span<const std::uint16_t>(deg_out[R]) : std::span<const std::uint16_t>();
+      if (r == p - 1)
+        for (std::size_t i = 0; i < 3001; ++i) deg_out[R][i] = val<std::uint16_t>(r, i, 3);
+      note("allgatherv one contributor", co_await allgatherv(c, mine, std::span(deg_out[R]),
+                                                              std::span<const int>(degenerate), {.blocks = 7}));
+    }
+    for (std::size_t ri = 0; ri < roots.size(); ++ri)
+      for (std::size_t bi = 0; bi < blocks.size(); ++bi) {  // reduce, int64 sum, roots x blocks
+        std::vector<std::int64_t> in(red_count);
+        for (std::size_t i = 0; i < red_count; ++i) in[i] = val<std::int64_t>(r, i, 4);
+        auto& out = red_sum[ri * blocks.size() + bi][R];
+        if (r == roots[ri]) out.assign(red_count, 0);
+        note("reduce sum root " + std::to_string(roots[ri]),
+             co_await reduce(c, std::span<const std::int64_t>(in), std::span(out), ops::sum, roots[ri],
+                             {.blocks = blocks[bi]}));
+      }
+    {  // reduce, float min and uint8 bxor, to the last rank
+      std::vector<float> in(red_count);
+      for (std::size_t i = 0; i < red_count; ++i) in[i] = val<float>(r, i, 5);
+      red_min[R].assign(r == p - 1 ? red_count : 0, 0.f);
+      note("reduce min", co_await reduce(c, std::span<const float>(in), std::span(red_min[R]), ops::min, p - 1, {.blocks = 4}));
+      std::vector<std::uint8_t> bx(red_count);
+      for (std::size_t i = 0; i < red_count; ++i) bx[i] = val<std::uint8_t>(r, i, 6);
+      red_xor[R].assign(r == p - 1 ? red_count : 0, 0);
+      note("reduce bxor", co_await reduce(c, std::span<const std::uint8_t>(bx), std::span(red_xor[R]), ops::bxor, p - 1));
+    }
+    {  // reduce, non-commutative matrix product, in rank order, to a root other than 0
+      std::vector<mat> in(33);
+      for (std::size_t i = 0; i < in.size(); ++i) in[i] = val<mat>(r, i, 7);
+      red_mat[R].assign(r == p / 2 ? in.size() : 0, mat{});
+      note("reduce matrices", co_await reduce(c, std::span<const mat>(in), std::span(red_mat[R]),
+                                               reduction<mat>::custom(mul, non_commutative), p / 2));
+    }
+    {  // reduce_scatter_block, int32 max, 9 per rank
+      std::vector<std::int32_t> in(9 * P);
+      for (std::size_t i = 0; i < in.size(); ++i) in[i] = val<std::int32_t>(r, i, 8);
+      rsb_max[R].assign(9, 0);
+      note("reduce_scatter_block", co_await reduce_scatter_block(c, std::span<const std::int32_t>(in), std::span(rsb_max[R]), ops::max, {.blocks = 3}));
+    }
+    {  // reduce_scatter, irregular counts with zeros, uint16 bor
+      std::vector<std::uint16_t> in(rs_total);
+      for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint16_t>(1u << ((i + R) % 16));
+      rs_or[R].assign(rs_counts[R], 0);
+      note("reduce_scatter", co_await reduce_scatter(c, std::span<const std::uint16_t>(in), std::span(rs_or[R]),
+                                                     std::span<const std::size_t>(rs_counts), ops::bor, {.blocks = 2}));
+    }
+    {  // allreduce: uint32 product (wraps), double sum, custom commutative op, matrices
+      std::vector<std::uint32_t> in(ar_count);
+      for (std::size_t i = 0; i < ar_count; ++i) in[i] = val<std::uint32_t>(r, i, 9) | 1u;
+      ar_prod[R].assign(ar_count, 0);
+      note("allreduce product", co_await allreduce(c, std::span<const std::uint32_t>(in), std::span(ar_prod[R]), ops::product, {.blocks = 5}));
+      ar_sum[R].resize(ar_count);
+      for (std::size_t i = 0; i < ar_count; ++i) ar_sum[R][i] = val<double>(r, i, 10);
+      note("allreduce sum in place", co_await allreduce(c, std::span<const double>(ar_sum[R]), std::span(ar_sum[R]), ops::sum));
+      ar_ordered[R].resize(ar_count);
+      for (std::size_t i = 0; i < ar_count; ++i) ar_ordered[R][i] = val<double>(r, i, 11);
+      auto fsum = reduction<double>::custom([](double a, double b) { return a + b; }, non_commutative);
+      note("allreduce ordered sum", co_await allreduce(c, std::span<const double>(ar_ordered[R]), std::span(ar_ordered[R]), fsum));
+      std::vector<std::int32_t> ci(100);
+      for (std::size_t i = 0; i < ci.size(); ++i) ci[i] = val<std::int32_t>(r, i, 12);
+      ar_custom[R].assign(100, 0);
+      auto sat = reduction<std::int32_t>::custom([](std::int32_t a, std::int32_t b) { return std::min(a + b, 20000); }, commutative);
+      note("allreduce custom", co_await allreduce(c, std::span<const std::int32_t>(ci), std::span(ar_custom[R]), sat));
+      std::vector<mat> mi(20);
+      for (std::size_t i = 0; i < mi.size(); ++i) mi[i] = val<mat>(r, i, 13);
+      ar_mat[R].assign(20, mat{});
+      note("allreduce matrices", co_await allreduce(c, std::span<const mat>(mi), std::span(ar_mat[R]),
+                                                     reduction<mat>::custom(mul, non_commutative)));
+    }
+    co_return result<void>{};
+  });
+  for (std::size_t r = 0; r < P; ++r) {
+    REQUIRE(res[r]);
+    for (auto& [what, st] : log[r]) {
+      INFO("rank " << r << ": " << what << ": " << (st ? "ok" : describe(st.error(), w->comms()[r].failure_detail())));
+      CHECK(st);
+    }
+  }
+
+  // allgather
+  std::vector<std::int32_t> ag_want;
+  for (int j = 0; j < p; ++j)
+    for (std::size_t i = 0; i < ag_count; ++i) ag_want.push_back(val<std::int32_t>(j, i, 1));
+  for (auto& v : ag_out) CHECK(diff(v, ag_want) == "");
+  // allgatherv
+  std::vector<double> agv_want;
+  for (int j = 0; j < p; ++j)
+    for (int i = 0; i < agv_counts[static_cast<std::size_t>(j)]; ++i) agv_want.push_back(val<double>(j, static_cast<std::size_t>(i), 2));
+  for (auto& v : agv_out) CHECK(diff(v, agv_want) == "");
+  std::vector<std::uint16_t> deg_want(3001);
+  for (std::size_t i = 0; i < 3001; ++i) deg_want[i] = val<std::uint16_t>(p - 1, i, 3);
+  for (auto& v : deg_out) CHECK(diff(v, deg_want) == "");
+  // reduce
+  std::vector<std::int64_t> sum_want(red_count);
+  std::vector<float> min_want(red_count, 1e9f);
+  std::vector<std::uint8_t> xor_want(red_count);
+  for (int j = 0; j < p; ++j)
+    for (std::size_t i = 0; i < red_count; ++i) {
+      sum_want[i] += val<std::int64_t>(j, i, 4);
+      min_want[i] = std::min(min_want[i], val<float>(j, i, 5));
+      xor_want[i] ^= val<std::uint8_t>(j, i, 6);
+    }
+  for (std::size_t ri = 0; ri < roots.size(); ++ri)
+    for (std::size_t bi = 0; bi < blocks.size(); ++bi) {
+      INFO("reduce root " << roots[ri] << " blocks " << blocks[bi]);
+      CHECK(diff(red_sum[ri * blocks.size() + bi][static_cast<std::size_t>(roots[ri])], sum_want) == "");
+    }
+  CHECK(diff(red_min[P - 1], min_want) == "");
+  CHECK(diff(red_xor[P - 1], xor_want) == "");
+  std::vector<mat> mat_want(33);
+  for (std::size_t i = 0; i < 33; ++i) {
+    mat acc = val<mat>(0, i, 7);
+    for (int j = 1; j < p; ++j) acc = mul(acc, val<mat>(j, i, 7));  // left to right
+    mat_want[i] = acc;
+  }
+  CHECK(diff(red_mat[P / 2], mat_want) == "");
+  // reduce_scatter_block and reduce_scatter
+  for (std::size_t r = 0; r < P; ++r) {
+    std::vector<std::int32_t> want(9, std::numeric_limits<std::int32_t>::min());
+    for (int j = 0; j < p; ++j)
+      for (std::size_t i = 0; i < 9; ++i) want[i] = std::max(want[i], val<std::int32_t>(j, r * 9 + i, 8));
+    CHECK(diff(rsb_max[r], want) == "");
+    const std::size_t off = std::accumulate(rs_counts.begin(), rs_counts.begin() + static_cast<std::ptrdiff_t>(r), std::size_t{0});
+    std::vector<std::uint16_t> rw(rs_counts[r]);
+    for (std::size_t i = 0; i < rw.size(); ++i)
+      for (std::size_t j = 0; j < P; ++j) rw[i] = static_cast<std::uint16_t>(rw[i] | (1u << ((off + i + j) % 16)));
+    CHECK(diff(rs_or[r], rw) == "");
+  }
+  // allreduce
+  std::vector<std::uint32_t> prod_want(ar_count, 1);
+  std::vector<double> sum_ref(ar_count);
+  std::vector<std::int32_t> custom_want(100);
+  std::vector<double> ordered_want(ar_count);
+  for (std::size_t i = 0; i < ar_count; ++i) {
+    std::vector<double> column;
+    for (int j = 0; j < p; ++j) {
+      prod_want[i] *= val<std::uint32_t>(j, i, 9) | 1u;
+      sum_ref[i] += val<double>(j, i, 10);
+      column.push_back(val<double>(j, i, 11));
+    }
+    ordered_want[i] = ordered(column, [](double a, double b) { return a + b; });
+  }
+  for (std::size_t i = 0; i < 100; ++i) {
+    std::int32_t acc = 0;
+    for (int j = 0; j < p; ++j) acc = std::min(acc + val<std::int32_t>(j, i, 12), 20000);
+    custom_want[i] = acc;
+  }
+  std::vector<mat> armat_want(20);
+  for (std::size_t i = 0; i < 20; ++i) {
+    mat acc = val<mat>(0, i, 13);
+    for (int j = 1; j < p; ++j) acc = mul(acc, val<mat>(j, i, 13));
+    armat_want[i] = acc;
+  }
+  for (std::size_t r = 0; r < P; ++r) {
+    INFO("allreduce at rank " << r);
+    CHECK(diff(ar_prod[r], prod_want) == "");
+    // The circulant sum's bracketing is its own; every rank has the same bits.
+    CHECK(diff(ar_sum[r], ar_sum[0]) == "");
+    double worst = 0;
+    for (std::size_t i = 0; i < ar_count; ++i) worst = std::max(worst, std::fabs(ar_sum[r][i] - sum_ref[i]));
+    CHECK(worst <= 1e-13 * p);
+    // Declared non-commutative: the rank-ordered bracketing, reproduced exactly.
+    CHECK(diff(ar_ordered[r], ordered_want) == "");
+    CHECK(diff(ar_custom[r], custom_want) == "");
+    CHECK(diff(ar_mat[r], armat_want) == "");
+  }
+}
+
+TEST_CASE("bad arguments: clear errors, and the communicator still works", "[local][collectives]") {
+  const int p = 4;
+  testing::local_test_world w(p);
+  std::vector<std::vector<std::string>> errors(p);
+  std::vector<std::vector<std::error_code>> codes(p);
+  std::vector<std::vector<std::int32_t>> after(p, std::vector<std::int32_t>(10));
+  auto res = w.run_all([&](communicator& c) -> task<result<void>> {
+    const auto R = static_cast<std::size_t>(c.rank());
+    auto record = [&](result<void> r) {
+      codes[R].push_back(r ? std::error_code{} : r.error());
+      errors[R].push_back(c.last_error());
+    };
+    std::vector<std::int32_t> in(8, 1), out(8), big(32);
+    const std::vector<int> negative{2, -1, 2, 2}, short_counts{2, 2, 2}, twos{2, 2, 2, 2};
+    record(co_await reduce(c, std::span<const std::int32_t>(in), std::span(out), ops::sum, 4));
+    record(co_await reduce(c, std::span<const std::int32_t>(in), std::span(out), ops::sum, -1));
+    record(co_await allgatherv(c, std::span<const std::int32_t>(in).first(2), std::span(big), std::span<const int>(negative)));
+    record(co_await allgatherv(c, std::span<const std::int32_t>(in).first(2), std::span(big), std::span<const int>(short_counts)));
+    record(co_await allgather(c, std::span<const std::int32_t>(in), std::span(out)));  // needs 32
+    record(co_await allgatherv(c, std::span<const std::int32_t>(in), std::span(big), std::span<const int>(twos)));
+    record(co_await reduce(c, std::span<const std::int32_t>(in), std::span(out).first(3), ops::sum, static_cast<int>(R)));
+    record(co_await allreduce(c, std::span<const std::int32_t>(in), std::span(big), ops::max));
+    record(co_await reduce_scatter_block(c, std::span<const std::int32_t>(in), std::span(out), ops::max));
+    record(co_await allreduce(c, std::span<const std::int32_t>(in), std::span(out),
+                              reduction<std::int32_t>::custom([](std::int32_t a, std::int32_t b) { return a - b; }, non_commutative),
+                              {.alg = algorithm::circulant}));
+    record(co_await allgather(c, std::span<const std::int32_t>(in).first(2), std::span(out), {.alg = algorithm::binomial}));
+    record(co_await allreduce(c, std::span<const std::int32_t>(in), std::span(out), ops::sum, {.blocks = -2}));
+    // Nothing above broke the communicator.
+    std::vector<std::int32_t> mine(10, static_cast<std::int32_t>(R));
+    co_return co_await allreduce(c, std::span<const std::int32_t>(mine), std::span(after[R]), ops::sum);
+  });
+  const std::vector<std::string> expect = {
+      "root 4 is not a rank", "root -1 is not a rank", "counts[1] = -1 is negative", "3 counts for 4 ranks",
+      "out has room for 8 elements, the counts add up to 32", "in has 8 elements, this rank's count is 2",
+      "out has 3 elements at the root, in has 8", "allreduce: out has 32 elements, in has 8",
+      "reduce_scatter_block: in has 8 elements, the counts add up to 32", "non-commutative",
+      "only the circulant algorithm", "blocks must not be negative"};
+  for (std::size_t r = 0; r < static_cast<std::size_t>(p); ++r) {
+    REQUIRE(res[r]);
+    REQUIRE(codes[r].size() == expect.size());
+    for (std::size_t i = 0; i < expect.size(); ++i) {
+      INFO("rank " << r << " call " << i << ": " << errors[r][i]);
+      CHECK(codes[r][i] == errc::invalid_argument);
+      CHECK(errors[r][i].find(expect[i]) != std::string::npos);
+    }
+    CHECK(after[r] == std::vector<std::int32_t>(10, 0 + 1 + 2 + 3));
+    CHECK_FALSE(w.comms()[r].broken());
+  }
+}
+
+TEST_CASE("counts that disagree between ranks fail, and no rank hangs", "[local][tcp][collectives]") {
+  const std::string kind = GENERATE(as<std::string>{}, "local", "tcp");
+  const int p = 4;
+  auto w = testing::make_world(kind, p);
+  std::vector<std::vector<double>> out(p, std::vector<double>(16));
+  const auto start = std::chrono::steady_clock::now();
+  auto res = w->run_all([&](communicator& c) -> task<result<void>> {
+    // Rank 1 believes rank 0 contributes 2 elements; rank 0 has 3.
+    const std::vector<int> counts = c.rank() == 1 ? std::vector<int>{2, 2, 2, 2} : std::vector<int>{3, 2, 2, 2};
+    std::vector<double> in(static_cast<std::size_t>(counts[static_cast<std::size_t>(c.rank())]), 1.5);
+    co_return co_await allgatherv(c, std::span<const double>(in), std::span(out[static_cast<std::size_t>(c.rank())]),
+                                  std::span<const int>(counts), {.blocks = 1, .timeout = 2000ms});
+  });
+  CHECK(std::chrono::steady_clock::now() - start < 15s);
+  REQUIRE_FALSE(res[1]);
+  bool mismatch = false;
+  for (auto& r : res)
+    if (!r) mismatch = mismatch || r.error() == errc::size_mismatch;
+  CHECK(mismatch);
+}
