@@ -33,39 +33,37 @@ int baseblock(const skips& s, int r) noexcept {
 
 namespace {
 
-// The doubly linked list of remaining skip indices of Algorithm 5, in decreasing order.
-// Index -1 is the list head, stored at offset 0.
-struct skip_list {
-  std::array<int, max_q + 3> next_{}, prev_{};
-  int& next(int e) { return next_[static_cast<unsigned>(e + 1)]; }
-  int& prev(int e) { return prev_[static_cast<unsigned>(e + 1)]; }
-  void unlink(int e) {
-    next(prev(e)) = next(e);
-    prev(next(e)) = prev(e);
-  }
-};
-
+// Algorithm 5's doubly linked list of remaining skip indices, in decreasing order, is
+// only ever unlinked from and walked downwards: a bit mask of the remaining indices does
+// the same (next(e) = the highest remaining index below e) without initialising a list.
 struct allblocks_search {
-  const skips& s;
-  skip_list& list;
-  std::span<int> recv;
+  const std::int64_t* skip;  // skip[0..q+1]
+  int stop;                  // the search ends once recv[0..stop-1] are found (stop <= q)
+  std::uint64_t remaining;   // bit e: skip index e is still in the list
+  int* recv;
   std::int64_t r;  // p + r: Observation 2 keeps every intermediate processor positive
+
+  int next(int e) const noexcept {
+    const std::uint64_t below = remaining & ((std::uint64_t{1} << e) - 1);
+    return below ? static_cast<int>(std::bit_width(below)) - 1 : -1;
+  }
+  void unlink(int e) noexcept { remaining &= ~(std::uint64_t{1} << e); }
 
   // Algorithm 4, with the recursive call continuing at next[e] (ERRATA.md): the same
   // schedules, and Lemma 6's bound on the loop holds.
   int run(std::int64_t rp, std::int64_t sbound, int e, int k) {
     while (e != -1) {
-      if (k == s.q()) return k;
-      const std::int64_t cand = rp + s[e];
-      if (cand <= r - s[k] && cand < sbound) {
-        if (cand <= r - s[k + 1]) k = run(cand, sbound, list.next(e), k);
-        if (k == s.q() || rp > r - s[k + 1]) return k;
+      if (k == stop) return k;
+      const std::int64_t cand = rp + skip[e];
+      if (cand <= r - skip[k] && cand < sbound) {
+        if (cand <= r - skip[k + 1]) k = run(cand, sbound, next(e), k);
+        if (k == stop || rp > r - skip[k + 1]) return k;
         sbound = cand;  // canonical skip sequence found; the next must end below it
         recv[static_cast<unsigned>(k)] = e;
         ++k;
-        list.unlink(e);
+        unlink(e);
       }
-      e = list.next(e);
+      e = next(e);
     }
     return k;
   }
@@ -73,23 +71,26 @@ struct allblocks_search {
 
 }  // namespace
 
-void recv_schedule(const skips& s, int r, std::span<int> recv) noexcept {
+namespace {
+
+// The first `stop` entries of r's receive schedule, as Algorithms 4-5 find them in
+// order (before the shift to negative blocks); returns the baseblock.
+int find_recv(const skips& s, int r, int b, int* recv, int stop) noexcept {
+  const int q = s.q();
+  const std::uint64_t all = ((std::uint64_t{1} << (q + 1)) - 1) & ~(std::uint64_t{1} << b);
+  allblocks_search search{s.data(), stop, all, recv, static_cast<std::int64_t>(s.p()) + r};
+  [[maybe_unused]] const int found = search.run(0, 2 * static_cast<std::int64_t>(s.p()), q, 0);
+  assert(found == stop);
+  return b;
+}
+
+
+// Both schedules with r's baseblock b computed once (schedule_for).
+void recv_with(const skips& s, int r, int b, std::span<int> recv) noexcept {
   const int q = s.q();
   assert(static_cast<int>(recv.size()) >= q);
   if (q == 0) return;
-  skip_list list;
-  for (int e = 0; e <= q; ++e) {
-    list.next(e) = e - 1;
-    list.prev(e) = e + 1;
-  }
-  list.prev(q) = -1;
-  list.next(-1) = q;
-  list.prev(-1) = 0;
-  const int b = baseblock(s, r);
-  list.unlink(b);
-  allblocks_search search{s, list, recv, static_cast<std::int64_t>(s.p()) + r};
-  [[maybe_unused]] const int found = search.run(0, 2 * static_cast<std::int64_t>(s.p()), q, 0);
-  assert(found == q);
+  find_recv(s, r, b, recv.data(), q);
   // Only the baseblock stays non-negative (Condition 3).
   for (int k = 0; k < q; ++k) {
     auto& v = recv[static_cast<unsigned>(k)];
@@ -97,7 +98,7 @@ void recv_schedule(const skips& s, int r, std::span<int> recv) noexcept {
   }
 }
 
-void send_schedule(const skips& s, int r, std::span<int> send, int* violations) noexcept {
+void send_with(const skips& s, int r, int b, std::span<int> send, int* violations) noexcept {
   const int q = s.q();
   assert(static_cast<int>(send.size()) >= q);
   if (violations) *violations = 0;
@@ -109,12 +110,14 @@ void send_schedule(const skips& s, int r, std::span<int> send, int* violations) 
   // The block the to-processor misses is only known from its receive schedule: a
   // "violation" of Theorem 3, O(q) each, at most four per rank.
   auto from_receiver = [&](int k) {
-    std::array<int, max_q> block{};
-    recv_schedule(s, s.to(r, k), block);
+    std::array<int, max_q> block;  // NOLINT: find_recv fills the entries read
+    const int to = s.to(r, k);
+    const int tb = baseblock(s, to);
+    find_recv(s, to, tb, block.data(), k + 1);  // only up to entry k
     if (violations) ++*violations;
-    return block[static_cast<unsigned>(k)];
+    const int v = block[static_cast<unsigned>(k)];
+    return v == q ? tb : v - q;
   };
-  const int b = baseblock(s, r);
   std::int64_t rv = r, e = s.p();  // virtual processor r' and the invariant bound r' < e
   int c = b;
   for (int k = q - 1; k >= 1; --k) {
@@ -140,12 +143,22 @@ void send_schedule(const skips& s, int r, std::span<int> send, int* violations) 
   send[0] = b - q;
 }
 
+}  // namespace
+
+void recv_schedule(const skips& s, int r, std::span<int> recv) noexcept {
+  recv_with(s, r, s.q() ? baseblock(s, r) : 0, recv);
+}
+
+void send_schedule(const skips& s, int r, std::span<int> send, int* violations) noexcept {
+  send_with(s, r, s.q() ? baseblock(s, r) : 0, send, violations);
+}
+
 rank_schedule schedule_for(const skips& s, int r) noexcept {
   rank_schedule out;
   out.q = s.q();
   out.baseblock = baseblock(s, r);
-  recv_schedule(s, r, out.recv);
-  send_schedule(s, r, out.send);
+  recv_with(s, r, out.baseblock, out.recv);
+  send_with(s, r, out.baseblock, out.send, nullptr);
   return out;
 }
 

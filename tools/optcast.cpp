@@ -1,6 +1,8 @@
 // optcast: the command-line tool.
 //   optcast schedule --p P [--json]      Träff's schedules for every rank, as in Tables 1-3
 //   optcast verify --pmax N [--json]     correctness conditions + replay for every p <= N
+//   optcast verify --timing [--json]     schedule computation time near p = 2^10 ... 2^20
+//   optcast simulate --collective C ...  one collective on P simulated ranks
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "simulate.hpp"
 #include "optcast/schedule.hpp"
 #include "optcast/schedule_check.hpp"
 
@@ -19,7 +22,9 @@ const char* usage =
     "usage: optcast <command> [options]\n\n"
     "commands:\n"
     "  schedule   print Träff's circulant broadcast schedules for every rank of p\n"
-    "  verify     check the schedules' correctness conditions and replay the broadcast\n\n"
+    "  verify     check the schedules' correctness conditions and replay the broadcast;\n"
+    "             with --timing, the time to compute them near p = 2^10, 2^14, 2^17, 2^20\n"
+    "  simulate   run a collective on P simulated ranks under a cost model (--list: all)\n\n"
     "Run 'optcast <command> --help' for the options of a command.\n";
 
 std::string json_row(const std::vector<int>& v) {
@@ -77,6 +82,52 @@ int cmd_schedule(int argc, char** argv) {
   return 0;
 }
 
+// Seconds to compute both schedules of every rank of p.
+double time_schedules(int p) {
+  using clock = std::chrono::steady_clock;
+  const skips s(p);
+  std::array<int, max_q> rb{}, sb{};
+  long long sink = 0;
+  const auto t0 = clock::now();
+  for (int r = 0; r < p; ++r) {
+    recv_schedule(s, r, rb);
+    send_schedule(s, r, sb);
+    sink += rb[0] + sb[0];
+  }
+  const double t = std::chrono::duration<double>(clock::now() - t0).count();
+  if (sink == 42424242) std::puts("");  // keeps the loop from being optimised away
+  return t;
+}
+
+int schedule_timing(bool json, bool quiet) {
+  struct row {
+    int k, lo, hi;
+    double mean_us;
+  };
+  std::vector<row> rows;
+  for (int k : {10, 14, 17, 20}) {
+    const int lo = (1 << k) - 16, hi = (1 << k) + 16;
+    double sum = 0;  // Träff: per p, total time / p; averaged over the range
+    for (int p = lo; p <= hi; ++p) sum += time_schedules(p) / p;
+    rows.push_back({k, lo, hi, sum / (hi - lo + 1) * 1e6});
+    if (!quiet && !json) std::fprintf(stderr, "timing: p near 2^%d done\n", k);
+  }
+  if (json) {
+    std::string j = "{\"mean_schedule_us_per_rank\":[";
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      j += (i ? "," : "") + std::string("{\"pmin\":") + std::to_string(rows[i].lo) + ",\"pmax\":" + std::to_string(rows[i].hi) +
+           ",\"us\":" + std::to_string(rows[i].mean_us) + "}";
+    std::puts((j + "]}").c_str());
+    return 0;
+  }
+  std::printf("mean time per rank to compute its receive and send schedules (all ranks of every p in range)\n");
+  std::printf("  %-22s %10s   %s\n", "p", "us/rank", "Träff, Table 4 (Xeon E3-1225, 3.3 GHz)");
+  const char* traff[] = {"0.334 (p <= 17000)", "0.370 (16000..33000)", "0.534 (131000..140000)", "0.516 (1048000..1050000)"};
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    std::printf("  %7d .. %-11d %10.3f   %s\n", rows[i].lo, rows[i].hi, rows[i].mean_us, traff[i]);
+  return 0;
+}
+
 int cmd_verify(int argc, char** argv) {
   optcast::cli::parser args("optcast verify",
                             "For every p from --pmin to --pmax and every rank: Träff's four correctness conditions, at most\n"
@@ -85,9 +136,12 @@ int cmd_verify(int argc, char** argv) {
                             "every rank holds all n blocks after exactly n - 1 + ceil(log2 p) rounds). Exits 1 on any failure.");
   args.option("pmax", "N", "largest p").option("pmin", "N", "smallest p", "1")
       .option("blocks", "LIST", "block counts to replay, comma-separated", "1,2,3,7,16")
-      .flag("json", "one JSON object instead of text").flag("quiet", "no progress lines");
+      .flag("json", "one JSON object instead of text").flag("quiet", "no progress lines")
+      .flag("timing", "instead: the mean time per rank to compute both schedules, for every rank of every p in\n"
+                      "                            [2^k - 16, 2^k + 16], k = 10, 14, 17, 20 (Träff's Table 4 column O(log p))");
   args.parse(argc, argv, 2);
-  if (!args.has("pmax")) args.die("--pmax is required");
+  if (args.get_flag("timing")) return schedule_timing(args.get_flag("json"), args.get_flag("quiet"));
+  if (!args.has("pmax")) args.die("--pmax is required (or --timing)");
   const int pmax = static_cast<int>(args.get_int("pmax", 1, 1 << 30));
   const int pmin = static_cast<int>(args.get_int("pmin", 1, pmax));
   std::vector<int> ns;
@@ -106,18 +160,8 @@ int cmd_verify(int argc, char** argv) {
   const auto started = clock::now();
   for (int p = pmin; p <= pmax && failure.empty(); ++p) {
     // Time the schedule computation alone: both schedules of every rank.
-    const skips s(p);
-    std::array<int, max_q> rb{}, sb{};
-    long long sink = 0;
-    const auto t0 = clock::now();
-    for (int r = 0; r < p; ++r) {
-      recv_schedule(s, r, rb);
-      send_schedule(s, r, sb);
-      sink += rb[0] + sb[0];
-    }
-    sched_seconds += std::chrono::duration<double>(clock::now() - t0).count();
+    sched_seconds += time_schedules(p);
     ranks += p;
-    if (sink == 42424242) std::puts("");  // keeps the loop from being optimised away
 
     const auto c = check_conditions(p);
     worst_violations = std::max(worst_violations, c.max_send_violations);
@@ -160,6 +204,7 @@ int main(int argc, char** argv) {
   const std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "schedule") return cmd_schedule(argc, argv);
   if (cmd == "verify") return cmd_verify(argc, argv);
+  if (cmd == "simulate") return optcast::tools::cmd_simulate(argc, argv);
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(usage, stdout);
     return 0;

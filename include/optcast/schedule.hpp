@@ -32,6 +32,7 @@ public:
   // 0 <= k <= q+1; skip(q) = p, skip(q+1) = 2p is the sentinel ALLBLOCKS may read once
   // it has found all q blocks (see ERRATA.md: equivalent to stopping there).
   std::int64_t operator[](int k) const noexcept { return skip_[static_cast<unsigned>(k)]; }
+  const std::int64_t* data() const noexcept { return skip_.data(); }
 
   int to(int r, int k) const noexcept { return static_cast<int>((r + skip_[k]) % p_); }
   int from(int r, int k) const noexcept { return static_cast<int>((r - skip_[k] + p_) % p_); }

@@ -1,0 +1,365 @@
+// optcast simulate: run one collective on P simulated ranks under a cost model and
+// print what the simulator measured. Every algorithm optcast has is in the registry
+// below, with the paper it comes from; later algorithms join it.
+#include "simulate.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "optcast/collectives.hpp"
+#include "optcast/net/sim.hpp"
+#include "optcast/schedule.hpp"
+
+namespace optcast::tools {
+
+namespace {
+
+struct sim_params {
+  int p = 0;
+  std::uint64_t bytes = 0;
+  int blocks = 0;
+  int root = 0;
+  std::string counts = "even";  // allgatherv / reduce_scatter: even, skewed, one
+  algorithm alg = algorithm::automatic;
+  bool verify = true;  // buffers per rank and results checked; off: timing only
+};
+
+struct run_outcome {
+  bool ok = true;
+  std::string error;
+  bool verified = false;
+  std::string bound;  // what the paper promises, for the text output
+};
+
+using runner = std::function<run_outcome(sim::world&, std::vector<communicator>&, const sim_params&)>;
+
+struct entry {
+  const char* collective;
+  const char* algorithm;
+  optcast::algorithm alg;
+  const char* source;
+  runner run;
+};
+
+std::uint8_t byte_of(int rank, std::size_t i) {
+  return static_cast<std::uint8_t>((static_cast<std::size_t>(rank) * 131 + i * 7 + (i >> 9)) & 0xff);
+}
+
+// Per-rank element counts for the irregular collectives, adding up to `total`.
+std::vector<std::size_t> distribute(std::uint64_t total, int p, const std::string& how) {
+  std::vector<std::size_t> c(static_cast<std::size_t>(p));
+  if (how == "one") {
+    c.back() = total;
+  } else if (how == "skewed") {  // rank j's share grows with j mod 4 (0 for every fourth)
+    std::size_t weight = 0;
+    for (int j = 0; j < p; ++j) weight += static_cast<std::size_t>(j % 4);
+    std::size_t given = 0;
+    for (int j = 0; j < p && weight; ++j) {
+      c[static_cast<std::size_t>(j)] = total * static_cast<std::size_t>(j % 4) / weight;
+      given += c[static_cast<std::size_t>(j)];
+    }
+    for (int j = p - 1; given < total; --j)
+      if (j % 4) {
+        ++c[static_cast<std::size_t>(j)];
+        ++given;
+      }
+    if (!weight) c.back() = total;
+  } else {
+    for (int j = 0; j < p; ++j)
+      c[static_cast<std::size_t>(j)] = total / static_cast<std::size_t>(p) + (static_cast<std::size_t>(j) < total % static_cast<std::size_t>(p) ? 1 : 0);
+  }
+  return c;
+}
+
+std::string first_failure(const std::vector<result<void>>& res, std::vector<communicator>& comms) {
+  for (std::size_t r = 0; r < res.size(); ++r)
+    if (!res[r]) {
+      std::string d = comms[r].last_error().empty() ? comms[r].failure_detail() : comms[r].last_error();
+      return "rank " + std::to_string(r) + ": " + describe(res[r].error(), d);
+    }
+  return {};
+}
+
+// Buffers: one per rank when verifying, else one shared by all (timing only).
+struct buffers {
+  std::vector<std::vector<std::uint8_t>> per;
+  explicit buffers(const sim_params& sp, std::size_t size) : per(sp.verify ? static_cast<std::size_t>(sp.p) : 1, std::vector<std::uint8_t>(size)) {}
+  std::vector<std::uint8_t>& at(int r) { return per.size() == 1 ? per[0] : per[static_cast<std::size_t>(r)]; }
+};
+
+collective_options opts_of(const sim_params& sp, algorithm alg) { return {.alg = alg, .blocks = sp.blocks}; }
+
+run_outcome run_broadcast(sim::world& w, std::vector<communicator>& comms, const sim_params& sp, algorithm alg) {
+  buffers b(sp, sp.bytes);
+  if (sp.verify)
+    for (std::size_t i = 0; i < sp.bytes; ++i) b.at(sp.root)[i] = byte_of(sp.root, i);
+  auto res = w.run_all(comms, [&](communicator& c) { return broadcast(c, std::span(b.at(c.rank())), sp.root, opts_of(sp, alg)); });
+  run_outcome o;
+  o.error = first_failure(res, comms);
+  o.ok = o.error.empty();
+  if (o.ok && sp.verify) {
+    for (int r = 0; r < sp.p && o.ok; ++r)
+      if (b.at(r) != b.at(sp.root)) o = {false, "rank " + std::to_string(r) + " holds wrong bytes"};
+    o.verified = o.ok;
+  }
+  return o;
+}
+
+run_outcome run_allgatherv(sim::world& w, std::vector<communicator>& comms, const sim_params& sp, bool regular) {
+  const auto counts = regular ? std::vector<std::size_t>(static_cast<std::size_t>(sp.p), sp.bytes)
+                              : distribute(sp.bytes, sp.p, sp.counts);
+  const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+  std::vector<std::size_t> off(counts.size() + 1);
+  for (std::size_t j = 0; j < counts.size(); ++j) off[j + 1] = off[j] + counts[j];
+  buffers out(sp, total);
+  std::vector<std::vector<std::uint8_t>> in(static_cast<std::size_t>(sp.verify ? sp.p : 1));
+  for (int r = 0; r < sp.p; ++r) {
+    if (!sp.verify && r > 0) break;
+    auto& v = in[static_cast<std::size_t>(r)];
+    v.resize(counts[static_cast<std::size_t>(r)]);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = byte_of(r, i);
+  }
+  auto res = w.run_all(comms, [&](communicator& c) {
+    const auto R = static_cast<std::size_t>(c.rank());
+    // Timing only: each rank's part of the one shared buffer is its input (in place).
+    std::span<const std::uint8_t> mine = sp.verify ? std::span<const std::uint8_t>(in[R])
+                                                   : std::span<const std::uint8_t>(out.at(0)).subspan(off[R], counts[R]);
+    if (regular) return allgather(c, mine, std::span(out.at(c.rank())), opts_of(sp, algorithm::circulant));
+    return allgatherv(c, mine, std::span(out.at(c.rank())), std::span<const std::size_t>(counts), opts_of(sp, algorithm::circulant));
+  });
+  run_outcome o;
+  o.error = first_failure(res, comms);
+  o.ok = o.error.empty();
+  if (o.ok && sp.verify) {
+    for (int r = 0; r < sp.p && o.ok; ++r)
+      for (int j = 0; j < sp.p && o.ok; ++j)
+        for (std::size_t i = 0; i < counts[static_cast<std::size_t>(j)]; ++i)
+          if (out.at(r)[off[static_cast<std::size_t>(j)] + i] != byte_of(j, i)) {
+            o = {false, "rank " + std::to_string(r) + " holds a wrong byte of rank " + std::to_string(j) + "'s part"};
+            break;
+          }
+    o.verified = o.ok;
+  }
+  return o;
+}
+
+// Reductions sum bytes (mod 256), so that --bytes is exactly the message size.
+std::uint8_t sum_of(int p, std::size_t i) {
+  unsigned s = 0;
+  for (int r = 0; r < p; ++r) s += byte_of(r, i);
+  return static_cast<std::uint8_t>(s);
+}
+
+run_outcome run_reduction(sim::world& w, std::vector<communicator>& comms, const sim_params& sp, const std::string& which,
+                          algorithm alg) {
+  std::vector<std::size_t> counts;
+  if (which == "reduce_scatter_block") counts.assign(static_cast<std::size_t>(sp.p), sp.bytes / static_cast<std::size_t>(sp.p));
+  if (which == "reduce_scatter") counts = distribute(sp.bytes, sp.p, sp.counts);
+  const std::size_t m = counts.empty() ? sp.bytes : std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+  std::vector<std::size_t> off(counts.size() + 1);
+  for (std::size_t j = 0; j < counts.size(); ++j) off[j + 1] = off[j] + counts[j];
+  buffers in(sp, m), out(sp, which == "allreduce" || which == "reduce" ? m : 0);
+  if (sp.verify)
+    for (int r = 0; r < sp.p; ++r)
+      for (std::size_t i = 0; i < m; ++i) in.at(r)[i] = byte_of(r, i);
+  std::vector<std::vector<std::uint8_t>> part(counts.empty() ? 0 : static_cast<std::size_t>(sp.p));
+  for (std::size_t r = 0; r < part.size(); ++r) part[r].resize(counts[r]);
+  const auto o_ = opts_of(sp, alg);
+  auto res = w.run_all(comms, [&](communicator& c) -> task<result<void>> {
+    const auto R = static_cast<std::size_t>(c.rank());
+    std::span<const std::uint8_t> src(in.at(c.rank()));
+    if (which == "reduce") co_return co_await reduce(c, src, std::span(out.at(c.rank())), ops::sum, sp.root, o_);
+    if (which == "allreduce") co_return co_await allreduce(c, src, std::span(out.at(c.rank())), ops::sum, o_);
+    if (which == "reduce_scatter_block") co_return co_await reduce_scatter_block(c, src, std::span(part[R]), ops::sum, o_);
+    co_return co_await reduce_scatter(c, src, std::span(part[R]), std::span<const std::size_t>(counts), ops::sum, o_);
+  });
+  run_outcome o;
+  o.error = first_failure(res, comms);
+  o.ok = o.error.empty();
+  if (o.ok && sp.verify) {
+    std::vector<std::uint8_t> want(m);
+    for (std::size_t i = 0; i < m; ++i) want[i] = sum_of(sp.p, i);
+    auto bad = [&](int r) { o = {false, "rank " + std::to_string(r) + " holds a wrong sum"}; };
+    if (which == "reduce") {
+      if (out.at(sp.root) != want) bad(sp.root);
+    } else if (which == "allreduce") {
+      for (int r = 0; r < sp.p && o.ok; ++r)
+        if (out.at(r) != want) bad(r);
+    } else {
+      for (int r = 0; r < sp.p && o.ok; ++r)
+        if (!std::equal(part[static_cast<std::size_t>(r)].begin(), part[static_cast<std::size_t>(r)].end(),
+                        want.begin() + static_cast<std::ptrdiff_t>(off[static_cast<std::size_t>(r)])))
+          bad(r);
+    }
+    o.verified = o.ok;
+  }
+  return o;
+}
+
+const std::vector<entry>& registry() {
+  static const std::vector<entry> r = {
+      {"broadcast", "circulant", algorithm::circulant,
+       "Träff 2024, Algorithm 1: n blocks in n - 1 + ceil(log2 p) rounds",
+       [](auto& w, auto& c, auto& sp) { return run_broadcast(w, c, sp, algorithm::circulant); }},
+      {"broadcast", "binomial", algorithm::binomial, "baseline: binomial tree of the whole message, ceil(log2 p) rounds",
+       [](auto& w, auto& c, auto& sp) { return run_broadcast(w, c, sp, algorithm::binomial); }},
+      {"allgather", "circulant", algorithm::circulant,
+       "Träff 2024, Algorithm 7 (Appendix A): all p broadcasts at once, n - 1 + ceil(log2 p) rounds",
+       [](auto& w, auto& c, auto& sp) { return run_allgatherv(w, c, sp, true); }},
+      {"allgatherv", "circulant", algorithm::circulant,
+       "Träff 2024, Algorithm 7 with irregular counts (Observation 1.2); empty contributions skipped",
+       [](auto& w, auto& c, auto& sp) { return run_allgatherv(w, c, sp, false); }},
+      {"reduce", "circulant", algorithm::circulant,
+       "Träff 2024, Observation 1.3: Algorithm 1 backwards, commutative operators",
+       [](auto& w, auto& c, auto& sp) { return run_reduction(w, c, sp, "reduce", algorithm::circulant); }},
+      {"reduce", "binomial", algorithm::binomial,
+       "rank-ordered binomial tree, any associative operator: ceil(log2 p) rounds (+1 if root != 0)",
+       [](auto& w, auto& c, auto& sp) { return run_reduction(w, c, sp, "reduce", algorithm::binomial); }},
+      {"reduce_scatter_block", "circulant", algorithm::circulant,
+       "Träff 2024, Observation 1.4: Algorithm 7 backwards, n - 1 + ceil(log2 p) rounds",
+       [](auto& w, auto& c, auto& sp) { return run_reduction(w, c, sp, "reduce_scatter_block", algorithm::circulant); }},
+      {"reduce_scatter", "circulant", algorithm::circulant,
+       "Träff 2024, Observation 1.4 with irregular counts",
+       [](auto& w, auto& c, auto& sp) { return run_reduction(w, c, sp, "reduce_scatter", algorithm::circulant); }},
+      {"reduce_scatter", "binomial", algorithm::binomial,
+       "rank-ordered allreduce (binomial reduce + circulant broadcast), then each rank's part",
+       [](auto& w, auto& c, auto& sp) { return run_reduction(w, c, sp, "reduce_scatter", algorithm::binomial); }},
+      {"allreduce", "circulant", algorithm::circulant,
+       "Träff 2024, Observation 1.4: reduce_scatter then allgather, 2 (n - 1 + ceil(log2 p)) rounds",
+       [](auto& w, auto& c, auto& sp) { return run_reduction(w, c, sp, "allreduce", algorithm::circulant); }},
+      {"allreduce", "binomial", algorithm::binomial,
+       "rank-ordered binomial reduce to rank 0, then Träff's circulant broadcast",
+       [](auto& w, auto& c, auto& sp) { return run_reduction(w, c, sp, "allreduce", algorithm::binomial); }},
+  };
+  return r;
+}
+
+// The block count a run uses when --blocks is not given: the linear model's choice with
+// the model's own costs (startup L + 2o, G per byte); 1 where bytes cost nothing.
+int default_blocks(const sim::model& m, const std::string& collective, std::uint64_t bytes, int p) {
+  if (m.kind == sim::model_kind::rounds || m.G <= 0) return 1;
+  communicator_options o;
+  o.cost = {m.L + 2 * m.o, m.G};
+  o.min_block_bytes = 1;
+  std::uint64_t volume = bytes;
+  if (collective == "allgather") volume = bytes * static_cast<std::uint64_t>(p);
+  return automatic_block_count(static_cast<std::size_t>(volume), p, o);
+}
+
+}  // namespace
+
+int cmd_simulate(int argc, char** argv) {
+  cli::parser args("optcast simulate",
+                   "Runs a collective on P simulated ranks (one process, virtual time) under a cost model and prints\n"
+                   "what happened: finish time, rounds, messages, bytes, the longest chain of messages, per-rank\n"
+                   "finish times. Every rank's result is checked unless the buffers would not fit in memory.");
+  args.option("collective", "C", "broadcast, allgather, allgatherv, reduce, reduce_scatter_block, reduce_scatter, allreduce")
+      .option("algorithm", "A", "an algorithm of that collective (see --list)", "automatic")
+      .option("p", "P", "number of ranks")
+      .option("bytes", "M", "message size (allgather: per rank; allgatherv, reduce_scatter(_block): in total)", "1")
+      .option("blocks", "n", "pipelining depth (default: from the model, 1 under rounds)")
+      .option("root", "r", "root rank of broadcast and reduce", "0")
+      .option("counts", "HOW", "allgatherv / reduce_scatter counts: even, skewed (every 4th rank 0), one (all on the last rank)", "even")
+      .option("model", "MODEL", "rounds, postal:L, logp:L,o,g or loggp:L,o,g,G", "rounds")
+      .option("ports", "k", "ports per rank (k-port model)", "1")
+      .flag("json", "one JSON object instead of text")
+      .flag("list", "list every collective and algorithm with its source, and exit")
+      .flag("no-verify", "do not check results (and share one buffer among all ranks)");
+  args.note("Units: model time units (rounds, or the cycles of L, o, g, G); G is per byte.\n"
+            "Example: optcast simulate --collective allgather --p 1000 --bytes 64 --blocks 4 --model loggp:5,1,2,0.01");
+  args.parse(argc, argv, 2);
+  if (args.get_flag("list")) {
+    for (const auto& e : registry()) std::printf("%-21s %-10s %s\n", e.collective, e.algorithm, e.source);
+    return 0;
+  }
+  if (!args.has("collective")) args.die("--collective is required (see --list)");
+  if (!args.has("p")) args.die("--p is required");
+  sim_params sp;
+  sp.p = static_cast<int>(args.get_int("p", 1, 1 << 24));
+  sp.bytes = args.get_size("bytes");
+  sp.root = static_cast<int>(args.get_int("root", 0, sp.p - 1));
+  sp.counts = args.get("counts");
+  if (sp.counts != "even" && sp.counts != "skewed" && sp.counts != "one") args.die("--counts: even, skewed or one");
+  const int ports = static_cast<int>(args.get_int("ports", 1, 1024));
+  std::string why;
+  auto model = sim::model::parse(args.get("model"), ports, &why);
+  if (!model) args.die("--model: " + why);
+  const std::string coll = args.get("collective"), alg_name = args.get("algorithm");
+  auto alg = parse_algorithm(alg_name);
+  if (!alg) args.die("--algorithm '" + alg_name + "': automatic, circulant or binomial");
+  // automatic: the first entry of the collective (circulant where there is one).
+  const entry* chosen = nullptr;
+  bool known = false;
+  for (const auto& e : registry()) {
+    if (coll != e.collective) continue;
+    known = true;
+    if (*alg == algorithm::automatic || *alg == e.alg) {
+      chosen = &e;
+      break;
+    }
+  }
+  if (!known) args.die("--collective '" + coll + "' is not one optcast has (see --list)");
+  if (!chosen) args.die("--algorithm '" + alg_name + "' is not available for " + coll + " (see --list)");
+  sp.alg = chosen->alg;
+  sp.blocks = args.has("blocks") ? static_cast<int>(args.get_int("blocks", 1, 1 << 24))
+                                 : default_blocks(*model, coll, sp.bytes, sp.p);
+  if (coll == "reduce_scatter_block" && sp.bytes % static_cast<std::uint64_t>(sp.p))
+    args.die("--bytes: reduce_scatter_block needs a multiple of p (" + std::to_string(sp.p) + ")");
+
+  // Memory: every rank's buffers, when verifying.
+  std::uint64_t per_rank = sp.bytes * 2;
+  if (coll == "allgather") per_rank = sp.bytes * static_cast<std::uint64_t>(sp.p) + sp.bytes;
+  const std::uint64_t budget = std::uint64_t{2} << 30;
+  sp.verify = !args.get_flag("no-verify") && per_rank * static_cast<std::uint64_t>(sp.p) <= budget;
+  const bool json = args.get_flag("json");
+  if (!sp.verify && !args.get_flag("no-verify") && !json)
+    std::fprintf(stderr, "simulate: %s of buffers would not fit; timing only (results not checked)\n",
+                 cli::format_size(per_rank * static_cast<std::uint64_t>(sp.p)).c_str());
+
+  sim::world w(sp.p, *model, {.move_payload = sp.verify});
+  auto comms = w.communicators();
+  const auto started = std::chrono::steady_clock::now();
+  const run_outcome out = chosen->run(w, comms, sp);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const auto rep = w.take_report();
+  const int q = circulant::ceil_log2(sp.p);
+
+  if (json) {
+    std::string j = rep.json();
+    j.pop_back();
+    j += ",\"collective\":\"" + coll + "\",\"algorithm\":\"" + chosen->algorithm + "\",\"p\":" + std::to_string(sp.p) +
+         ",\"bytes\":" + std::to_string(sp.bytes) + ",\"blocks\":" + std::to_string(sp.blocks) +
+         ",\"root\":" + std::to_string(sp.root) + ",\"ok\":" + (out.ok ? "true" : "false") +
+         ",\"verified\":" + (out.verified ? "true" : "false") + ",\"wall_seconds\":" + std::to_string(wall) + "}";
+    std::puts(j.c_str());
+  } else {
+    std::printf("%s, %s, p = %d, %s, n = %d, model %s\n", coll.c_str(), chosen->algorithm, sp.p,
+                cli::format_size(sp.bytes).c_str(), sp.blocks, rep.model.c_str());
+    std::printf("  source          %s\n", chosen->source);
+    std::printf("  finish time     %g\n", rep.finish_time);
+    std::printf("  rounds          %llu", static_cast<unsigned long long>(rep.rounds));
+    if (model->kind == sim::model_kind::rounds && std::string(chosen->algorithm) == "circulant")
+      std::printf("   (n - 1 + ceil(log2 p) = %d%s)", sp.blocks - 1 + q, coll == "allreduce" ? ", twice for allreduce" : "");
+    std::printf("\n  messages        %llu\n  bytes           %llu\n  longest chain   %u messages\n",
+                static_cast<unsigned long long>(rep.messages), static_cast<unsigned long long>(rep.bytes), rep.longest_chain);
+    if (!rep.ranks.empty()) {
+      auto [lo, hi] = std::minmax_element(rep.ranks.begin(), rep.ranks.end(),
+                                          [](const auto& a, const auto& b) { return a.finish < b.finish; });
+      std::printf("  rank finish     %g (rank %td) .. %g (rank %td)\n", lo->finish, lo - rep.ranks.begin(), hi->finish,
+                  hi - rep.ranks.begin());
+    }
+    if (rep.unreceived) std::printf("  unreceived      %llu messages\n", static_cast<unsigned long long>(rep.unreceived));
+    std::printf("  result          %s\n", !out.ok ? ("FAILED: " + out.error).c_str()
+                                          : out.verified ? "verified on every rank" : "not checked (timing only)");
+    std::printf("  simulated in    %.3f s\n", wall);
+  }
+  return out.ok ? 0 : 1;
+}
+
+}  // namespace optcast::tools

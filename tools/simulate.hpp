@@ -1,0 +1,6 @@
+#pragma once
+
+namespace optcast::tools {
+// optcast simulate ...; returns the exit status.
+int cmd_simulate(int argc, char** argv);
+}
