@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "algorithms.hpp"
 #include "optcast/schedule.hpp"
@@ -111,11 +112,21 @@ void gather_round(const segment_layout& lay, std::span<std::byte> buf, const all
   }
 }
 
-std::size_t largest_message(std::span<std::byte> buf, const segment_layout& lay) {
-  std::size_t cap = 0;
-  for (int j : lay.contributors) cap += lay.block(buf, j, 0).size();  // block 0 is the largest
-  return cap;
-}
+// What both directions hold for a whole collective: the schedule of every root, and
+// the packing buffers, sized for the largest message (block 0 of every contributor).
+struct all_roots_run {
+  all_roots sch;
+  std::vector<std::byte> tin, tout;
+  round_message forth, back;  // the forward round's message to t, and the one from `from`
+
+  all_roots_run(int p, std::span<std::byte> buf, const segment_layout& lay)
+      : sch(p, lay.n), forth(lay.contributors.size()), back(lay.contributors.size()) {
+    std::size_t cap = 0;
+    for (int j : lay.contributors) cap += lay.block(buf, j, 0).size();
+    tin.resize(cap);
+    tout.resize(cap);
+  }
+};
 
 }  // namespace
 
@@ -123,11 +134,10 @@ task<result<void>> allgatherv_circulant(fabric& f, std::uint32_t seq, std::uint3
                                         std::span<std::byte> buf, const segment_layout& lay) {
   const int p = f.size(), r = f.rank();
   if (p == 1 || lay.contributors.empty()) co_return result<void>{};
-  const all_roots sch(p, lay.n);
+  all_roots_run run(p, buf, lay);
+  const auto& sch = run.sch;
   const auto& s = sch.table->skips();
-  const std::size_t cap = largest_message(buf, lay);
-  std::vector<std::byte> tin(cap), tout(cap);
-  round_message out(lay.contributors.size()), in(lay.contributors.size());
+  auto [tin, tout, out, in] = std::tie(run.tin, run.tout, run.forth, run.back);
 
   for (int i = sch.first_round(); i < sch.end_round(); ++i) {
     const int k = i % sch.q;
@@ -149,13 +159,12 @@ task<result<void>> reduce_scatter_circulant(fabric& f, std::uint32_t seq, std::u
                                             const detail::erased_reduction& op) {
   const int p = f.size(), r = f.rank();
   if (p == 1 || lay.contributors.empty()) co_return result<void>{};
-  const all_roots sch(p, lay.n);
+  all_roots_run run(p, buf, lay);
+  const auto& sch = run.sch;
   const auto& s = sch.table->skips();
-  const std::size_t cap = largest_message(buf, lay);
-  std::vector<std::byte> tin(cap), tout(cap);
   // The forward round's messages: `forth` went to t (now partials come back from t),
   // `back` came from `from` (now this rank's partials go back to it).
-  round_message forth(lay.contributors.size()), back(lay.contributors.size());
+  auto [tin, tout, forth, back] = std::tie(run.tin, run.tout, run.forth, run.back);
 
   // The all-broadcast's rounds from last to first, every message reversed: what a rank
   // received in round i it now sends back (its partial result, complete by then, since

@@ -1,5 +1,5 @@
 // The circulant family's results, element by element, on the in-process and TCP
-// fabrics: p up to 17, several roots, block counts, counts (irregular, zero, one rank
+// fabrics (and libfabric's tcp provider where present): p up to 17, several roots, block counts, counts (irregular, zero, one rank
 // contributing everything), element types and operators, including non-commutative ones
 // on the rank-ordered path. And bad input: clear errors, nothing broken.
 #include <catch2/catch.hpp>
@@ -76,6 +76,8 @@ std::vector<world_case> world_cases() {
   std::vector<world_case> out;
   for (int p : {1, 2, 3, 5, 8, 13, 17}) out.push_back({"local", p});
   for (int p : {2, 3, 7, 17}) out.push_back({"tcp", p});
+  // The same coroutines over libfabric, where this machine has its tcp provider.
+  if (testing::provider_present("tcp;ofi_rxm")) out.push_back({"ofi:tcp;ofi_rxm", 5});
   return out;
 }
 
