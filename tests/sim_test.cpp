@@ -98,6 +98,20 @@ TEST_CASE("LogP star: consecutive sends g apart, or o apart when o > g", "[sim]"
   CHECK(finishes(rep) == std::vector<double>{20, 16, 21, 26, 31});
 }
 
+TEST_CASE("LogP with two ports: two channels send at once", "[sim]") {
+  // L = 6, o = 2, g = 4, k = 2. Rank 0 starts four sends at once: both channels start one
+  // at 0 (ranks 1, 2 have it at 10), and the next ones g later at 4 (ranks 3, 4 at 14);
+  // rank 0's last sends complete at 4 + o = 6.
+  const auto rep = simulate(5, sim::model::logp(6, 2, 4, 2), 1, [](fabric& f, std::vector<std::byte>& b) -> task<result<void>> {
+    if (f.rank() != 0) co_return ok(co_await f.recv(0, {0, 0}, b));
+    op_batch<4> all;
+    for (int d = 1; d < 5; ++d) all.add(f.send(d, {0, 0}, b));
+    co_return co_await all;
+  });
+  CHECK(finishes(rep) == std::vector<double>{6, 10, 10, 14, 14});
+  CHECK(rep.ranks[0].steps == 1);
+}
+
 TEST_CASE("postal star and receive gap: one reception per time step", "[sim]") {
   // postal(3): the root sends at 0, 1, 2, 3 (g = 1), each arrives 3 later.
   auto rep = simulate(5, sim::model::postal(3), 1, star);
