@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "optcast/blocks.hpp"
+#include "optcast/logp.hpp"
 #include "optcast/reduction.hpp"
 
 #include "optcast/fabric.hpp"
@@ -18,6 +19,11 @@ namespace optcast::algorithms {
 // Träff, Algorithm 1: n blocks from `root` in n - 1 + ceil(log2 p) rounds.
 task<result<void>> broadcast_circulant(fabric& f, std::uint32_t seq, std::span<std::byte> buf,
                                        int root, int n, std::uint32_t step0 = 0);
+
+// Karp et al., Section 2: the universal optimal tree B(P) for LogP parameters m; every
+// rank receives once, then sends to its children one after the other.
+task<result<void>> broadcast_logp_tree(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root,
+                                       logp::params m);
 
 // Binomial tree of the whole buffer: ceil(log2 p) rounds at the root.
 task<result<void>> broadcast_binomial(fabric& f, std::uint32_t seq, std::span<std::byte> buf,

@@ -14,12 +14,13 @@ std::string_view to_string(algorithm a) noexcept {
     case algorithm::automatic: return "automatic";
     case algorithm::circulant: return "circulant";
     case algorithm::binomial: return "binomial";
+    case algorithm::logp_tree: return "logp_tree";
   }
   return "?";
 }
 
 result<algorithm> parse_algorithm(std::string_view name) {
-  for (auto a : {algorithm::automatic, algorithm::circulant, algorithm::binomial})
+  for (auto a : {algorithm::automatic, algorithm::circulant, algorithm::binomial, algorithm::logp_tree})
     if (name == to_string(a)) return a;
   return fail(errc::invalid_argument);
 }
@@ -45,14 +46,26 @@ task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int roo
                                     std::to_string(c.size()) + "-rank communicator");
   if (opts.blocks < 0) co_return detail::refuse(c, "broadcast: blocks must not be negative");
 
+  if (opts.model) {
+    const auto& m = *opts.model;
+    if (!(m.L >= 0 && m.o >= 0 && m.g >= 0 && m.G >= 0) || m.L + 2 * m.o <= 0 || std::max(m.g, m.o) <= 0)
+      co_return detail::refuse(c, "broadcast: model parameters must be >= 0, with L + 2o > 0 and max(g, o) > 0");
+  }
   algorithm alg = opts.alg == algorithm::automatic ? c.options().broadcast_algorithm : opts.alg;
   if (alg == algorithm::automatic) alg = algorithm::circulant;
   const int n = opts.blocks ? opts.blocks : automatic_block_count(data.size(), c.size(), c.options());
 
   detail::deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
-  result<void> r = alg == algorithm::binomial
-                       ? co_await algorithms::broadcast_binomial(c.get_fabric(), seq, data, root)
-                       : co_await algorithms::broadcast_circulant(c.get_fabric(), seq, data, root, n);
+  auto& f = c.get_fabric();
+  result<void> r;
+  if (alg == algorithm::binomial) {
+    r = co_await algorithms::broadcast_binomial(f, seq, data, root);
+  } else if (alg == algorithm::logp_tree) {
+    const loggp_params m = opts.model ? *opts.model : f.cost_model().value_or(c.options().model);
+    r = co_await algorithms::broadcast_logp_tree(f, seq, data, root, {m.L, m.o, m.g});
+  } else {
+    r = co_await algorithms::broadcast_circulant(f, seq, data, root, n);
+  }
   co_return detail::finish(c, std::move(r));
 }
 

@@ -13,6 +13,7 @@
 
 #include "cli.hpp"
 #include "optcast/collectives.hpp"
+#include "optcast/logp.hpp"
 #include "optcast/net/sim.hpp"
 #include "optcast/schedule.hpp"
 
@@ -209,6 +210,9 @@ const std::vector<entry>& registry() {
        [](auto& w, auto& c, auto& sp) { return run_broadcast(w, c, sp, algorithm::circulant); }},
       {"broadcast", "binomial", algorithm::binomial, "baseline: binomial tree of the whole message, ceil(log2 p) rounds",
        [](auto& w, auto& c, auto& sp) { return run_broadcast(w, c, sp, algorithm::binomial); }},
+      {"broadcast", "logp_tree", algorithm::logp_tree,
+       "Karp et al. 1993, Theorem 2.1: the universal optimal tree B(P) for the model's L, o, g",
+       [](auto& w, auto& c, auto& sp) { return run_broadcast(w, c, sp, algorithm::logp_tree); }},
       {"allgather", "circulant", algorithm::circulant,
        "Träff 2024, Algorithm 7 (Appendix A): all p broadcasts at once, n - 1 + ceil(log2 p) rounds",
        [](auto& w, auto& c, auto& sp) { return run_allgatherv(w, c, sp, true); }},
@@ -292,7 +296,7 @@ int cmd_simulate(int argc, char** argv) {
   if (!model) args.die("--model: " + why);
   const std::string coll = args.get("collective"), alg_name = args.get("algorithm");
   auto alg = parse_algorithm(alg_name);
-  if (!alg) args.die("--algorithm '" + alg_name + "': automatic, circulant or binomial");
+  if (!alg) args.die("--algorithm '" + alg_name + "': automatic, circulant, binomial or logp_tree");
   // automatic: the first entry of the collective (circulant where there is one).
   const entry* chosen = nullptr;
   bool known = false;
@@ -342,7 +346,10 @@ int cmd_simulate(int argc, char** argv) {
     std::printf("%s, %s, p = %d, %s, n = %d, model %s\n", coll.c_str(), chosen->algorithm, sp.p,
                 cli::format_size(sp.bytes).c_str(), sp.blocks, rep.model.c_str());
     std::printf("  source          %s\n", chosen->source);
-    std::printf("  finish time     %g\n", rep.finish_time);
+    std::printf("  finish time     %g", rep.finish_time);
+    if (std::string(chosen->algorithm) == "logp_tree")
+      std::printf("   (B(P; L, o, g) = %g)", logp::B(sp.p, {model->L, model->o, model->g}));
+    std::printf("\n");
     std::printf("  rounds          %llu", static_cast<unsigned long long>(rep.rounds));
     if (model->kind == sim::model_kind::rounds && std::string(chosen->algorithm) == "circulant")
       std::printf("   (n - 1 + ceil(log2 p) = %d%s)", sp.blocks - 1 + q, coll == "allreduce" ? ", twice for allreduce" : "");

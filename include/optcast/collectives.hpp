@@ -24,6 +24,9 @@ struct collective_options {
   algorithm alg = algorithm::automatic;  // automatic: the communicator's default
   int blocks = 0;                        // circulant pipelining depth n; 0: from the cost model
   std::optional<std::chrono::milliseconds> timeout;  // default: the communicator's
+  // LogP(GP) parameters for algorithms shaped by them (logp_tree); default: the
+  // fabric's own model (the simulator's), else the communicator's.
+  std::optional<loggp_params> model;
 };
 using broadcast_options = collective_options;
 

@@ -21,6 +21,7 @@ enum class algorithm {
   circulant,  // Träff: n - 1 + ceil(log2 p) rounds per phase
   binomial,   // binomial tree of the whole buffer: the baseline, ceil(log2 p) rounds of m;
               // for reductions the rank-ordered tree (any associative operator)
+  logp_tree,  // Karp et al.: the universal optimal tree B(P) for the LogP parameters
 };
 
 std::string_view to_string(algorithm a) noexcept;
@@ -40,6 +41,9 @@ struct communicator_options {
   algorithm broadcast_algorithm = algorithm::automatic;
   linear_cost cost{};
   std::size_t min_block_bytes = 8192;  // the automatic block count never goes below this
+  // LogP(GP) parameters, seconds, for algorithms shaped by them when neither the call
+  // nor the fabric gives any (placeholders until calibration measures them).
+  loggp_params model{20e-6, 2e-6, 4e-6, 1 / 1.5e9};
 };
 
 class communicator {

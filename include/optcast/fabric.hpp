@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -33,6 +34,12 @@
 #include "optcast/error.hpp"
 
 namespace optcast {
+
+// The LogGP parameters of a fabric (Alexandrov et al.; LogP when G = 0): latency L,
+// overhead o, gap g, gap per byte G, in the fabric's time unit.
+struct loggp_params {
+  double L = 0, o = 0, g = 0, G = 0;
+};
 
 // (collective sequence number, step within the collective).
 struct tag {
@@ -134,6 +141,9 @@ public:
   // k of the k-port model: sends (and receives) a rank may have in flight per round.
   virtual int ports() const noexcept { return 1; }
   virtual std::string_view name() const noexcept = 0;
+  // The cost model the fabric knows it follows (the simulator's), if any; algorithms
+  // shaped by L, o, g use it unless the caller gives parameters.
+  virtual std::optional<loggp_params> cost_model() const noexcept { return std::nullopt; }
 
   // Starts `op` (peer, tag, buffer filled in). Returns true if it finished at once, with
   // op.ec telling how; otherwise the fabric calls op.complete() later, from its event

@@ -157,6 +157,10 @@ public:
   int size() const noexcept override { return static_cast<int>(w_->ranks.size()); }
   int ports() const noexcept override { return w_->m.ports; }
   std::string_view name() const noexcept override { return "sim"; }
+  std::optional<loggp_params> cost_model() const noexcept override {
+    const auto& m = w_->m;
+    return loggp_params{m.L, m.o, m.g, m.G};
+  }
 
   bool start(operation& op) noexcept override {
     if (auto ec = check_op(*this, op)) return fail_now(op, ec, "bad operation");

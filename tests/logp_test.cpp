@@ -1,0 +1,120 @@
+// Karp et al., Section 2: the universal optimal broadcast tree, as a pure component
+// against the paper's figures and Theorem 2.2, and as a broadcast whose simulated
+// LogP time equals B(P) exactly.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "optcast/collectives.hpp"
+#include "optcast/logp.hpp"
+#include "optcast/net/sim.hpp"
+#include "optcast/schedule.hpp"
+#include "worlds.hpp"
+
+using namespace optcast;
+
+TEST_CASE("Figure 1: P = 8, L = 6, g = 4, o = 2", "[logp]") {
+  // The root has the item at 0 and sends at 0, 4, 8, 12: its children have it at
+  // 0 + L + 2o = 10, 14, 18, 22. The node labelled 10 sends at 10, 14: 20, 24. The node
+  // labelled 14 sends at 14: 24. The eight smallest labels: 0 10 14 18 20 22 24 24.
+  const logp::broadcast_tree t(8, {6, 2, 4});
+  std::vector<double> labels;
+  for (int v = 0; v < 8; ++v) labels.push_back(t.label(v));
+  CHECK(labels == std::vector<double>{0, 10, 14, 18, 20, 22, 24, 24});
+  CHECK(t.finish() == 24);
+  CHECK(logp::B(8, {6, 2, 4}) == 24);
+  // The root's children are the nodes labelled 10, 14, 18, 22, in that order.
+  const auto kids = t.children(0);
+  CHECK(std::vector<int>(kids.begin(), kids.end()) == std::vector<int>{1, 2, 3, 5});
+  CHECK(t.parent(4) == 1);  // 20 = 10 + 10
+  CHECK(logp::P_of(24, {6, 2, 4}) == 8);
+  CHECK(logp::P_of(23, {6, 2, 4}) == 6);
+  CHECK(logp::P_of(9.99, {6, 2, 4}) == 1);
+}
+
+TEST_CASE("Theorem 2.2: in the postal model P(t) is the generalized Fibonacci f_t", "[logp]") {
+  for (int L = 1; L <= 6; ++L) {
+    std::vector<std::int64_t> f;  // Definition 2.5
+    for (int i = 0; i <= 40; ++i) f.push_back(i < L ? 1 : f[static_cast<std::size_t>(i - 1)] + f[static_cast<std::size_t>(i - L)]);
+    for (int t = 0; t <= 40; ++t) {
+      INFO("L " << L << " t " << t);
+      CHECK(logp::P_of(t, {static_cast<double>(L), 0, 1}, std::int64_t{1} << 40) == f[static_cast<std::size_t>(t)]);
+    }
+    // Fact 2.1 (as ERRATA.md reads it): 1 + sum_{i <= t} f_i = f_{t+L}.
+    std::int64_t sum = 1;
+    for (int t = 0; t + L <= 40; ++t) {
+      sum += f[static_cast<std::size_t>(t)];
+      CHECK(sum == f[static_cast<std::size_t>(t + L)]);
+    }
+  }
+  // One port, unit latency: the binomial tree, ceil(log2 P).
+  for (int P = 1; P <= 300; ++P) CHECK(logp::B(P, {1, 0, 1}) == circulant::ceil_log2(P));
+}
+
+TEST_CASE("the broadcast on B(P) takes exactly B(P; L, o, g) in the simulator", "[logp][sim]") {
+  struct grid_point {
+    double L, o, g;
+  };
+  // Figure 1; postal; o > g; g > L + 2o; g = o; L = 0; fractional.
+  const grid_point grid[] = {{6, 2, 4}, {1, 0, 1}, {3, 0, 1}, {10, 1, 2}, {2, 3, 1},
+                             {1, 1, 10}, {5, 2, 2}, {0, 1, 1}, {2.5, 0.5, 1.25}};
+  for (const auto& gp : grid) {
+    for (int P = 1; P <= 500; ++P) {
+      INFO("L " << gp.L << " o " << gp.o << " g " << gp.g << " P " << P);
+      const logp::params m{gp.L, gp.o, gp.g};
+      const auto tree = logp::tree_for(P, m);
+      sim::world w(P, sim::model::logp(gp.L, gp.o, gp.g));
+      auto comms = w.communicators();
+      std::vector<std::vector<std::byte>> bufs(static_cast<std::size_t>(P), std::vector<std::byte>(4));
+      const int root = P / 3;
+      bufs[static_cast<std::size_t>(root)].assign(4, std::byte{0x5a});
+      auto res = w.run_all(comms, [&](communicator& c) {
+        return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), root, {.alg = algorithm::logp_tree});
+      });
+      const auto rep = w.take_report();
+      bool ok = true;
+      for (auto& r : res) ok = ok && r;
+      REQUIRE(ok);
+      REQUIRE(rep.finish_time == tree->finish());
+      // Every rank has the item exactly at its label: a leaf finishes then.
+      for (int v = 1; v < P; ++v)
+        if (tree->children(v).empty()) REQUIRE(rep.ranks[static_cast<std::size_t>((v + root) % P)].finish == tree->label(v));
+      for (auto& b : bufs) REQUIRE(b == bufs[static_cast<std::size_t>(root)]);
+      CHECK(rep.messages == static_cast<std::uint64_t>(P - 1));
+    }
+  }
+}
+
+TEST_CASE("logp_tree broadcast delivers every byte on the local and TCP fabrics", "[logp][local][tcp]") {
+  const std::string kind = GENERATE(as<std::string>{}, "local", "tcp");
+  for (int p : {1, 2, 5, 17}) {
+    auto w = testing::make_world(kind, p);
+    for (int root : {0, p - 1}) {
+      INFO(kind << " p " << p << " root " << root);
+      std::vector<std::vector<std::uint32_t>> bufs(static_cast<std::size_t>(p), std::vector<std::uint32_t>(70001));
+      for (std::size_t i = 0; i < bufs[0].size(); ++i) bufs[static_cast<std::size_t>(root)][i] = static_cast<std::uint32_t>(i * 2654435761u);
+      auto res = w->run_all([&](communicator& c) {
+        return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), root,
+                         {.alg = algorithm::logp_tree, .model = loggp_params{6, 2, 4, 0}});
+      });
+      for (auto& r : res) REQUIRE(r);
+      for (auto& b : bufs) CHECK(b == bufs[static_cast<std::size_t>(root)]);
+    }
+  }
+}
+
+TEST_CASE("impossible LogP parameters are refused", "[logp]") {
+  CHECK_THROWS_AS(logp::broadcast_tree(4, {0, 0, 1}), std::invalid_argument);
+  CHECK_THROWS_AS(logp::broadcast_tree(0, {1, 0, 1}), std::invalid_argument);
+  testing::local_test_world w(3);
+  std::vector<std::vector<std::byte>> bufs(3, std::vector<std::byte>(8));
+  auto res = w.run_all([&](communicator& c) {
+    return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 0,
+                     {.alg = algorithm::logp_tree, .model = loggp_params{0, 0, 0, 0}});
+  });
+  for (std::size_t r = 0; r < 3; ++r) {
+    REQUIRE_FALSE(res[r]);
+    CHECK(res[r].error() == errc::invalid_argument);
+    CHECK(w.comms()[r].last_error().find("L + 2o > 0") != std::string::npos);
+  }
+}
