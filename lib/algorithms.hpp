@@ -60,6 +60,11 @@ private:
 task<result<void>> allgatherv_circulant(fabric& f, std::uint32_t seq, std::uint32_t step0,
                                         std::span<std::byte> buf, const segment_layout& lay);
 
+// Karp et al., Section 4.1: the staggered all-to-all broadcast, each segment's n blocks
+// as n items; L + 2o + g (n (p - 1) - 1) under LogP with g >= o.
+task<result<void>> allgatherv_staggered(fabric& f, std::uint32_t seq, std::span<std::byte> buf,
+                                        const segment_layout& lay);
+
 // Observation 1.4: Algorithm 7 backwards, reducing instead of copying; afterwards this
 // rank's segment of `buf` holds the reduction of every rank's, the others are spent.
 task<result<void>> reduce_scatter_circulant(fabric& f, std::uint32_t seq, std::uint32_t step0,

@@ -15,12 +15,14 @@ std::string_view to_string(algorithm a) noexcept {
     case algorithm::circulant: return "circulant";
     case algorithm::binomial: return "binomial";
     case algorithm::logp_tree: return "logp_tree";
+    case algorithm::staggered: return "staggered";
   }
   return "?";
 }
 
 result<algorithm> parse_algorithm(std::string_view name) {
-  for (auto a : {algorithm::automatic, algorithm::circulant, algorithm::binomial, algorithm::logp_tree})
+  for (auto a : {algorithm::automatic, algorithm::circulant, algorithm::binomial, algorithm::logp_tree,
+                 algorithm::staggered})
     if (name == to_string(a)) return a;
   return fail(errc::invalid_argument);
 }
@@ -53,6 +55,8 @@ task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int roo
   }
   algorithm alg = opts.alg == algorithm::automatic ? c.options().broadcast_algorithm : opts.alg;
   if (alg == algorithm::automatic) alg = algorithm::circulant;
+  if (alg == algorithm::staggered)
+    co_return detail::refuse(c, "broadcast: staggered is an all-to-all algorithm (allgather)");
   const int n = opts.blocks ? opts.blocks : automatic_block_count(data.size(), c.size(), c.options());
 
   detail::deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
@@ -82,7 +86,12 @@ task<result<void>> p2p(communicator& c, op_kind kind, int peer, std::uint32_t us
   auto& f = c.get_fabric();
   const tag tg{p2p_limit | user_tag, 0};
   detail::deadline_scope deadline(f, tg.seq, t.value_or(c.options().timeout));
-  auto r = kind == op_kind::send ? co_await f.send(peer, tg, data) : co_await f.recv(peer, tg, data);
+  // No co_await inside ?: here or anywhere: GCC 12 has run both arms of one.
+  result<std::size_t> r;
+  if (kind == op_kind::send)
+    r = co_await f.send(peer, tg, data);
+  else
+    r = co_await f.recv(peer, tg, data);
   if (!r) co_return detail::finish(c, fail(r.error()));
   co_return result<void>{};
 }

@@ -48,6 +48,8 @@ algorithm reduction_algorithm(const collective_options& o, const erased_reductio
     why = std::string(what) +
           ": the circulant algorithm combines operands out of rank order; the operator is "
           "non-commutative (use algorithm::automatic or binomial, the rank-ordered tree)";
+  if (o.alg == algorithm::logp_tree || o.alg == algorithm::staggered)
+    why = std::string(what) + ": the algorithms are circulant and binomial (rank-ordered)";
   if (o.alg == algorithm::automatic) return op.commutative ? algorithm::circulant : algorithm::binomial;
   return o.alg;
 }
@@ -64,8 +66,8 @@ task<result<void>> allgatherv_bytes(communicator& c, std::span<const std::byte> 
   const auto counts = check_counts(c, counts_in, what, why);
   if (!why.empty()) co_return refuse(c, why);
   if (opts.blocks < 0) co_return refuse(c, std::string(what) + ": blocks must not be negative");
-  if (opts.alg == algorithm::binomial)
-    co_return refuse(c, std::string(what) + ": only the circulant algorithm (Träff, Algorithm 7) is available");
+  if (opts.alg != algorithm::automatic && opts.alg != algorithm::circulant && opts.alg != algorithm::staggered)
+    co_return refuse(c, std::string(what) + ": the algorithms are circulant (Träff, Algorithm 7) and staggered (Karp et al. 4.1)");
   const std::size_t mine = counts[static_cast<std::size_t>(c.rank())];
   const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
   if (in.size() != mine * elem)
@@ -77,7 +79,12 @@ task<result<void>> allgatherv_bytes(communicator& c, std::span<const std::byte> 
   auto own = lay.block(out, c.rank(), 0).data();  // block 0 starts the segment
   if (mine) std::memmove(own, in.data(), in.size());
   deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
-  co_return finish(c, co_await algorithms::allgatherv_circulant(c.get_fabric(), seq, 0, out, lay));
+  result<void> r;  // not `co_await` in ?: (GCC 12 evaluated both arms there)
+  if (opts.alg == algorithm::staggered)
+    r = co_await algorithms::allgatherv_staggered(c.get_fabric(), seq, out, lay);
+  else
+    r = co_await algorithms::allgatherv_circulant(c.get_fabric(), seq, 0, out, lay);
+  co_return finish(c, std::move(r));
 }
 
 task<result<void>> reduce_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
@@ -106,9 +113,11 @@ task<result<void>> reduce_bytes(communicator& c, std::span<const std::byte> in, 
   }
   deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
   auto& f = c.get_fabric();
-  result<void> r = alg == algorithm::binomial
-                       ? co_await algorithms::reduce_ordered(f, seq, work, root, op)
-                       : co_await algorithms::reduce_circulant(f, seq, work, root, blocks_for(c, opts, in.size()), op);
+  result<void> r;
+  if (alg == algorithm::binomial)
+    r = co_await algorithms::reduce_ordered(f, seq, work, root, op);
+  else
+    r = co_await algorithms::reduce_circulant(f, seq, work, root, blocks_for(c, opts, in.size()), op);
   co_return finish(c, std::move(r));
 }
 

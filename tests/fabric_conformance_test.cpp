@@ -67,8 +67,11 @@ TEST_CASE("messages with equal tags between two ranks arrive in order", "[local]
   auto res = w->run_all([&](communicator& c) -> task<result<void>> {
     auto& f = c.get_fabric();
     for (std::uint32_t i = 0; i < 50; ++i) {
-      auto r = c.rank() == 0 ? co_await f.send(1, {9, 9}, std::as_bytes(std::span(&i, 1)))
-                             : co_await f.recv(0, {9, 9}, std::as_writable_bytes(std::span(&got[i], 1)));
+      result<std::size_t> r;
+      if (c.rank() == 0)
+        r = co_await f.send(1, {9, 9}, std::as_bytes(std::span(&i, 1)));
+      else
+        r = co_await f.recv(0, {9, 9}, std::as_writable_bytes(std::span(&got[i], 1)));
       if (!r) co_return fail(r.error());
     }
     co_return result<void>{};

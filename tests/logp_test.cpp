@@ -118,3 +118,31 @@ TEST_CASE("impossible LogP parameters are refused", "[logp]") {
     CHECK(w.comms()[r].last_error().find("L + 2o > 0") != std::string::npos);
   }
 }
+
+TEST_CASE("staggered all-to-all broadcast: L + 2o + g (k (P - 1) - 1) in the simulator", "[logp][sim]") {
+  struct grid_point {
+    double L, o, g;
+  };
+  // g > o, postal, g = o, and o > g (where sends, and so receives, are o apart).
+  const grid_point grid[] = {{6, 2, 4}, {1, 0, 1}, {3, 1, 1}, {10, 1, 2}, {4, 3, 1}};
+  for (const auto& gp : grid)
+    for (int k : {1, 2, 3})
+      for (int P = 2; P <= 40; ++P) {
+        INFO("L " << gp.L << " o " << gp.o << " g " << gp.g << " k " << k << " P " << P);
+        sim::world w(P, sim::model::logp(gp.L, gp.o, gp.g));
+        auto comms = w.communicators();
+        std::vector<std::vector<std::int32_t>> in(static_cast<std::size_t>(P), std::vector<std::int32_t>(static_cast<std::size_t>(k))),
+            out(static_cast<std::size_t>(P), std::vector<std::int32_t>(static_cast<std::size_t>(k * P)));
+        std::vector<std::int32_t> want;
+        for (int r = 0; r < P; ++r)
+          for (int i = 0; i < k; ++i) want.push_back(in[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] = r * 100 + i);
+        auto res = w.run_all(comms, [&](communicator& c) {
+          const auto r = static_cast<std::size_t>(c.rank());
+          return allgather(c, std::span<const std::int32_t>(in[r]), std::span(out[r]), {.alg = algorithm::staggered, .blocks = k});
+        });
+        for (auto& r : res) REQUIRE(r);
+        const double gap = std::max(gp.g, gp.o);
+        CHECK(w.take_report().finish_time == gp.L + 2 * gp.o + gap * (k * (P - 1) - 1));
+        for (auto& v : out) CHECK(v == want);
+      }
+}

@@ -131,8 +131,8 @@ run_outcome run_allgatherv(sim::world& w, std::vector<communicator>& comms, cons
     // Timing only: each rank's part of the one shared buffer is its input (in place).
     std::span<const std::uint8_t> mine = sp.verify ? std::span<const std::uint8_t>(in[R])
                                                    : std::span<const std::uint8_t>(out.at(0)).subspan(off[R], counts[R]);
-    if (regular) return allgather(c, mine, std::span(out.at(c.rank())), opts_of(sp, algorithm::circulant));
-    return allgatherv(c, mine, std::span(out.at(c.rank())), std::span<const std::size_t>(counts), opts_of(sp, algorithm::circulant));
+    if (regular) return allgather(c, mine, std::span(out.at(c.rank())), opts_of(sp, sp.alg));
+    return allgatherv(c, mine, std::span(out.at(c.rank())), std::span<const std::size_t>(counts), opts_of(sp, sp.alg));
   });
   run_outcome o;
   o.error = first_failure(res, comms);
@@ -216,6 +216,9 @@ const std::vector<entry>& registry() {
       {"allgather", "circulant", algorithm::circulant,
        "Träff 2024, Algorithm 7 (Appendix A): all p broadcasts at once, n - 1 + ceil(log2 p) rounds",
        [](auto& w, auto& c, auto& sp) { return run_allgatherv(w, c, sp, true); }},
+      {"allgather", "staggered", algorithm::staggered,
+       "Karp et al. 1993, Section 4.1: rank i sends to i+1, ..., i+P-1 one every g; L + 2o + g(n(P-1)-1) for n items",
+       [](auto& w, auto& c, auto& sp) { return run_allgatherv(w, c, sp, true); }},
       {"allgatherv", "circulant", algorithm::circulant,
        "Träff 2024, Algorithm 7 with irregular counts (Observation 1.2); empty contributions skipped",
        [](auto& w, auto& c, auto& sp) { return run_allgatherv(w, c, sp, false); }},
@@ -296,7 +299,7 @@ int cmd_simulate(int argc, char** argv) {
   if (!model) args.die("--model: " + why);
   const std::string coll = args.get("collective"), alg_name = args.get("algorithm");
   auto alg = parse_algorithm(alg_name);
-  if (!alg) args.die("--algorithm '" + alg_name + "': automatic, circulant, binomial or logp_tree");
+  if (!alg) args.die("--algorithm '" + alg_name + "': automatic, circulant, binomial, logp_tree or staggered");
   // automatic: the first entry of the collective (circulant where there is one).
   const entry* chosen = nullptr;
   bool known = false;

@@ -22,6 +22,7 @@ enum class algorithm {
   binomial,   // binomial tree of the whole buffer: the baseline, ceil(log2 p) rounds of m;
               // for reductions the rank-ordered tree (any associative operator)
   logp_tree,  // Karp et al.: the universal optimal tree B(P) for the LogP parameters
+  staggered,  // Karp et al. 4.1: all-to-all, rank i sends to i+1, ..., i+P-1, one every g
 };
 
 std::string_view to_string(algorithm a) noexcept;
