@@ -43,7 +43,7 @@ struct communicator_options {
   linear_cost cost{};
   std::size_t min_block_bytes = 8192;  // the automatic block count never goes below this
   // LogP(GP) parameters, seconds, for algorithms shaped by them when neither the call
-  // nor the fabric gives any (placeholders until calibration measures them).
+  // nor the fabric gives any (defaults until calibration measures them, issue 7).
   loggp_params model{20e-6, 2e-6, 4e-6, 1 / 1.5e9};
 };
 
