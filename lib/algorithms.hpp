@@ -34,7 +34,7 @@ task<result<void>> broadcast_binomial(fabric& f, std::uint32_t seq, std::span<st
 struct segment_layout {
   std::size_t elem = 1;
   int n = 1;
-  std::vector<std::size_t> offset, count;
+  std::vector<std::size_t> offset;
   std::vector<int> contributors;  // the j with count[j] > 0, ascending
 
   segment_layout(std::size_t elem_bytes, int blocks, std::span<const std::size_t> counts);
@@ -46,7 +46,6 @@ struct segment_layout {
     const std::size_t first = offset[static_cast<std::size_t>(j)] + ub * s.base + (ub < s.extra ? ub : s.extra);
     return {buf.data() + first * elem, (s.base + (ub < s.extra ? 1 : 0)) * elem};
   }
-  std::size_t total() const noexcept { return offset.empty() ? 0 : offset.back(); }
 
 private:
   struct split {

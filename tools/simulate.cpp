@@ -35,7 +35,6 @@ struct run_outcome {
   bool ok = true;
   std::string error;
   bool verified = false;
-  std::string bound;  // what the paper promises, for the text output
 };
 
 using runner = std::function<run_outcome(sim::world&, std::vector<communicator>&, const sim_params&)>;

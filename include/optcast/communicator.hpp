@@ -99,6 +99,15 @@ T run(communicator& c, task<T> t) {
   return std::move(*out);
 }
 
+// One communicator per rank of an in-process world (local, sim), in rank order.
+template <class World>
+std::vector<communicator> communicators_of(const World& w, communicator_options o) {
+  std::vector<communicator> out;
+  out.reserve(static_cast<std::size_t>(w.size()));
+  for (int r = 0; r < w.size(); ++r) out.emplace_back(w.fabric(r), o);
+  return out;
+}
+
 // Runs make(comm) for every communicator at once and returns each one's result, in
 // order. For fabrics whose ranks share one event loop (local, sim): driving the first
 // communicator's fabric drives them all.

@@ -235,10 +235,7 @@ std::shared_ptr<optcast::fabric> world::fabric(int rank) const {
 }
 
 std::vector<communicator> world::communicators(communicator_options o) const {
-  std::vector<communicator> out;
-  out.reserve(state_->ranks.size());
-  for (int r = 0; r < size(); ++r) out.emplace_back(fabric(r), o);
-  return out;
+  return communicators_of(*this, o);
 }
 
 void world::kill(int rank) {

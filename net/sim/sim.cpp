@@ -63,7 +63,6 @@ struct rank_state {
   std::vector<std::uint32_t> in_with;    // rounds model: message on each in channel
   rank_stats stats;
   double last_post = -1;
-  bool failed = false;
 };
 
 class sim_fabric;
@@ -197,11 +196,11 @@ public:
       case st_posted: me.posted.remove(op); break;
       case st_bound:
         me.bound.remove(op);
-        w_->msgs[static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(op.fabric_ctx[0]))].bound = nullptr;
+        w_->msgs[msg_of(op)].bound = nullptr;
         break;
       case st_sending:
         me.sending.remove(op);
-        w_->msgs[static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(op.fabric_ctx[0]))].sender = nullptr;
+        w_->msgs[msg_of(op)].sender = nullptr;
         break;
       default: return;  // idle or already in the ready queue
     }
@@ -231,18 +230,17 @@ public:
   void abort(std::error_code ec, std::string detail) noexcept override {
     note_failure(ec, detail);
     auto& me = self();
-    me.failed = true;
     auto fail = [&](operation& op) {
       note_error(detail + ": " + describe_op(op));
       w_->make_ready(op, ec);
     };
     me.posted.drain_if([](const operation&) { return true; }, fail);
     me.bound.drain_if([](const operation&) { return true; }, [&](operation& op) {
-      w_->msgs[static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(op.fabric_ctx[0]))].bound = nullptr;
+      w_->msgs[msg_of(op)].bound = nullptr;
       fail(op);
     });
     me.sending.drain_if([](const operation&) { return true; }, [&](operation& op) {
-      w_->msgs[static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(op.fabric_ctx[0]))].sender = nullptr;
+      w_->msgs[msg_of(op)].sender = nullptr;
       fail(op);
     });
   }
@@ -642,10 +640,7 @@ std::shared_ptr<optcast::fabric> world::fabric(int rank) const {
 }
 
 std::vector<communicator> world::communicators(communicator_options o) const {
-  std::vector<communicator> out;
-  out.reserve(state_->ranks.size());
-  for (int r = 0; r < size(); ++r) out.emplace_back(fabric(r), o);
-  return out;
+  return communicators_of(*this, o);
 }
 
 report world::take_report() const {
@@ -689,7 +684,6 @@ void world::reset() {
     std::fill(r.in_with.begin(), r.in_with.end(), none);
     r.stats = {};
     r.last_post = -1;
-    r.failed = false;
   }
   for (auto* f : s.fabrics)
     if (f) static_cast<sim_fabric*>(f)->reset_failure();
