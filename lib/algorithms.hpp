@@ -64,6 +64,11 @@ task<result<void>> allgatherv_circulant(fabric& f, std::uint32_t seq, std::uint3
 task<result<void>> allgatherv_staggered(fabric& f, std::uint32_t seq, std::span<std::byte> buf,
                                         const segment_layout& lay);
 
+// The same schedule for all-to-all personalized: segment j of `in` goes to rank j, rank
+// j's lands in segment j of `out` (this rank's own segment is not touched).
+task<result<void>> alltoall_staggered(fabric& f, std::uint32_t seq, std::span<std::byte> in,
+                                      std::span<std::byte> out, const segment_layout& lay);
+
 // Observation 1.4: Algorithm 7 backwards, reducing instead of copying; afterwards this
 // rank's segment of `buf` holds the reduction of every rank's, the others are spent.
 task<result<void>> reduce_scatter_circulant(fabric& f, std::uint32_t seq, std::uint32_t step0,

@@ -2,7 +2,10 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
+#include <string>
 
+#include "optcast/collectives.hpp"
 #include "optcast/communicator.hpp"
 
 namespace optcast::detail {
@@ -35,6 +38,22 @@ inline result<void> finish(communicator& c, result<void> r) {
 inline result<void> refuse(communicator& c, std::string why) {
   c.record_error(std::move(why));
   return fail(errc::invalid_argument);
+}
+
+// The LogP(GP) parameters an algorithm shaped by them uses: the caller's, else the
+// fabric's own (the simulator's), else the communicator's. Nothing if the caller's are
+// impossible; `why` then says so.
+inline std::optional<loggp_params> model_for(communicator& c, const collective_options& o, const char* what,
+                                             std::string& why) {
+  if (o.model) {
+    const auto& m = *o.model;
+    if (!(m.L >= 0 && m.o >= 0 && m.g >= 0 && m.G >= 0) || m.L + 2 * m.o <= 0 || std::max(m.g, m.o) <= 0) {
+      why = std::string(what) + ": model parameters must be >= 0, with L + 2o > 0 and max(g, o) > 0";
+      return std::nullopt;
+    }
+    return m;
+  }
+  return c.get_fabric().cost_model().value_or(c.options().model);
 }
 
 }  // namespace optcast::detail

@@ -48,11 +48,9 @@ task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int roo
                                     std::to_string(c.size()) + "-rank communicator");
   if (opts.blocks < 0) co_return detail::refuse(c, "broadcast: blocks must not be negative");
 
-  if (opts.model) {
-    const auto& m = *opts.model;
-    if (!(m.L >= 0 && m.o >= 0 && m.g >= 0 && m.G >= 0) || m.L + 2 * m.o <= 0 || std::max(m.g, m.o) <= 0)
-      co_return detail::refuse(c, "broadcast: model parameters must be >= 0, with L + 2o > 0 and max(g, o) > 0");
-  }
+  std::string why;
+  const auto model = detail::model_for(c, opts, "broadcast", why);
+  if (!model) co_return detail::refuse(c, why);
   algorithm alg = opts.alg == algorithm::automatic ? c.options().broadcast_algorithm : opts.alg;
   if (alg == algorithm::automatic) alg = algorithm::circulant;
   if (alg == algorithm::staggered)
@@ -65,8 +63,7 @@ task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int roo
   if (alg == algorithm::binomial) {
     r = co_await algorithms::broadcast_binomial(f, seq, data, root);
   } else if (alg == algorithm::logp_tree) {
-    const loggp_params m = opts.model ? *opts.model : f.cost_model().value_or(c.options().model);
-    r = co_await algorithms::broadcast_logp_tree(f, seq, data, root, {m.L, m.o, m.g});
+    r = co_await algorithms::broadcast_logp_tree(f, seq, data, root, {model->L, model->o, model->g});
   } else {
     r = co_await algorithms::broadcast_circulant(f, seq, data, root, n);
   }

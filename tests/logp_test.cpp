@@ -146,3 +146,40 @@ TEST_CASE("staggered all-to-all broadcast: L + 2o + g (k (P - 1) - 1) in the sim
         for (auto& v : out) CHECK(v == want);
       }
 }
+
+TEST_CASE("staggered all-to-all personalized: the same time, every item to its own rank", "[logp][sim]") {
+  struct grid_point {
+    double L, o, g;
+  };
+  const grid_point grid[] = {{6, 2, 4}, {1, 0, 1}, {10, 1, 2}, {4, 3, 1}};
+  for (const auto& gp : grid)
+    for (int k : {1, 2, 4})
+      for (int P = 1; P <= 33; ++P) {
+        INFO("L " << gp.L << " o " << gp.o << " g " << gp.g << " k " << k << " P " << P);
+        const auto UP = static_cast<std::size_t>(P);
+        const std::size_t count = 5;  // elements per rank pair, in k items
+        sim::world w(P, sim::model::logp(gp.L, gp.o, gp.g));
+        auto comms = w.communicators();
+        std::vector<std::vector<std::int32_t>> in(UP), out(UP);
+        for (std::size_t r = 0; r < UP; ++r) {
+          for (std::size_t to = 0; to < UP; ++to)
+            for (std::size_t i = 0; i < count; ++i) in[r].push_back(static_cast<std::int32_t>(r * 10000 + to * 10 + i));
+          out[r].assign(UP * count, -1);
+        }
+        auto res = w.run_all(comms, [&](communicator& c) {
+          const auto r = static_cast<std::size_t>(c.rank());
+          return alltoall(c, std::span<const std::int32_t>(in[r]), std::span(out[r]), {.blocks = k});
+        });
+        for (auto& r : res) REQUIRE(r);
+        const double gap = std::max(gp.g, gp.o);
+        CHECK(w.take_report().finish_time == (P == 1 ? 0 : gp.L + 2 * gp.o + gap * (k * (P - 1) - 1)));
+        for (std::size_t r = 0; r < UP; ++r)
+          for (std::size_t from = 0; from < UP; ++from)
+            for (std::size_t i = 0; i < count; ++i)
+              if (out[r][from * count + i] != static_cast<std::int32_t>(from * 10000 + r * 10 + i)) {
+                FAIL_CHECK("rank " << r << " element " << i << " from " << from);
+                from = UP;
+                break;
+              }
+      }
+}

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,13 +40,29 @@ struct run_outcome {
 
 using runner = std::function<run_outcome(sim::world&, std::vector<communicator>&, const sim_params&)>;
 
+// The time the paper proves for a run, named, where it has one for the model given.
+struct figure {
+  std::string name;
+  double value;
+};
+using figure_fn = std::function<std::optional<figure>(const sim::model&, const sim_params&)>;
+
 struct entry {
   const char* collective;
   const char* algorithm;
   optcast::algorithm alg;
   const char* source;
   runner run;
+  figure_fn paper = nullptr;
 };
+
+bool logp_like(const sim::model& m) { return m.kind == sim::model_kind::logp || m.kind == sim::model_kind::postal; }
+
+// Karp et al. 4.1: L + 2o + g (k (P - 1) - 1), with g read as max(g, o).
+std::optional<figure> staggered_figure(const sim::model& m, const sim_params& sp) {
+  if (!logp_like(m) || sp.p < 2) return std::nullopt;
+  return figure{"L + 2o + g(n(P-1)-1)", m.L + 2 * m.o + std::max(m.g, m.o) * (sp.blocks * (sp.p - 1) - 1)};
+}
 
 std::uint8_t byte_of(int rank, std::size_t i) {
   return static_cast<std::uint8_t>((static_cast<std::size_t>(rank) * 131 + i * 7 + (i >> 9)) & 0xff);
@@ -149,6 +166,34 @@ run_outcome run_allgatherv(sim::world& w, std::vector<communicator>& comms, cons
   return o;
 }
 
+// --bytes per rank pair: rank r's block j, for rank j, holds byte_of(r * p + j, i).
+run_outcome run_alltoall(sim::world& w, std::vector<communicator>& comms, const sim_params& sp) {
+  const auto P = static_cast<std::size_t>(sp.p);
+  const std::size_t m = sp.bytes;
+  buffers in(sp, P * m), out(sp, P * m);
+  if (sp.verify)
+    for (std::size_t r = 0; r < P; ++r)
+      for (std::size_t j = 0; j < P; ++j)
+        for (std::size_t i = 0; i < m; ++i) in.at(static_cast<int>(r))[j * m + i] = byte_of(static_cast<int>(r * P + j), i);
+  auto res = w.run_all(comms, [&](communicator& c) {
+    return alltoall(c, std::span<const std::uint8_t>(in.at(c.rank())), std::span(out.at(c.rank())), opts_of(sp, sp.alg));
+  });
+  run_outcome o;
+  o.error = first_failure(res, comms);
+  o.ok = o.error.empty();
+  if (o.ok && sp.verify) {
+    for (std::size_t r = 0; r < P && o.ok; ++r)
+      for (std::size_t j = 0; j < P && o.ok; ++j)
+        for (std::size_t i = 0; i < m; ++i)
+          if (out.at(static_cast<int>(r))[j * m + i] != byte_of(static_cast<int>(j * P + r), i)) {
+            o = {false, "rank " + std::to_string(r) + " holds a wrong byte from rank " + std::to_string(j)};
+            break;
+          }
+    o.verified = o.ok;
+  }
+  return o;
+}
+
 // Reductions sum bytes (mod 256), so that --bytes is exactly the message size.
 std::uint8_t sum_of(int p, std::size_t i) {
   unsigned s = 0;
@@ -211,13 +256,20 @@ const std::vector<entry>& registry() {
        [](auto& w, auto& c, auto& sp) { return run_broadcast(w, c, sp, algorithm::binomial); }},
       {"broadcast", "logp_tree", algorithm::logp_tree,
        "Karp et al. 1993, Theorem 2.1: the universal optimal tree B(P) for the model's L, o, g",
-       [](auto& w, auto& c, auto& sp) { return run_broadcast(w, c, sp, algorithm::logp_tree); }},
+       [](auto& w, auto& c, auto& sp) { return run_broadcast(w, c, sp, algorithm::logp_tree); },
+       [](const sim::model& m, const sim_params& sp) -> std::optional<figure> {
+         if (!logp_like(m)) return std::nullopt;
+         return figure{"B(P; L, o, g)", logp::B(sp.p, {m.L, m.o, m.g})};
+       }},
       {"allgather", "circulant", algorithm::circulant,
        "Träff 2024, Algorithm 7 (Appendix A): all p broadcasts at once, n - 1 + ceil(log2 p) rounds",
        [](auto& w, auto& c, auto& sp) { return run_allgatherv(w, c, sp, true); }},
       {"allgather", "staggered", algorithm::staggered,
        "Karp et al. 1993, Section 4.1: rank i sends to i+1, ..., i+P-1 one every g; L + 2o + g(n(P-1)-1) for n items",
-       [](auto& w, auto& c, auto& sp) { return run_allgatherv(w, c, sp, true); }},
+       [](auto& w, auto& c, auto& sp) { return run_allgatherv(w, c, sp, true); }, staggered_figure},
+      {"alltoall", "staggered", algorithm::staggered,
+       "Karp et al. 1993, Section 4.1: all-to-all personalized on the staggered schedule, L + 2o + g(n(P-1)-1)",
+       [](auto& w, auto& c, auto& sp) { return run_alltoall(w, c, sp); }, staggered_figure},
       {"allgatherv", "circulant", algorithm::circulant,
        "Träff 2024, Algorithm 7 with irregular counts (Observation 1.2); empty contributions skipped",
        [](auto& w, auto& c, auto& sp) { return run_allgatherv(w, c, sp, false); }},
@@ -249,7 +301,7 @@ const std::vector<entry>& registry() {
 // The block count a run uses when --blocks is not given: the linear model's choice with
 // the model's own costs (startup L + 2o, G per byte); 1 where bytes cost nothing.
 int default_blocks(const sim::model& m, const std::string& collective, std::uint64_t bytes, int p) {
-  if (m.kind == sim::model_kind::rounds || m.G <= 0) return 1;
+  if (m.kind == sim::model_kind::rounds || m.G <= 0 || collective == "alltoall") return 1;
   communicator_options o;
   o.cost = {m.L + 2 * m.o, m.G};
   o.min_block_bytes = 1;
@@ -265,10 +317,10 @@ int cmd_simulate(int argc, char** argv) {
                    "Runs a collective on P simulated ranks (one process, virtual time) under a cost model and prints\n"
                    "what happened: finish time, rounds, messages, bytes, the longest chain of messages, per-rank\n"
                    "finish times. Every rank's result is checked unless the buffers would not fit in memory.");
-  args.option("collective", "C", "broadcast, allgather, allgatherv, reduce, reduce_scatter_block, reduce_scatter, allreduce")
+  args.option("collective", "C", "broadcast, allgather, allgatherv, alltoall, reduce, reduce_scatter_block, reduce_scatter, allreduce")
       .option("algorithm", "A", "an algorithm of that collective (see --list)", "automatic")
       .option("p", "P", "number of ranks")
-      .option("bytes", "M", "message size (allgather: per rank; allgatherv, reduce_scatter(_block): in total)", "1")
+      .option("bytes", "M", "message size (allgather: per rank; alltoall: per pair of ranks; allgatherv, reduce_scatter(_block): in total)", "1")
       .option("blocks", "n", "pipelining depth (default: from the model, 1 under rounds)")
       .option("root", "r", "root rank of broadcast and reduce", "0")
       .option("counts", "HOW", "allgatherv / reduce_scatter counts: even, skewed (every 4th rank 0), one (all on the last rank)", "even")
@@ -321,6 +373,7 @@ int cmd_simulate(int argc, char** argv) {
   // Memory: every rank's buffers, when verifying.
   std::uint64_t per_rank = sp.bytes * 2;
   if (coll == "allgather") per_rank = sp.bytes * static_cast<std::uint64_t>(sp.p) + sp.bytes;
+  if (coll == "alltoall") per_rank = sp.bytes * static_cast<std::uint64_t>(sp.p) * 2;
   const std::uint64_t budget = std::uint64_t{2} << 30;
   sp.verify = !args.get_flag("no-verify") && per_rank * static_cast<std::uint64_t>(sp.p) <= budget;
   const bool json = args.get_flag("json");
@@ -335,6 +388,7 @@ int cmd_simulate(int argc, char** argv) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const auto rep = w.take_report();
   const int q = circulant::ceil_log2(sp.p);
+  const auto paper = chosen->paper ? chosen->paper(*model, sp) : std::nullopt;
 
   if (json) {
     std::string j = rep.json();
@@ -342,15 +396,16 @@ int cmd_simulate(int argc, char** argv) {
     j += ",\"collective\":\"" + coll + "\",\"algorithm\":\"" + chosen->algorithm + "\",\"p\":" + std::to_string(sp.p) +
          ",\"bytes\":" + std::to_string(sp.bytes) + ",\"blocks\":" + std::to_string(sp.blocks) +
          ",\"root\":" + std::to_string(sp.root) + ",\"ok\":" + (out.ok ? "true" : "false") +
-         ",\"verified\":" + (out.verified ? "true" : "false") + ",\"wall_seconds\":" + std::to_string(wall) + "}";
+         ",\"verified\":" + (out.verified ? "true" : "false") + ",\"wall_seconds\":" + std::to_string(wall);
+    if (paper) j += ",\"paper_figure\":{\"name\":\"" + paper->name + "\",\"value\":" + cli::json_number(paper->value) + "}";
+    j += "}";
     std::puts(j.c_str());
   } else {
     std::printf("%s, %s, p = %d, %s, n = %d, model %s\n", coll.c_str(), chosen->algorithm, sp.p,
                 cli::format_size(sp.bytes).c_str(), sp.blocks, rep.model.c_str());
     std::printf("  source          %s\n", chosen->source);
     std::printf("  finish time     %g", rep.finish_time);
-    if (std::string(chosen->algorithm) == "logp_tree")
-      std::printf("   (B(P; L, o, g) = %g)", logp::B(sp.p, {model->L, model->o, model->g}));
+    if (paper) std::printf("   (paper: %s = %g)", paper->name.c_str(), paper->value);
     std::printf("\n");
     std::printf("  rounds          %llu", static_cast<unsigned long long>(rep.rounds));
     if (model->kind == sim::model_kind::rounds && std::string(chosen->algorithm) == "circulant")

@@ -83,6 +83,8 @@ task<result<void>> allreduce_bytes(communicator& c, std::span<const std::byte> i
 task<result<void>> reduce_scatter_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
                                         std::vector<std::int64_t> counts, erased_reduction op, bool regular,
                                         collective_options opts);
+task<result<void>> alltoall_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+                                  std::size_t elem, collective_options opts);
 }  // namespace detail
 
 // The circulant family (Träff, Observation 1 and Appendix A). Every rank passes the same
@@ -150,6 +152,18 @@ task<result<void>> reduce_scatter(communicator& c, std::span<const std::type_ide
                                   collective_options opts = {}) {
   return detail::reduce_scatter_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), checked_counts(counts),
                                       op.erased(), false, opts);
+}
+
+// All-to-all personalized (Karp et al. 4.1, the staggered schedule): `in` is p blocks of
+// in.size() / p elements, block j for rank j; afterwards block j of `out` holds what
+// rank j sent this rank. out.size() == in.size(); they may overlap. opts.blocks splits
+// every block into that many items (default 1). Under LogP with g >= o it takes
+// L + 2o + g (k (p - 1) - 1), the lower bound.
+template <class T>
+  requires std::is_trivially_copyable_v<T>
+task<result<void>> alltoall(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out,
+                            collective_options opts = {}) {
+  return detail::alltoall_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), sizeof(T), opts);
 }
 
 }  // namespace optcast
