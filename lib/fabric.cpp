@@ -14,6 +14,7 @@ bool operation::await_suspend(std::coroutine_handle<> h) noexcept {
 
 std::string describe_op(const operation& op) {
   if (op.kind == op_kind::idle) return "an idle round";
+  if (op.kind == op_kind::compute) return "a computation";
   std::string s = op.kind == op_kind::send ? "send of " : "receive of ";
   s += std::to_string(op.size) + " B ";
   s += op.kind == op_kind::send ? "to" : "from";

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "optcast/collectives.hpp"
+#include "optcast/net/local.hpp"
 #include "optcast/net/sim.hpp"
 #include "optcast/schedule.hpp"
 #include "optcast/when_all.hpp"
@@ -84,6 +85,43 @@ TEST_CASE("LogP chain: every hop costs o + L + o", "[sim]") {
   CHECK(rep.longest_chain == 3);
   CHECK(rep.unreceived == 0);
   CHECK_FALSE(rep.error);
+}
+
+TEST_CASE("compute: the model charges local work, real fabrics do not wait", "[sim]") {
+  // The chain again, each forwarding rank computing 3 units after its receive: rank 1
+  // has the item at 10, sends at 13 (done 15); rank 2 has it at 23, sends at 26 (done
+  // 28); rank 3 has it at 36.
+  auto computing_chain = [](fabric& f, std::vector<std::byte>& buf) -> task<result<void>> {
+    const int v = f.rank();
+    if (v > 0) {
+      if (auto r = co_await f.recv(v - 1, {0, 0}, buf); !r) co_return fail(r.error());
+      if (v + 1 < f.size())
+        if (auto r = co_await f.compute(3); !r) co_return fail(r.error());
+    }
+    if (v + 1 < f.size()) co_return ok(co_await f.send(v + 1, {0, 0}, buf));
+    co_return result<void>{};
+  };
+  auto rep = simulate(4, sim::model::logp(6, 2, 4), 8, computing_chain);
+  CHECK(finishes(rep) == std::vector<double>{2, 15, 28, 36});
+  CHECK(rep.messages == 3);
+  // Under the rounds model too: 3 rounds of work.
+  rep = simulate(3, sim::model::rounds(), 8, computing_chain);
+  CHECK(finishes(rep) == std::vector<double>{1, 5, 5});
+  // A negative duration fails the operation, with the reason.
+  std::vector<result<void>> res;
+  rep = simulate(1, sim::model::logp(6, 2, 4), 0, [](fabric& f, std::vector<std::byte>&) -> task<result<void>> {
+    co_return ok(co_await f.compute(-1));
+  }, &res);
+  REQUIRE_FALSE(res[0]);
+  CHECK(res[0].error() == errc::invalid_argument);
+  // Elsewhere it finishes at once.
+  optcast::local::world lw(2);
+  auto comms = lw.communicators();
+  auto lres = lw.run_all(comms, [](communicator& c) -> task<result<void>> {
+    co_return ok(co_await c.get_fabric().compute(1e9));
+  });
+  CHECK(lres[0]);
+  CHECK(lres[1]);
 }
 
 TEST_CASE("LogP star: consecutive sends g apart, or o apart when o > g", "[sim]") {

@@ -21,6 +21,7 @@
 //    deadline finishes its operations with errc::timeout.
 #pragma once
 
+#include <bit>
 #include <chrono>
 #include <coroutine>
 #include <cstddef>
@@ -59,7 +60,11 @@ struct tag {
 // rounds model gives it a duration (the rest of the round); everywhere else it finishes
 // at once. Round loops await it for an empty round, so that under the rounds model a
 // rank does not run ahead into the next round's sends.
-enum class op_kind : std::uint8_t { send, recv, idle };
+// compute: local work that the cost model charges (Karp et al.'s unit-time additions),
+// or a wait an algorithm's schedule asks for. The simulator lets that much virtual time
+// pass for the rank; real fabrics finish it at once, the work itself having been done
+// on the CPU already.
+enum class op_kind : std::uint8_t { send, recv, idle, compute };
 
 class fabric;
 
@@ -149,9 +154,11 @@ public:
   // op.ec telling how; otherwise the fabric calls op.complete() later, from its event
   // loop, exactly once, and does not touch `op` afterwards.
   virtual bool start(operation& op) noexcept = 0;
-  // Starts an op_kind::idle operation; the same rules as start().
-  virtual bool start_idle(operation& op) noexcept { return op.finish_now({}); }
-  bool post(operation& op) noexcept { return op.kind == op_kind::idle ? start_idle(op) : start(op); }
+  // Starts an op_kind::idle or compute operation; the same rules as start().
+  virtual bool start_local(operation& op) noexcept { return op.finish_now({}); }
+  bool post(operation& op) noexcept {
+    return op.kind == op_kind::idle || op.kind == op_kind::compute ? start_local(op) : start(op);
+  }
 
   // Asks a started operation to finish soon with `ec` (it may complete inline). No
   // effect on a finished one. Used by when_all to stop the siblings of a failed
@@ -184,6 +191,10 @@ public:
     return {*this, op_kind::recv, peer, t, bytes.data(), bytes.size()};
   }
   operation idle_round() noexcept { return {*this, op_kind::idle, rank(), {}, nullptr, 0}; }
+  // `units` of model time (>= 0) pass for this rank; see op_kind::compute.
+  operation compute(double units) noexcept {
+    return {*this, op_kind::compute, rank(), {}, nullptr, std::bit_cast<std::size_t>(units)};
+  }
 
 protected:
   // Records the first failure (later ones keep the first, which is the cause).

@@ -172,11 +172,17 @@ public:
     return op.kind == op_kind::send ? start_send(op) : start_recv(op);
   }
 
-  // The rounds model charges an idle round; the others have no rounds to keep.
-  bool start_idle(operation& op) noexcept override {
+  // The rounds model charges an idle round; the others have no rounds to keep. A
+  // computation takes its own duration under every model.
+  bool start_local(operation& op) noexcept override {
     auto& w = *w_;
     if (failure()) return op.finish_now(failure());
-    if (!w.rounds()) return op.finish_now({});
+    const double span = op.kind == op_kind::compute ? std::bit_cast<double>(op.size) : (w.rounds() ? 1.0 : 0.0);
+    if (!(span >= 0) || !std::isfinite(span)) {
+      op.size = 0;
+      return fail_now(op, make_error_code(errc::invalid_argument), "a computation of negative or unbounded time");
+    }
+    if (span == 0) return op.finish_now({});
     const std::uint32_t idx = w.new_message();
     auto& mg = w.msgs[idx];
     mg.src = mg.dst = rank_;
@@ -185,7 +191,7 @@ public:
     op.fabric_state = st_sending;
     set_msg(op, idx);
     self().sending.push_back(op);
-    w.schedule(w.now + 1, idx, ev::send_done);
+    w.schedule(w.now + span, idx, ev::send_done);
     return false;
   }
 
