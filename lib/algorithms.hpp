@@ -75,6 +75,13 @@ task<result<void>> reduce_scatter_circulant(fabric& f, std::uint32_t seq, std::u
                                             std::span<std::byte> buf, const segment_layout& lay,
                                             const detail::erased_reduction& op);
 
+// Karp et al., Section 4.2: the combining broadcast on `plan` (steps of `step_time`
+// model units); `acc` holds this rank's operand and ends as the reduction. Commutative
+// operators only.
+task<result<void>> allreduce_combining(fabric& f, std::uint32_t seq, std::span<std::byte> acc,
+                                       const detail::erased_reduction& op, const logp::combining_plan& plan,
+                                       double step_time);
+
 // Observation 1.3: Algorithm 1 backwards; `work` (this rank's operand, overwritten)
 // ends as the reduction at the root. Commutative operators only.
 task<result<void>> reduce_circulant(fabric& f, std::uint32_t seq, std::span<std::byte> work,

@@ -16,13 +16,14 @@ std::string_view to_string(algorithm a) noexcept {
     case algorithm::binomial: return "binomial";
     case algorithm::logp_tree: return "logp_tree";
     case algorithm::staggered: return "staggered";
+    case algorithm::combining: return "combining";
   }
   return "?";
 }
 
 result<algorithm> parse_algorithm(std::string_view name) {
   for (auto a : {algorithm::automatic, algorithm::circulant, algorithm::binomial, algorithm::logp_tree,
-                 algorithm::staggered})
+                 algorithm::staggered, algorithm::combining})
     if (name == to_string(a)) return a;
   return fail(errc::invalid_argument);
 }
@@ -53,8 +54,8 @@ task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int roo
   if (!model) co_return detail::refuse(c, why);
   algorithm alg = opts.alg == algorithm::automatic ? c.options().broadcast_algorithm : opts.alg;
   if (alg == algorithm::automatic) alg = algorithm::circulant;
-  if (alg == algorithm::staggered)
-    co_return detail::refuse(c, "broadcast: staggered is an all-to-all algorithm (allgather)");
+  if (alg == algorithm::staggered || alg == algorithm::combining)
+    co_return detail::refuse(c, "broadcast: the algorithms are circulant, binomial and logp_tree");
   const int n = opts.blocks ? opts.blocks : automatic_block_count(data.size(), c.size(), c.options());
 
   detail::deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));

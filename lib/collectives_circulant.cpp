@@ -48,8 +48,12 @@ algorithm reduction_algorithm(const collective_options& o, const erased_reductio
     why = std::string(what) +
           ": the circulant algorithm combines operands out of rank order; the operator is "
           "non-commutative (use algorithm::automatic or binomial, the rank-ordered tree)";
-  if (o.alg == algorithm::logp_tree || o.alg == algorithm::staggered)
+  if (o.alg == algorithm::logp_tree || o.alg == algorithm::staggered ||
+      (o.alg == algorithm::combining && std::string_view(what) != "allreduce"))
     why = std::string(what) + ": the algorithms are circulant and binomial (rank-ordered)";
+  if (o.alg == algorithm::combining && !op.commutative && why.empty())
+    why = std::string(what) + ": the combining broadcast combines operands in a different order on every rank; "
+          "the operator is non-commutative (use algorithm::automatic or binomial)";
   if (o.alg == algorithm::automatic) return op.commutative ? algorithm::circulant : algorithm::binomial;
   return o.alg;
 }
@@ -161,6 +165,14 @@ task<result<void>> allreduce_bytes(communicator& c, std::span<const std::byte> i
   // A round of the reduce-scatter carries about m / p per contributor, so the model's
   // block count is that of m (Observation 1.4: p - 1 blocks' volume in total).
   const int n = blocks_for(c, opts, in.size());
+  if (alg == algorithm::combining) {
+    const auto model = model_for(c, opts, "allreduce", why);
+    if (!model) co_return refuse(c, why);
+    const logp::params m{model->L, model->o, model->g};
+    const auto plan = logp::combining_for(c.size(), logp::postal_steps(m));
+    deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
+    co_return finish(c, co_await algorithms::allreduce_combining(c.get_fabric(), seq, out, op, *plan, m.gap()));
+  }
   deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
   co_return finish(c, co_await allreduce_in_place(c, seq, out, op, alg, n));
 }

@@ -86,3 +86,63 @@ TEST_CASE("alltoall: bad arguments are refused with the reason", "[local][logp]"
     CHECK(why[r] == "alltoall: in has 7 elements, not a multiple of 3 ranks");
   }
 }
+
+TEST_CASE("allreduce combining: every rank the exact reduction, any P", "[local][tcp][logp]") {
+  const auto wc = GENERATE(from_range(world_cases()));
+  const int p = wc.p;
+  const auto P = static_cast<std::size_t>(p);
+  INFO(wc.kind << " p " << p);
+  auto w = testing::make_world(wc.kind, p);
+  // Latencies of 1, 2 and 5 steps (fold, chains and the paper's own schedule among
+  // them), and an element count large enough for several TCP segments.
+  const std::size_t count = 3001;
+  for (double L : {1.0, 2.0, 5.0}) {
+    INFO("L " << L);
+    std::vector<std::vector<std::int64_t>> sum(P);
+    std::vector<std::vector<std::uint32_t>> top(P);
+    auto res = w->run_all([&](communicator& c) -> task<result<void>> {
+      const auto r = static_cast<std::size_t>(c.rank());
+      const collective_options o{.alg = algorithm::combining, .model = loggp_params{L, 0, 1, 0}};
+      std::vector<std::int64_t> in(count);
+      for (std::size_t i = 0; i < count; ++i) in[i] = static_cast<std::int64_t>((r + 1) * (i + 3) + (i << (r % 17)));
+      sum[r].assign(count, -1);
+      if (auto x = co_await allreduce(c, std::span<const std::int64_t>(in), std::span(sum[r]), ops::sum, o); !x)
+        co_return x;
+      top[r].assign(count, 0);
+      for (std::size_t i = 0; i < count; ++i) top[r][i] = static_cast<std::uint32_t>((r * 7919 + i * 104729) % 65521);
+      co_return co_await allreduce(c, std::span<const std::uint32_t>(top[r]), std::span(top[r]), ops::max, o);
+    });
+    for (std::size_t r = 0; r < P; ++r) {
+      INFO("rank " << r << ": " << (res[r] ? "" : res[r].error().message()) << " " << w->comms()[r].failure_detail());
+      REQUIRE(res[r]);
+    }
+    std::vector<std::int64_t> want_sum(count, 0);
+    std::vector<std::uint32_t> want_top(count, 0);
+    for (std::size_t j = 0; j < P; ++j)
+      for (std::size_t i = 0; i < count; ++i) {
+        want_sum[i] += static_cast<std::int64_t>((j + 1) * (i + 3) + (i << (j % 17)));
+        want_top[i] = std::max(want_top[i], static_cast<std::uint32_t>((j * 7919 + i * 104729) % 65521));
+      }
+    for (std::size_t r = 0; r < P; ++r) {
+      CHECK(sum[r] == want_sum);
+      CHECK(top[r] == want_top);
+    }
+  }
+}
+
+TEST_CASE("allreduce combining refuses what it cannot do", "[local][logp]") {
+  testing::local_test_world w(3);
+  auto res = w.run_all([&](communicator& c) -> task<result<void>> {
+    std::vector<int> v(4, 1);
+    const auto cat = reduction<int>::custom([](int a, int b) { return a * 10 + b; }, non_commutative);
+    auto a = co_await allreduce(c, std::span<const int>(v), std::span(v), cat, {.alg = algorithm::combining});
+    if (a || c.last_error().find("non-commutative") == std::string::npos) co_return fail(errc::protocol_violation);
+    auto b = co_await reduce(c, std::span<const int>(v), std::span(v), ops::sum, 0, {.alg = algorithm::combining});
+    if (b || c.last_error().find("circulant and binomial") == std::string::npos) co_return fail(errc::protocol_violation);
+    auto d = co_await allreduce(c, std::span<const int>(v), std::span(v), ops::sum,
+                                {.alg = algorithm::combining, .model = loggp_params{-1, 0, 1, 0}});
+    if (d || c.last_error().find("model parameters") == std::string::npos) co_return fail(errc::protocol_violation);
+    co_return co_await allreduce(c, std::span<const int>(v), std::span(v), ops::sum, {.alg = algorithm::combining});
+  });
+  for (auto& r : res) CHECK(r);
+}

@@ -183,3 +183,65 @@ TEST_CASE("staggered all-to-all personalized: the same time, every item to its o
               }
       }
 }
+
+TEST_CASE("combining broadcast plans: T = B(P) for P = f_T, at most B(P) + 2L - 1 otherwise", "[logp]") {
+  for (int L = 1; L <= 8; ++L) {
+    std::vector<std::int64_t> f;  // Definition 2.5
+    for (int i = 0; i < 60; ++i) f.push_back(i < L ? 1 : f[static_cast<std::size_t>(i - 1)] + f[static_cast<std::size_t>(i - L)]);
+    int at_B = 0;
+    for (int P = 1; P <= 400; ++P) {
+      INFO("L " << L << " P " << P);
+      const auto plan = logp::combining_schedule(P, L);
+      const int b = static_cast<int>(logp::B(P, {static_cast<double>(L), 0, 1}));
+      const bool fib = std::find(f.begin(), f.end(), P) != f.end();
+      if (fib) CHECK(plan.T == b);
+      CHECK(plan.T >= b);
+      CHECK(plan.T <= b + 2 * L - 1);
+      at_B += plan.T == b;
+      // The windows grow by what arrives, from a step at least L back, and end at
+      // exactly the ranks on the schedule: nothing counted twice, nothing left out.
+      REQUIRE(plan.window.size() == plan.from.size());
+      CHECK(plan.window[0] == 1);
+      for (std::size_t j = 1; j < plan.window.size(); ++j) {
+        const int t = plan.from[j];
+        if (t >= 0) CHECK(t <= static_cast<int>(j) - L);
+        CHECK(plan.window[j] == plan.window[j - 1] + (t >= 0 ? plan.window[static_cast<std::size_t>(t)] : 0));
+      }
+      CHECK(plan.window.back() == plan.inner);
+      if (plan.how == logp::combining_plan::kind::fold) {
+        CHECK(std::find(f.begin(), f.end(), plan.inner) != f.end());
+        CHECK(2 * plan.inner > P);
+        CHECK(plan.T == plan.start + static_cast<int>(plan.window.size()) - 1 + L);
+      } else {
+        CHECK(plan.inner == P);
+        CHECK(plan.T == static_cast<int>(plan.window.size()) - 1);
+      }
+    }
+    // The search reaches B(P) for most P once L >= 2 (268 of 400 for L = 2, more for
+    // larger L); L = 1 needs star addition chains, which rarely have ceil(log2 P) steps.
+    if (L >= 2) CHECK(at_B >= 250);
+  }
+}
+
+TEST_CASE("combining broadcast: the plan's time in the postal model, every rank the exact sum", "[logp][sim]") {
+  for (int L = 1; L <= 8; ++L)
+    for (int P = 1; P <= 130; ++P) {
+      INFO("L " << L << " P " << P);
+      sim::world w(P, sim::model::postal(L));
+      auto comms = w.communicators();
+      // Weighted so that a value counted twice or missed changes the sum.
+      std::vector<std::vector<std::int64_t>> v(static_cast<std::size_t>(P));
+      auto res = w.run_all(comms, [&](communicator& c) {
+        auto& mine = v[static_cast<std::size_t>(c.rank())];
+        mine = {c.rank() + 1, std::int64_t{1} << (c.rank() % 40), 7};
+        return allreduce(c, std::span<const std::int64_t>(mine), std::span(mine), ops::sum, {.alg = algorithm::combining});
+      });
+      for (auto& r : res) REQUIRE(r);
+      std::vector<std::int64_t> want{static_cast<std::int64_t>(P) * (P + 1) / 2, 0, 7 * static_cast<std::int64_t>(P)};
+      for (int r = 0; r < P; ++r) want[1] += std::int64_t{1} << (r % 40);
+      for (auto& x : v) CHECK(x == want);
+      const auto rep = w.take_report();
+      CHECK(rep.finish_time == logp::combining_for(P, L)->T);
+      CHECK(rep.unreceived == 0);
+    }
+}

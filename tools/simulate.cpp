@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <numeric>
@@ -291,6 +292,17 @@ const std::vector<entry>& registry() {
       {"allreduce", "circulant", algorithm::circulant,
        "Träff 2024, Observation 1.4: reduce_scatter then allgather, 2 (n - 1 + ceil(log2 p)) rounds",
        [](auto& w, auto& c, auto& sp) { return run_reduction(w, c, sp, "allreduce", algorithm::circulant); }},
+      {"allreduce", "combining", algorithm::combining,
+       "Karp et al. 1993, Section 4.2: combining broadcast, P overlapping reductions; B(P) steps for P = P(T), a "
+       "searched chain or a fold otherwise (logp.hpp)",
+       [](auto& w, auto& c, auto& sp) { return run_reduction(w, c, sp, "allreduce", algorithm::combining); },
+       [](const sim::model& m, const sim_params& sp) -> std::optional<figure> {
+         if (m.kind != sim::model_kind::postal || m.L != std::floor(m.L) || m.L < 1) return std::nullopt;
+         const auto plan = logp::combining_for(sp.p, static_cast<int>(m.L));
+         return figure{"T (" + std::string(logp::to_string(plan->how)) + "; B(P) = " +
+                           cli::json_number(logp::B(sp.p, {m.L, 0, 1})) + ")",
+                       static_cast<double>(plan->T)};
+       }},
       {"allreduce", "binomial", algorithm::binomial,
        "rank-ordered binomial reduce to rank 0, then Träff's circulant broadcast",
        [](auto& w, auto& c, auto& sp) { return run_reduction(w, c, sp, "allreduce", algorithm::binomial); }},

@@ -23,6 +23,7 @@ enum class algorithm {
               // for reductions the rank-ordered tree (any associative operator)
   logp_tree,  // Karp et al.: the universal optimal tree B(P) for the LogP parameters
   staggered,  // Karp et al. 4.1: all-to-all, rank i sends to i+1, ..., i+P-1, one every g
+  combining,  // Karp et al. 4.2: allreduce as P overlapping reductions, the time of one
 };
 
 std::string_view to_string(algorithm a) noexcept;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace optcast::logp {
@@ -54,5 +55,47 @@ std::int64_t P_of(double t, params m, std::int64_t cap = std::int64_t{1} << 24);
 
 // The tree for (P, m), built once per process while a caller holds it.
 std::shared_ptr<const broadcast_tree> tree_for(int P, params m);
+
+// Section 4.2, the combining broadcast (every rank ends with the reduction of all P
+// values) in the postal model: a step sends one message and receives one, a message
+// sent at step s is combined at s + L (L >= 1 steps), combining is free.
+//
+// The paper's schedule, for P = f_T (= P(T; L, 0, 1)): at step j every rank i sends its
+// value to i + f_{j+L-1}; rank i then holds the f_j values x[i - f_j + 1 .. i] (indices
+// mod P) at step j, all P at T = B(P), the time of a reduction to one rank.
+//
+// Other P (ERRATA.md: the wrap-around would count values twice). Two constructions,
+// the faster one taken:
+//  - chain: the same shift-invariant pattern with windows w_0 = 1, w_j = w_{j-1} + w_t
+//    for a chosen t <= j - L (or w_j = w_{j-1}): rank i receives at step j the value of
+//    w_t operands rank i - w_{j-1} had at step t and sent at j - L, keeping the window
+//    contiguous and disjoint. A depth-first search finds the shortest chain with
+//    w_T = P (for L = 1 these are Brauer's star addition chains, which need more than
+//    ceil(log2 P) steps for most P).
+//  - fold: P' = f_{T'} <= P < f_{T'+1}; the P - P' < P' other ranks send their values to
+//    ranks 0 .. P-P'-1 first, the P' ranks run the paper's schedule from step L, and send
+//    the result back: T' + 2L = B(P) + 2L - 1 steps.
+// So T = B(P) for P = f_T, and B(P) <= T <= B(P) + 2L - 1 for every P.
+struct combining_plan {
+  enum class kind { fibonacci, chain, fold };
+  int P = 1, L = 1;
+  int T = 0;                         // steps until every rank holds the reduction
+  kind how = kind::fibonacci;
+  int inner = 1;                     // ranks on the window schedule (P, or P' in the fold)
+  int start = 0;                     // its first step (L in the fold)
+  std::vector<std::int64_t> window;  // window[j]: operands in a rank's value after inner step j
+  std::vector<int> from;             // from[j] = t: the window[t] value arriving at step j; -1: none
+  std::int64_t searched = 0;         // search nodes visited (diagnostics)
+};
+std::string_view to_string(combining_plan::kind k) noexcept;
+
+// The plan for P ranks and latency L steps; the search is bounded by `budget` nodes per
+// candidate T (beyond it the fold is taken). Deterministic: every rank computes the same.
+combining_plan combining_schedule(int P, int L, std::int64_t budget = std::int64_t{1} << 17);
+std::shared_ptr<const combining_plan> combining_for(int P, int L);
+
+// The postal latency, in steps of max(g, o), of a LogP machine: a value sent at step s
+// can be combined and forwarded ceil((L + 2o) / max(g, o)) steps later.
+int postal_steps(params m);
 
 }  // namespace optcast::logp

@@ -11,6 +11,7 @@
 #include <coroutine>
 #include <cstddef>
 #include <span>
+#include <utility>
 
 #include "optcast/fabric.hpp"
 
@@ -79,6 +80,55 @@ public:
 private:
   std::span<operation> ops_;
   detail::op_group group_;
+};
+
+// An operation started now and awaited later: a receive posted steps ahead of the step
+// that combines it, so that a sender whose fabric waits for the matching receive
+// (libfabric rendezvous) finds it. Must not move while started; a started one that is
+// never awaited is cancelled when it goes away.
+class posted_op {
+public:
+  posted_op() = default;
+  posted_op(const posted_op&) = delete;
+  posted_op& operator=(const posted_op&) = delete;
+  ~posted_op() {
+    if (started_ && !op_.finished) op_.owner->cancel(op_, make_error_code(errc::cancelled));
+  }
+
+  // Starts `op`; the previous one must have finished (been awaited).
+  void start(operation op) noexcept {
+    assert(!started_ || op_.finished);
+    op_ = op;
+    op_.on_complete = &on_done;
+    op_.context = this;
+    waiter_ = {};
+    started_ = true;
+    op_.owner->post(op_);  // finished at once or later; op_.finished tells
+  }
+  bool started() const noexcept { return started_; }
+
+  // co_await p.finished(): the operation's outcome.
+  struct awaiter {
+    posted_op* self;
+    bool await_ready() const noexcept { return !self->started_ || self->op_.finished; }
+    void await_suspend(std::coroutine_handle<> h) noexcept { self->waiter_ = h; }
+    result<std::size_t> await_resume() const noexcept {
+      self->started_ = false;
+      if (self->op_.ec) return fail(self->op_.ec);
+      return self->op_.size;
+    }
+  };
+  awaiter finished() noexcept { return awaiter{this}; }
+
+private:
+  static void on_done(operation& op) noexcept {
+    auto* self = static_cast<posted_op*>(op.context);
+    if (auto h = std::exchange(self->waiter_, {})) h.resume();
+  }
+
+  operation op_;
+  std::coroutine_handle<> waiter_;
+  bool started_ = false;
 };
 
 template <class... Ops>
