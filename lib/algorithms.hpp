@@ -82,6 +82,13 @@ task<result<void>> allreduce_combining(fabric& f, std::uint32_t seq, std::span<s
                                        const detail::erased_reduction& op, const logp::combining_plan& plan,
                                        double step_time);
 
+// Karp et al., Section 5: this rank's part of the summation tree `plan`, rooted at
+// `root`; `acc` (one element) ends as the partial sum of its subtree, the whole sum at
+// the root. Operands come from `load`.
+task<result<void>> summation_tree(fabric& f, std::uint32_t seq, const logp::summation_plan& plan, int root,
+                                  std::span<std::byte> acc, const detail::erased_reduction& op,
+                                  const detail::operand_loader& load);
+
 // Observation 1.3: Algorithm 1 backwards; `work` (this rank's operand, overwritten)
 // ends as the reduction at the root. Commutative operators only.
 task<result<void>> reduce_circulant(fabric& f, std::uint32_t seq, std::span<std::byte> work,

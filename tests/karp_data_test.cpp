@@ -146,3 +146,83 @@ TEST_CASE("allreduce combining refuses what it cannot do", "[local][logp]") {
   });
   for (auto& r : res) CHECK(r);
 }
+
+namespace {
+
+struct mat2 {
+  std::uint32_t a = 1, b = 0, c = 0, d = 1;
+  friend bool operator==(const mat2&, const mat2&) = default;
+};
+mat2 mul(const mat2& x, const mat2& y) {
+  return {x.a * y.a + x.b * y.c, x.a * y.b + x.b * y.d, x.c * y.a + x.d * y.c, x.c * y.b + x.d * y.d};
+}
+
+}  // namespace
+
+TEST_CASE("summation: the ordered product at the root, each operand read once", "[local][tcp][logp]") {
+  const auto wc = GENERATE(from_range(world_cases()));
+  const int p = wc.p;
+  const auto P = static_cast<std::size_t>(p);
+  INFO(wc.kind << " p " << p);
+  auto w = testing::make_world(wc.kind, p);
+  const auto prod = reduction<mat2>::custom([](const mat2& x, const mat2& y) { return mul(x, y); }, non_commutative);
+  for (std::int64_t n : {1, 3, 50, 5000}) {
+    INFO("n " << n);
+    std::vector<mat2> ops(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const auto u = static_cast<std::uint32_t>(i);
+      ops[i] = {u + 2, 3 * u, u ^ 9, u * u + 1};
+    }
+    mat2 want = ops[0];
+    for (std::size_t i = 1; i < ops.size(); ++i) want = mul(want, ops[i]);
+    const int root = p - 1;
+    std::vector<mat2> got(P);
+    std::vector<std::vector<std::int64_t>> read(P);
+    std::vector<std::vector<logp::summation_plan::segment>> share(P);
+    const collective_options o{.model = loggp_params{4, 1, 2, 0}};
+    auto res = w->run_all([&](communicator& c) -> task<result<void>> {
+      const auto r = static_cast<std::size_t>(c.rank());
+      share[r] = summation_share(c, n, root, o);
+      // The generator form, recording which operands this rank asks for.
+      auto x = co_await summation<mat2>(
+          c, n, [&](std::int64_t i) { read[r].push_back(i); return ops[static_cast<std::size_t>(i)]; }, prod, root, o);
+      if (!x) co_return fail(x.error());
+      // The span form.
+      auto y = co_await summation(c, std::span<const mat2>(ops), prod, root, o);
+      if (!y) co_return fail(y.error());
+      if (!(*x == *y)) co_return fail(errc::protocol_violation);
+      got[r] = *x;
+      co_return result<void>{};
+    });
+    for (auto& r : res) REQUIRE(r);
+    CHECK(got[static_cast<std::size_t>(root)] == want);
+    // Every operand read by exactly one rank, and each rank read exactly its share.
+    std::vector<int> times(static_cast<std::size_t>(n));
+    for (std::size_t r = 0; r < P; ++r) {
+      std::vector<std::int64_t> mine;
+      for (const auto& s : share[r])
+        for (std::int64_t i = s.first; i < s.first + s.count; ++i) mine.push_back(i);
+      CHECK(read[r] == mine);
+      for (auto i : read[r]) ++times[static_cast<std::size_t>(i)];
+      if (r != static_cast<std::size_t>(root)) CHECK(got[r] == mat2{});
+    }
+    CHECK(std::count(times.begin(), times.end(), 1) == n);
+  }
+}
+
+TEST_CASE("summation: bad arguments are refused with the reason", "[local][logp]") {
+  testing::local_test_world w(2);
+  auto res = w.run_all([&](communicator& c) -> task<result<void>> {
+    auto a = co_await summation<int>(c, 0, [](std::int64_t) { return 1; }, ops::sum);
+    if (a || c.last_error().find("at least one operand") == std::string::npos) co_return fail(errc::protocol_violation);
+    auto b = co_await summation<int>(c, 5, [](std::int64_t) { return 1; }, ops::sum, 2);
+    if (b || c.last_error().find("root 2") == std::string::npos) co_return fail(errc::protocol_violation);
+    auto d = co_await summation<int>(c, 5, [](std::int64_t) { return 1; }, ops::sum, 0, {.alg = algorithm::circulant});
+    if (d || c.last_error().find("logp_tree") == std::string::npos) co_return fail(errc::protocol_violation);
+    auto e = co_await summation<int>(c, 5, [](std::int64_t) { return 1; }, ops::sum);
+    if (!e || (c.rank() == 0 && *e != 5)) co_return fail(errc::protocol_violation);
+    co_return result<void>{};
+  });
+  for (auto& r : res) CHECK(r);
+  CHECK_THROWS_AS(summation_share(w.comms()[0], 0), std::invalid_argument);
+}

@@ -245,3 +245,97 @@ TEST_CASE("combining broadcast: the plan's time in the postal model, every rank 
       CHECK(rep.unreceived == 0);
     }
 }
+
+namespace {
+
+// 2x2 matrices of uint32 (mod 2^32): associative, not commutative.
+struct mat2 {
+  std::uint32_t a = 1, b = 0, c = 0, d = 1;
+  friend bool operator==(const mat2&, const mat2&) = default;
+};
+mat2 mul(const mat2& x, const mat2& y) {
+  return {x.a * y.a + x.b * y.c, x.a * y.b + x.b * y.d, x.c * y.a + x.d * y.c, x.c * y.b + x.d * y.d};
+}
+mat2 operand(std::int64_t i) {
+  const auto u = static_cast<std::uint32_t>(i);
+  return {u * 3 + 1, u ^ 5, u + 7, u * u + 2};
+}
+
+}  // namespace
+
+TEST_CASE("Figure 6: t = 28, P = 8, L = 5, g = 4, o = 2 sums 79 operands", "[logp]") {
+  // The pattern is Figure 1's tree (L + 1 = 6, o = 2, g = 4) reversed: labels 0 10 14
+  // 18 20 22 24 24 send at 28 18 14 10 8 6 4 4. The root receives 4 sums and keeps
+  // 28 - 4 (o + 1) + 1 = 17 operands; the node labelled 10 receives 2: 18 - 6 + 1 = 13;
+  // the one labelled 14 receives 1: 14 - 3 + 1 = 12; the leaves S + 1: 11 9 7 5 5.
+  // 17 + 13 + 12 + 11 + 9 + 7 + 5 + 5 = 79 = (28 + 18 + 14 + 10 + 8 + 6 + 4 + 4) - o (P - 1) + 1.
+  CHECK(logp::summation_capacity(28, 8, {5, 2, 4}) == 79);
+  CHECK(logp::summation_capacity(27, 8, {5, 2, 4}) < 79);
+  const auto plan = logp::summation_schedule(79, 8, {5, 2, 4});
+  CHECK(plan.t == 28);
+  REQUIRE(plan.nodes.size() == 8);
+  std::vector<std::int64_t> own;
+  for (const auto& nd : plan.nodes) {
+    std::int64_t k = 0;
+    for (const auto& s : nd.local) k += s.count;
+    own.push_back(k);
+  }
+  CHECK(own == std::vector<std::int64_t>{17, 13, 12, 11, 9, 7, 5, 5});
+  CHECK(logp::summation_schedule(80, 8, {5, 2, 4}).t == 29);
+}
+
+TEST_CASE("summation plans: Lemma 5.1's count, least t, every operand once in order", "[logp]") {
+  const logp::params grid[] = {{5, 2, 4}, {1, 0, 1}, {3, 1, 1}, {6, 0, 2}, {2, 3, 1}};
+  for (const auto& m : grid)
+    for (int P : {1, 2, 3, 8, 33, 100})
+      for (std::int64_t n : {1, 2, 3, 10, 77, 1000, 123457}) {
+        INFO("L " << m.L << " o " << m.o << " g " << m.g << " P " << P << " n " << n);
+        const auto plan = logp::summation_schedule(n, P, m);
+        // Lemma 5.1 over the nodes taking part: n(t) = sum S_v - o (P' - 1) + 1.
+        double sum_s = 0;
+        for (const auto& nd : plan.nodes) sum_s += nd.send;
+        const auto used = static_cast<double>(plan.nodes.size());
+        CHECK(plan.capacity == static_cast<std::int64_t>(sum_s - plan.m.o * (used - 1) + 1));
+        CHECK(plan.capacity >= n);
+        CHECK(logp::summation_capacity(plan.t, P, m) == plan.capacity);
+        if (plan.t > 0) CHECK(logp::summation_capacity(plan.t - 1, P, m) < n);
+        // The ranges tile 0 .. n-1, each node's subtree contiguous.
+        std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+        for (const auto& nd : plan.nodes)
+          for (const auto& s : nd.local)
+            if (s.count) ranges.emplace_back(s.first, s.count);
+        std::sort(ranges.begin(), ranges.end());
+        std::int64_t next = 0;
+        for (const auto& [first, count] : ranges) {
+          CHECK(first == next);
+          next = first + count;
+        }
+        CHECK(next == n);
+      }
+}
+
+TEST_CASE("summation in the simulator: the plan's time, the ordered product", "[logp][sim]") {
+  const logp::params grid[] = {{5, 2, 4}, {1, 0, 1}, {3, 1, 1}, {6, 0, 2}, {2, 3, 1}};
+  for (const auto& m : grid)
+    for (int P : {1, 2, 3, 5, 8, 13, 40})
+      for (std::int64_t n : {1, 2, 5, 64, 999}) {
+        INFO("L " << m.L << " o " << m.o << " g " << m.g << " P " << P << " n " << n);
+        sim::world w(P, sim::model::logp(m.L, m.o, m.g));
+        auto comms = w.communicators();
+        const int root = P / 2;
+        std::vector<mat2> got(static_cast<std::size_t>(P));
+        const auto prod = reduction<mat2>::custom([](const mat2& x, const mat2& y) { return mul(x, y); }, non_commutative);
+        auto res = w.run_all(comms, [&](communicator& c) -> task<result<void>> {
+          auto r = co_await summation<mat2>(c, n, operand, prod, root);
+          if (!r) co_return fail(r.error());
+          got[static_cast<std::size_t>(c.rank())] = *r;
+          co_return result<void>{};
+        });
+        for (auto& r : res) REQUIRE(r);
+        mat2 want = operand(0);
+        for (std::int64_t i = 1; i < n; ++i) want = mul(want, operand(i));
+        CHECK(got[static_cast<std::size_t>(root)] == want);
+        const auto plan = logp::summation_schedule(n, P, m);
+        CHECK(w.take_report().finish_time == plan.t);
+      }
+}

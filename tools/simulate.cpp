@@ -195,6 +195,29 @@ run_outcome run_alltoall(sim::world& w, std::vector<communicator>& comms, const 
   return o;
 }
 
+// --bytes is n, the operand count: operand i is byte_of(0, i), summed mod 256 in order.
+run_outcome run_summation(sim::world& w, std::vector<communicator>& comms, const sim_params& sp) {
+  std::vector<std::uint8_t> got(static_cast<std::size_t>(sp.p));
+  const auto n = static_cast<std::int64_t>(sp.bytes);
+  auto res = w.run_all(comms, [&](communicator& c) -> task<result<void>> {
+    auto r = co_await summation<std::uint8_t>(
+        c, n, [](std::int64_t i) { return byte_of(0, static_cast<std::size_t>(i)); }, ops::sum, sp.root);
+    if (!r) co_return fail(r.error());
+    got[static_cast<std::size_t>(c.rank())] = *r;
+    co_return result<void>{};
+  });
+  run_outcome o;
+  o.error = first_failure(res, comms);
+  o.ok = o.error.empty();
+  if (o.ok) {
+    unsigned want = 0;
+    for (std::int64_t i = 0; i < n; ++i) want += byte_of(0, static_cast<std::size_t>(i));
+    if (got[static_cast<std::size_t>(sp.root)] != static_cast<std::uint8_t>(want)) o = {false, "the root holds a wrong sum"};
+    o.verified = o.ok;
+  }
+  return o;
+}
+
 // Reductions sum bytes (mod 256), so that --bytes is exactly the message size.
 std::uint8_t sum_of(int p, std::size_t i) {
   unsigned s = 0;
@@ -280,6 +303,15 @@ const std::vector<entry>& registry() {
       {"reduce", "binomial", algorithm::binomial,
        "rank-ordered binomial tree, any associative operator: ceil(log2 p) rounds (+1 if root != 0)",
        [](auto& w, auto& c, auto& sp) { return run_reduction(w, c, sp, "reduce", algorithm::binomial); }},
+      {"summation", "logp_tree", algorithm::logp_tree,
+       "Karp et al. 1993, Section 5: n operands (--bytes) summed in least time, the broadcast tree for L + 1 reversed; "
+       "unit-time additions",
+       [](auto& w, auto& c, auto& sp) { return run_summation(w, c, sp); },
+       [](const sim::model& m, const sim_params& sp) -> std::optional<figure> {
+         if (!logp_like(m) || sp.bytes < 1) return std::nullopt;
+         const auto plan = logp::summation_schedule(static_cast<std::int64_t>(sp.bytes), sp.p, {m.L, m.o, m.g});
+         return figure{"least t with N(t) >= n (Lemma 5.1)", plan.t};
+       }},
       {"reduce_scatter_block", "circulant", algorithm::circulant,
        "Träff 2024, Observation 1.4: Algorithm 7 backwards, n - 1 + ceil(log2 p) rounds",
        [](auto& w, auto& c, auto& sp) { return run_reduction(w, c, sp, "reduce_scatter_block", algorithm::circulant); }},
@@ -329,10 +361,10 @@ int cmd_simulate(int argc, char** argv) {
                    "Runs a collective on P simulated ranks (one process, virtual time) under a cost model and prints\n"
                    "what happened: finish time, rounds, messages, bytes, the longest chain of messages, per-rank\n"
                    "finish times. Every rank's result is checked unless the buffers would not fit in memory.");
-  args.option("collective", "C", "broadcast, allgather, allgatherv, alltoall, reduce, reduce_scatter_block, reduce_scatter, allreduce")
+  args.option("collective", "C", "broadcast, allgather, allgatherv, alltoall, reduce, reduce_scatter_block, reduce_scatter, allreduce, summation")
       .option("algorithm", "A", "an algorithm of that collective (see --list)", "automatic")
       .option("p", "P", "number of ranks")
-      .option("bytes", "M", "message size (allgather: per rank; alltoall: per pair of ranks; allgatherv, reduce_scatter(_block): in total)", "1")
+      .option("bytes", "M", "message size (allgather: per rank; alltoall: per pair of ranks; allgatherv, reduce_scatter(_block): in total; summation: the operand count n)", "1")
       .option("blocks", "n", "pipelining depth (default: from the model, 1 under rounds)")
       .option("root", "r", "root rank of broadcast and reduce", "0")
       .option("counts", "HOW", "allgatherv / reduce_scatter counts: even, skewed (every 4th rank 0), one (all on the last rank)", "even")

@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstring>
+#include <functional>
 #include <optional>
 #include <span>
 #include <type_traits>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "optcast/communicator.hpp"
+#include "optcast/logp.hpp"
 #include "optcast/reduction.hpp"
 
 namespace optcast {
@@ -85,6 +88,8 @@ task<result<void>> reduce_scatter_bytes(communicator& c, std::span<const std::by
                                         collective_options opts);
 task<result<void>> alltoall_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
                                   std::size_t elem, collective_options opts);
+task<result<void>> summation_bytes(communicator& c, std::int64_t n, operand_loader load, std::span<std::byte> out,
+                                   erased_reduction op, int root, collective_options opts);
 }  // namespace detail
 
 // The circulant family (Träff, Observation 1 and Appendix A). Every rank passes the same
@@ -165,5 +170,49 @@ task<result<void>> alltoall(communicator& c, std::span<const std::type_identity_
                             collective_options opts = {}) {
   return detail::alltoall_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), sizeof(T), opts);
 }
+
+// Optimal summation (Karp et al., Section 5): n operands X_0 .. X_{n-1} combined into
+// X_0 (+) X_1 (+) ... (+) X_{n-1} at `root`, in the least time the LogP model allows
+// when one application of `op` takes one time unit. The library distributes the
+// operands: each rank reads only its share (summation_share), numbered so that any
+// associative operator works, commutative or not (logp.hpp, summation_plan).
+//
+// L, o and g are in units of one application of the operator: opts.model, else the
+// fabric's model (the simulator's), else the communicator's, read in microseconds (an
+// application taken as 1 us until calibration says otherwise).
+//
+// The root's result is the sum; other ranks get a value-initialised T.
+template <class T>
+  requires std::is_trivially_copyable_v<T> && std::default_initializable<T>
+task<result<T>> summation(communicator& c, std::int64_t n, std::function<T(std::int64_t)> operand,
+                          reduction<std::type_identity_t<T>> op, int root = 0, collective_options opts = {}) {
+  T out{};
+  auto load = [&operand](std::int64_t i, std::byte* dst) {
+    const T v = operand(i);
+    std::memcpy(dst, &v, sizeof(T));
+  };
+  auto r = co_await detail::summation_bytes(c, n, load, std::as_writable_bytes(std::span<T>(&out, 1)), op.erased(), root,
+                                            opts);
+  if (!r) co_return fail(r.error());
+  if (c.rank() != root) out = T{};  // it held this rank's partial sum
+  co_return out;
+}
+
+// The same with all n operands in memory on every rank (each reads only its share).
+template <class T>
+  requires std::is_trivially_copyable_v<T> && std::default_initializable<T>
+task<result<T>> summation(communicator& c, std::span<const T> operands,
+                          reduction<std::type_identity_t<T>> op, int root = 0, collective_options opts = {}) {
+  return summation<T>(
+      c, static_cast<std::int64_t>(operands.size()),
+      [operands](std::int64_t i) { return operands[static_cast<std::size_t>(i)]; }, std::move(op), root, opts);
+}
+
+// The plan summation() runs for n operands on this communicator, and the operand index
+// ranges this rank sums itself (empty if the plan leaves it idle). Throws
+// std::invalid_argument for n < 1 or impossible model parameters.
+logp::summation_plan summation_plan_for(communicator& c, std::int64_t n, collective_options opts = {});
+std::vector<logp::summation_plan::segment> summation_share(communicator& c, std::int64_t n, int root = 0,
+                                                          collective_options opts = {});
 
 }  // namespace optcast

@@ -21,6 +21,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
@@ -35,6 +36,9 @@ namespace detail {
 
 // The type-erased operator the algorithms see: out[i] = left[i] (+) right[i] for
 // `count` elements; out may alias left or right.
+// Writes operand `index` (one element) to `out`.
+using operand_loader = std::function<void(std::int64_t index, std::byte* out)>;
+
 struct erased_reduction {
   std::size_t elem = 1;
   bool commutative = true;
