@@ -78,3 +78,36 @@ TEST_CASE("a rank that dies mid-broadcast fails the others with peer lost", "[ru
   CHECK(failed >= 3);  // rank 3 and the ranks its blocks are routed through
 }
 
+
+TEST_CASE("posted_op: a receive posted ahead, awaited later; one never awaited is withdrawn", "[runtime][local]") {
+  optcast::local::world w(2);
+  auto comms = w.communicators();
+  std::vector<std::byte> early(64), late(64);
+  const auto a = bytes(64, 1), b = bytes(64, 2);
+  auto res = w.run_all(comms, [&](communicator& c) -> task<result<void>> {
+    auto& f = c.get_fabric();
+    if (c.rank() == 1) {
+      {  // posted and dropped: it must not take the message meant for the receive below
+        posted_op dropped;
+        dropped.start(f.recv(0, {7, 2}, early));
+      }
+      posted_op ahead;
+      ahead.start(f.recv(0, {7, 1}, early));
+      // Tell rank 0 to go on only now: its sends come after the receive was posted.
+      if (auto r = co_await f.send(0, {7, 0}, std::span<const std::byte>()); !r) co_return fail(r.error());
+      if (auto r = co_await ahead.finished(); !r || *r != 64) co_return fail(errc::protocol_violation);
+      auto r = co_await f.recv(0, {7, 2}, late);
+      if (!r) co_return fail(r.error());
+      co_return result<void>{};
+    }
+    if (auto r = co_await f.recv(1, {7, 0}, std::span<std::byte>()); !r) co_return fail(r.error());
+    if (auto r = co_await f.send(1, {7, 1}, a); !r) co_return fail(r.error());
+    auto r = co_await f.send(1, {7, 2}, b);
+    if (!r) co_return fail(r.error());
+    co_return result<void>{};
+  });
+  CHECK(res[0]);
+  CHECK(res[1]);
+  CHECK(early == a);
+  CHECK(late == b);
+}
