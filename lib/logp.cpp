@@ -119,7 +119,10 @@ std::int64_t most_by(const std::vector<std::int64_t>& w, int L, int T, std::int6
   return c[static_cast<std::size_t>(T)];
 }
 
-// Depth-first, larger windows first: a chain with w_T == P, T fixed.
+// A chain with w_T == P, T fixed: limited discrepancy search around "the largest window
+// that still fits", allowing d other choices (a smaller window, or none) along the way
+// for d = 0, 1, 2, ... within the node budget. Few deviations from the largest windows
+// suffice when a chain exists (the largest windows are what reach P by T at all).
 struct chain_search {
   std::int64_t P;
   int L, T;
@@ -128,29 +131,31 @@ struct chain_search {
   std::vector<std::int64_t> w{1};
   std::vector<int> from{-1};
 
-  bool run() {
+  bool run(int d) {
     const auto j = static_cast<int>(w.size());
     if (w.back() == P) return true;
     if (j > T || ++visited > budget) return false;
     if (most_by(w, L, T, P) < P) return false;
+    int choice = 0;
     std::int64_t last = -1;
-    for (int t = j - L; t >= 0; --t) {
-      const std::int64_t v = w[static_cast<std::size_t>(t)];
+    for (int t = std::max(j - L, -1); t >= -1 && choice <= d; --t) {
+      const std::int64_t v = t >= 0 ? w[static_cast<std::size_t>(t)] : 0;  // t = -1: no message
       if (v == last || w.back() + v > P) continue;
       last = v;
+      const int cost = choice++ > 0 ? 1 : 0;
       w.push_back(w.back() + v);
       from.push_back(t);
-      if (run()) return true;
+      if (run(d - cost)) return true;
       w.pop_back();
       from.pop_back();
       if (visited > budget) return false;
     }
-    // No message this step (the only choice before step L).
-    w.push_back(w.back());
-    from.push_back(-1);
-    if (run()) return true;
-    w.pop_back();
-    from.pop_back();
+    return false;
+  }
+
+  bool run() {
+    for (int d = 0; d <= T && visited <= budget; ++d)
+      if (run(d)) return true;
     return false;
   }
 };

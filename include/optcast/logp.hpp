@@ -69,9 +69,11 @@ std::shared_ptr<const broadcast_tree> tree_for(int P, params m);
 //  - chain: the same shift-invariant pattern with windows w_0 = 1, w_j = w_{j-1} + w_t
 //    for a chosen t <= j - L (or w_j = w_{j-1}): rank i receives at step j the value of
 //    w_t operands rank i - w_{j-1} had at step t and sent at j - L, keeping the window
-//    contiguous and disjoint. A depth-first search finds the shortest chain with
-//    w_T = P (for L = 1 these are Brauer's star addition chains, which need more than
-//    ceil(log2 P) steps for most P).
+//    contiguous and disjoint. A limited discrepancy search around the largest windows
+//    looks for a chain with w_T = P for T = B(P), B(P) + 1, ... (for L = 1 these are
+//    Brauer's star addition chains, which need more than ceil(log2 P) steps for most P).
+//    Measured for P <= 5000: T = B(P) for 50-93% of P (L = 2 .. 8), never above B(P) + 1;
+//    up to P = 2^24 - 1 within B(P) + 3.
 //  - fold: P' = f_{T'} <= P < f_{T'+1}; the P - P' < P' other ranks send their values to
 //    ranks 0 .. P-P'-1 first, the P' ranks run the paper's schedule from step L, and send
 //    the result back: T' + 2L = B(P) + 2L - 1 steps.
