@@ -73,7 +73,7 @@ std::shared_ptr<const broadcast_tree> tree_for(int P, params m);
 //    looks for a chain with w_T = P for T = B(P), B(P) + 1, ... (for L = 1 these are
 //    Brauer's star addition chains, which need more than ceil(log2 P) steps for most P).
 //    Measured for P <= 5000: T = B(P) for 50-93% of P (L = 2 .. 8), never above B(P) + 1;
-//    up to P = 2^24 - 1 within B(P) + 3.
+//    for sampled P up to 2^24 - 1 (1000, 4095, 65535, 10^5, 10^6) within B(P) + 3.
 //  - fold: P' = f_{T'} <= P < f_{T'+1}; the P - P' < P' other ranks send their values to
 //    ranks 0 .. P-P'-1 first, the P' ranks run the paper's schedule from step L, and send
 //    the result back: T' + 2L = B(P) + 2L - 1 steps.
