@@ -7,6 +7,7 @@
 #include <queue>
 #include <stdexcept>
 #include <tuple>
+#include <utility>
 
 namespace optcast::logp {
 
@@ -333,6 +334,103 @@ summation_plan summation_schedule(std::int64_t n, int P, params m) {
       }
       nd.local[i].first = pos;
       pos += nd.local[i].count;
+    }
+  }
+  return plan;
+}
+
+kitem_plan kitem_buffered(int P, int L, int k) {
+  if (P < 1 || L < 1 || k < 1) throw std::invalid_argument("optcast::logp::kitem_buffered: need P, L, k >= 1");
+  kitem_plan plan;
+  plan.P = P;
+  plan.L = L;
+  plan.k = k;
+  plan.sends.resize(static_cast<std::size_t>(P));
+  plan.receives.resize(static_cast<std::size_t>(P));
+  const int N = P - 1;
+  if (N == 0) return plan;
+  const auto tr = tree_for(N, {static_cast<double>(L), 0, 1});
+  const auto d = [&](int v) { return static_cast<std::int64_t>(tr->label(v)); };
+  // Blocks: internal nodes in node order take consecutive processors 1, 2, ...
+  std::vector<int> block(static_cast<std::size_t>(N), -1);
+  std::vector<int> leaves;
+  int next = 1;
+  for (int v = 0; v < N; ++v) {
+    const auto r = static_cast<int>(tr->children(v).size());
+    if (r) {
+      block[static_cast<std::size_t>(v)] = next;
+      next += r;
+    } else {
+      leaves.push_back(v);  // node order is label order
+    }
+  }
+  struct arrival {
+    std::int64_t time;
+    int item;
+    bool active;
+    int from;
+  };
+  std::vector<std::vector<arrival>> in(static_cast<std::size_t>(P));
+  std::vector<int> proc(static_cast<std::size_t>(N));
+  std::vector<char> busy(static_cast<std::size_t>(P));
+  for (int i = 0; i < k; ++i) {
+    std::fill(busy.begin(), busy.end(), 0);
+    for (int v = 0; v < N; ++v)
+      if (const int b = block[static_cast<std::size_t>(v)]; b >= 0) {
+        const auto r = static_cast<int>(tr->children(v).size());
+        proc[static_cast<std::size_t>(v)] = b + i % r;
+        busy[static_cast<std::size_t>(b + i % r)] = 1;
+      }
+    int q = 1;
+    for (int v : leaves) {
+      while (busy[static_cast<std::size_t>(q)]) ++q;
+      proc[static_cast<std::size_t>(v)] = q++;
+    }
+    const auto root = static_cast<std::size_t>(proc[0]);
+    plan.sends[0].push_back({i, proc[0], i});
+    in[root].push_back({i + L, i, N > 1 && block[0] >= 0, 0});
+    for (int v = 0; v < N; ++v) {
+      const auto kids = tr->children(v);
+      const int from = proc[static_cast<std::size_t>(v)];
+      for (std::size_t j = 0; j < kids.size(); ++j) {
+        const int c = kids[j];
+        const int to = proc[static_cast<std::size_t>(c)];
+        const std::int64_t t = i + L + d(v) + static_cast<std::int64_t>(j);
+        plan.sends[static_cast<std::size_t>(from)].push_back({i, to, t});
+        in[static_cast<std::size_t>(to)].push_back({t + L, i, block[static_cast<std::size_t>(c)] >= 0, from});
+      }
+    }
+  }
+  for (auto& s : plan.sends)
+    std::stable_sort(s.begin(), s.end(), [](const auto& a, const auto& b) { return a.time < b.time; });
+  // Each processor: what it is internal for as it arrives, otherwise the oldest waiting.
+  for (int p = 1; p < P; ++p) {
+    auto& a = in[static_cast<std::size_t>(p)];
+    std::sort(a.begin(), a.end(), [](const arrival& x, const arrival& y) {
+      return std::tie(x.time, x.item) < std::tie(y.time, y.item);
+    });
+    using waiting = std::tuple<std::int64_t, int, int>;  // arrival, item, from
+    std::priority_queue<waiting, std::vector<waiting>, std::greater<>> buf;
+    std::size_t idx = 0;
+    auto& out = plan.receives[static_cast<std::size_t>(p)];
+    for (std::int64_t t = a.empty() ? 0 : a.front().time; idx < a.size() || !buf.empty(); ++t) {
+      const arrival* act = nullptr;
+      for (; idx < a.size() && a[idx].time <= t; ++idx) {
+        if (a[idx].active && a[idx].time == t)
+          act = &a[idx];
+        else
+          buf.emplace(a[idx].time, a[idx].item, a[idx].from);
+      }
+      if (act) {
+        out.push_back({act->item, act->from, t});
+      } else if (!buf.empty()) {
+        const auto [at, item, from] = buf.top();
+        buf.pop();
+        out.push_back({item, from, t});
+      } else {
+        continue;
+      }
+      plan.finish = std::max(plan.finish, t);
     }
   }
   return plan;

@@ -3,6 +3,10 @@
 // LogP time equals B(P) exactly.
 #include <catch2/catch.hpp>
 
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "optcast/collectives.hpp"
@@ -338,4 +342,51 @@ TEST_CASE("summation in the simulator: the plan's time, the ordered product", "[
         const auto plan = logp::summation_schedule(n, P, m);
         CHECK(w.take_report().finish_time == plan.t);
       }
+}
+
+TEST_CASE("buffered k-item plans reach B(P-1) + L + k - 1, every rule of the model kept", "[logp]") {
+  std::string failure;
+  for (int L = 1; L <= 8 && failure.empty(); ++L)
+    for (int P = 1; P <= 200 && failure.empty(); ++P)
+      for (int k : {1, 2, 3, 4, 5, 7, 8, 13, 20, 31, 40}) {
+        const auto plan = logp::kitem_buffered(P, L, k);
+        const auto why = [&](const std::string& w) {
+          failure = "L " + std::to_string(L) + " P " + std::to_string(P) + " k " + std::to_string(k) + ": " + w;
+        };
+        // The source sends item i once, at step i.
+        if (P > 1) {
+          bool single = plan.sends[0].size() == static_cast<std::size_t>(k);
+          for (std::size_t i = 0; single && i < plan.sends[0].size(); ++i)
+            single = plan.sends[0][i].item == static_cast<int>(i) && plan.sends[0][i].time == static_cast<std::int64_t>(i);
+          if (!single) { why("the source is not single-sending"); break; }
+        }
+        std::map<std::tuple<int, int, int>, std::int64_t> sent;  // (from, to, item) -> step
+        for (int p = 0; p < P && failure.empty(); ++p) {
+          std::set<std::int64_t> steps;
+          for (const auto& s : plan.sends[static_cast<std::size_t>(p)]) {
+            if (!steps.insert(s.time).second) why("rank " + std::to_string(p) + " sends twice in one step");
+            if (!sent.emplace(std::tuple{p, s.peer, s.item}, s.time).second) why("a message sent twice");
+          }
+        }
+        for (int p = 1; p < P && failure.empty(); ++p) {
+          const auto& rs = plan.receives[static_cast<std::size_t>(p)];
+          std::map<int, std::int64_t> got;  // item -> step received
+          std::set<std::int64_t> steps;
+          for (const auto& r : rs) {
+            if (!steps.insert(r.time).second) why("rank " + std::to_string(p) + " receives twice in one step");
+            if (!got.emplace(r.item, r.time).second) why("rank " + std::to_string(p) + " receives an item twice");
+            const auto it = sent.find({r.peer, p, r.item});
+            if (it == sent.end()) why("a reception nobody sent");
+            else if (it->second + L > r.time) why("a reception before its arrival");
+          }
+          if (got.size() != static_cast<std::size_t>(k)) why("rank " + std::to_string(p) + " misses items");
+          // A send forwards an item received at or before its step.
+          for (const auto& s : plan.sends[static_cast<std::size_t>(p)])
+            if (!got.count(s.item) || got[s.item] > s.time) why("rank " + std::to_string(p) + " forwards what it has not got");
+        }
+        if (failure.empty() && P > 1 && plan.finish != static_cast<std::int64_t>(logp::B(P - 1, {static_cast<double>(L), 0, 1})) + L + k - 1)
+          why("finish " + std::to_string(plan.finish));
+        if (!failure.empty()) break;
+      }
+  CHECK(failure == "");
 }

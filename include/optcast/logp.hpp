@@ -143,6 +143,34 @@ summation_plan summation_schedule(std::int64_t n, int P, params m);
 // N(t) for P processors: the most operands the optimal lazy pattern sums by time t.
 std::int64_t summation_capacity(double t, int P, params m);
 
+// Section 3.5, k-item broadcast when receives may be chosen from what has arrived (the
+// paper's "modified model": a buffer per processor, one reception per step), in the
+// postal model with latency L steps. Processor 0 is the source; it sends item i
+// (0-based) once, at step i, to the root of item i's tree; the others (1 .. P-1) run
+// the optimal tree T for P - 1 nodes per item with the block-cyclic assignment of
+// Section 3.2/3.4: an internal node with r children gets a block of r processors, the
+// j-th of which plays it for the items i = j (mod r), so its r sends of one item end
+// before its next item arrives; the leaves of item i go, in label order, to the
+// processors not internal for item i, in processor order. The one processor left over
+// is receive-only. Each processor receives an item for which it is internal as it
+// arrives and the rest oldest first.
+//
+// The paper omits the assignment of leaves and the proof. This one is checked by
+// kitem_buffered_test against the lower bound B(P - 1) + L + k - 1 (plan.finish) for
+// every P <= 200, L <= 8 and k in a grid up to 40.
+struct kitem_plan {
+  struct transfer {
+    int item = 0;
+    int peer = 0;            // to (a send) or from (a receive)
+    std::int64_t time = 0;   // a send's step; a receive's step (its arrival is at or before)
+  };
+  int P = 1, L = 1, k = 1;
+  std::int64_t finish = 0;   // the last reception's step
+  std::vector<std::vector<transfer>> sends;     // per processor, in step order
+  std::vector<std::vector<transfer>> receives;  // per processor, in the order received
+};
+kitem_plan kitem_buffered(int P, int L, int k);
+
 // The postal latency, in steps of max(g, o), of a LogP machine: a value sent at step s
 // can be combined and forwarded ceil((L + 2o) / max(g, o)) steps later.
 int postal_steps(params m);
