@@ -124,6 +124,32 @@ TEST_CASE("compute: the model charges local work, real fabrics do not wait", "[s
   CHECK(lres[1]);
 }
 
+TEST_CASE("choosing receivers take the receive posted first, not the message first in", "[sim]") {
+  // postal(2): ranks 0 and 1 send to 2 at time 0; both arrive at 2. Rank 2 posts its
+  // receive from 1 first, then from 0, and forwards what it got from 1 to rank 3 at
+  // once. Arrival order (0's message was sent first) gives rank 2 that one at 2 and
+  // 1's at 3, so rank 3 has it at 5; a choosing receiver takes 1's at 2: rank 3 at 4.
+  auto body = [](fabric& f, std::vector<std::byte>& buf) -> task<result<void>> {
+    const int v = f.rank();
+    if (v < 2) co_return ok(co_await f.send(2, {0, static_cast<std::uint32_t>(v)}, buf));
+    if (v == 3) co_return ok(co_await f.recv(2, {0, 9}, buf));
+    std::vector<std::byte> other(buf.size());
+    posted_op from1, from0;
+    from1.start(f.recv(1, {0, 1}, buf));
+    from0.start(f.recv(0, {0, 0}, other));
+    if (auto r = co_await from1.finished(); !r) co_return fail(r.error());
+    if (auto r = co_await f.send(3, {0, 9}, buf); !r) co_return fail(r.error());
+    co_return ok(co_await from0.finished());
+  };
+  auto fifo = simulate(4, sim::model::postal(2), 8, body);
+  CHECK(finishes(fifo) == std::vector<double>{0, 0, 3, 5});
+  auto chosen = simulate(4, sim::model::postal(2).choosing(), 8, body);
+  CHECK(finishes(chosen) == std::vector<double>{0, 0, 3, 4});
+  CHECK(chosen.model == "postal:2 (1 port, choosing receivers)");
+  CHECK_FALSE(chosen.error);
+  CHECK(chosen.unreceived == 0);
+}
+
 TEST_CASE("LogP star: consecutive sends g apart, or o apart when o > g", "[sim]") {
   // g >= o (L = 6, o = 2, g = 4): sends start at 0, 4, 8, 12 and arrive 10 later; these
   // are the labels of the root's children in Karp et al.'s universal tree, t + ig + L + 2o.

@@ -370,6 +370,7 @@ int cmd_simulate(int argc, char** argv) {
       .option("counts", "HOW", "allgatherv / reduce_scatter counts: even, skewed (every 4th rank 0), one (all on the last rank)", "even")
       .option("model", "MODEL", "rounds, postal:L, logp:L,o,g or loggp:L,o,g,G", "rounds")
       .option("ports", "k", "ports per rank (k-port model)", "1")
+      .flag("choose", "receivers choose among arrived messages, receives posted first first (Karp et al. 3.5)")
       .flag("json", "one JSON object instead of text")
       .flag("list", "list every collective and algorithm with its source, and exit")
       .flag("no-verify", "do not check results (and share one buffer among all ranks)");
@@ -392,6 +393,10 @@ int cmd_simulate(int argc, char** argv) {
   std::string why;
   auto model = sim::model::parse(args.get("model"), ports, &why);
   if (!model) args.die("--model: " + why);
+  if (args.get_flag("choose")) {
+    if (model->kind == sim::model_kind::rounds) args.die("--choose: not under the rounds model (postal, logp or loggp)");
+    model->choose = true;
+  }
   const std::string coll = args.get("collective"), alg_name = args.get("algorithm");
   auto alg = parse_algorithm(alg_name);
   if (!alg) args.die("--algorithm '" + alg_name + "': automatic, circulant, binomial, logp_tree or staggered");

@@ -33,12 +33,14 @@ struct message {
   bool buffered = false;        // the payload is in `payload`, not yet in a receive
   bool in_list = false;         // in the receiver's list of unmatched messages
   bool rx_done = false;         // handed to a receive, or dropped (its receive failed)
+  bool arrived = false;         // choosing receivers: in the receiver's buffer
+  bool served = false;          // choosing receivers: its arrival window is taken
   std::uint8_t events = 0;      // scheduled events that refer to it
   std::vector<std::byte> payload;
   std::uint32_t next = none, prev = none;  // the receiver's list of unmatched messages
 };
 
-enum class ev : std::uint8_t { send_done, arrive, available };
+enum class ev : std::uint8_t { send_done, arrive, available, port_free };
 
 struct event {
   double t;
@@ -95,6 +97,28 @@ struct world_state {
   std::string error_detail;
 
   bool rounds() const noexcept { return m.kind == model_kind::rounds; }
+  std::uint64_t posts = 0;  // receives posted so far: their order, for choosing receivers
+
+  // A message's arrival window and receiving overhead on a free incoming channel of
+  // its receiver, from now.
+  void take_window(message& mg, std::uint32_t idx) {
+    auto& dst = ranks[static_cast<std::size_t>(mg.dst)];
+    auto in = std::min_element(dst.in.begin(), dst.in.end(), [](const channel& a, const channel& b) {
+      return a.next_window < b.next_window;
+    });
+    const double ws = std::max(now, in->next_window);
+    const double wl = ws + (mg.last - mg.first);
+    in->next_window = wl + m.g;
+    const double rs = std::max(wl, in->overhead_free);
+    in->overhead_free = rs + m.o;
+    schedule(rs + m.o, idx, ev::available);
+    if (m.choose) schedule(in->next_window, idx, ev::port_free);
+  }
+
+  // Choosing receivers (model::choose): while an incoming channel of rank d is free,
+  // it takes, of the messages in its buffer whose receive is posted, the one whose
+  // receive was posted first.
+  void serve(int d);
 
   void schedule(double t, std::uint32_t msg, ev k) {
     ++msgs[msg].events;
@@ -377,6 +401,7 @@ private:
   bool start_recv(operation& op) {
     auto& w = *w_;
     auto& me = self();
+    op.fabric_ctx[1] = reinterpret_cast<void*>(static_cast<std::uintptr_t>(++w.posts));
     for (auto i = me.unmatched_head; i != none; i = w.msgs[i].next) {
       auto& mg = w.msgs[i];
       if (mg.src != op.peer || mg.tg != op.tg) continue;
@@ -396,6 +421,7 @@ private:
       op.fabric_state = st_bound;
       set_msg(op, i);
       me.bound.push_back(op);
+      if (w.m.choose && mg.arrived && !mg.served) w.serve(rank_);
       return false;
     }
     op.fabric_state = st_posted;
@@ -408,6 +434,26 @@ private:
 };
 
 }  // namespace
+
+void world_state::serve(int d) {
+  auto& rk = ranks[static_cast<std::size_t>(d)];
+  while (true) {
+    const bool free = std::any_of(rk.in.begin(), rk.in.end(), [&](const channel& c) { return c.next_window <= now; });
+    if (!free) return;
+    operation* best = nullptr;
+    rk.bound.find([&](const operation& op) {
+      const auto& mg = msgs[static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(op.fabric_ctx[0]))];
+      if (mg.arrived && !mg.served &&
+          (!best || reinterpret_cast<std::uintptr_t>(op.fabric_ctx[1]) < reinterpret_cast<std::uintptr_t>(best->fabric_ctx[1])))
+        best = const_cast<operation*>(&op);
+      return false;
+    });
+    if (!best) return;
+    const auto idx = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(best->fabric_ctx[0]));
+    msgs[idx].served = true;
+    take_window(msgs[idx], idx);
+  }
+}
 
 std::error_code world_state::deliver(message& mg, operation& op) {
   auto& st = ranks[static_cast<std::size_t>(op.owner->rank())];
@@ -474,19 +520,17 @@ bool world_state::step() {
   };
   switch (e.kind) {
     case ev::send_done: finish_send(); break;
-    case ev::arrive: {
-      auto& dst = ranks[static_cast<std::size_t>(mg.dst)];
-      auto in = std::min_element(dst.in.begin(), dst.in.end(), [](const channel& a, const channel& b) {
-        return a.next_window < b.next_window;
-      });
-      const double ws = std::max(now, in->next_window);
-      const double wl = ws + (mg.last - mg.first);
-      in->next_window = wl + m.g;
-      const double rs = std::max(wl, in->overhead_free);
-      in->overhead_free = rs + m.o;
-      schedule(rs + m.o, e.msg, ev::available);
+    case ev::arrive:
+      if (m.choose) {
+        // Choose once everything arriving at this time is in: the serve event comes
+        // after every arrival scheduled before it.
+        mg.arrived = true;
+        schedule(now, e.msg, ev::port_free);
+      } else {
+        take_window(mg, e.msg);
+      }
       break;
-    }
+    case ev::port_free: serve(mg.dst); break;
     case ev::available: {
       mg.available = true;
       if (rounds()) finish_send();  // the round is over for the sender too
@@ -600,7 +644,7 @@ std::string model::describe() const {
       s = "loggp:" + fmt_time(L) + "," + fmt_time(o) + "," + fmt_time(g) + "," + fmt_time(G);
       break;
   }
-  return s + " (" + std::to_string(ports) + (ports == 1 ? " port)" : " ports)");
+  return s + " (" + std::to_string(ports) + (ports == 1 ? " port" : " ports") + (choose ? ", choosing receivers)" : ")");
 }
 
 std::string report::json() const {

@@ -35,7 +35,12 @@
 //   (the papers' analyses, e.g. Karp et al.'s all-to-all in L + 2o + (P-2)g, need this).
 //   Waiting for a channel is the model, not a violation.
 //
-// Nothing is charged for computation between messages. Deadlines: the simulator does
+// Choosing receivers (model::choose): as above, but an arrived message waits in the
+//   receiver's buffer until its receive is posted; whenever an incoming channel is
+//   free, it takes, of the buffered messages whose receives are posted, the one posted
+//   first (its window then starts, and the overhead follows as above).
+//
+// Computation costs what fabric::compute(t) says: t passes for the rank. Deadlines: the simulator does
 // not use wall-clock deadlines; a rank that can never progress is found at once instead:
 // when no message is in flight and some rank still waits, the run fails with
 // errc::deadlock naming the waiting ranks, their peers and tags.
@@ -58,6 +63,15 @@ struct model {
   model_kind kind = model_kind::rounds;
   double L = 1, o = 0, g = 1, G = 0;
   int ports = 1;
+  // Choosing receivers (Karp et al. 3.5's modified model; not under rounds): arrived
+  // messages wait in the receiver's buffer, and a free incoming channel takes the one
+  // whose receive was posted first, not the one that arrived first.
+  bool choose = false;
+  model choosing() const {
+    model c = *this;
+    c.choose = true;
+    return c;
+  }
 
   static model rounds(int ports = 1) { return {model_kind::rounds, 1, 0, 1, 0, ports}; }
   static model postal(double L, int ports = 1) { return {model_kind::postal, L, 0, 1, 0, ports}; }
