@@ -436,4 +436,17 @@ kitem_plan kitem_buffered(int P, int L, int k) {
   return plan;
 }
 
+std::shared_ptr<const kitem_plan> kitem_buffered_for(int P, int L, int k) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, int, int>, std::weak_ptr<const kitem_plan>> cache;
+  static std::shared_ptr<const kitem_plan> recent;
+  std::lock_guard lock(mu);
+  auto& slot = cache[{P, L, k}];
+  if (auto p = slot.lock()) return p;
+  auto p = std::make_shared<const kitem_plan>(kitem_buffered(P, L, k));
+  slot = p;
+  recent = p;
+  return p;
+}
+
 }  // namespace optcast::logp

@@ -226,3 +226,23 @@ TEST_CASE("summation: bad arguments are refused with the reason", "[local][logp]
   for (auto& r : res) CHECK(r);
   CHECK_THROWS_AS(summation_share(w.comms()[0], 0), std::invalid_argument);
 }
+
+TEST_CASE("buffered k-item broadcast: every rank the root's bytes", "[local][tcp][logp]") {
+  const auto wc = GENERATE(from_range(world_cases()));
+  const int p = wc.p;
+  INFO(wc.kind << " p " << p);
+  auto w = testing::make_world(wc.kind, p);
+  for (std::size_t bytes : {std::size_t{7}, std::size_t{100000}})
+    for (int k : {1, 3, 40})
+      for (int root : {0, p - 1}) {
+        INFO("bytes " << bytes << " k " << k << " root " << root);
+        std::vector<std::vector<std::byte>> bufs(static_cast<std::size_t>(p), std::vector<std::byte>(bytes));
+        for (std::size_t i = 0; i < bytes; ++i) bufs[static_cast<std::size_t>(root)][i] = static_cast<std::byte>((i * 31 + 5) & 0xff);
+        auto res = w->run_all([&](communicator& c) {
+          return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), root,
+                           {.alg = algorithm::buffered, .blocks = k, .model = loggp_params{3, 0, 1, 0}});
+        });
+        for (auto& r : res) REQUIRE(r);
+        for (auto& b : bufs) CHECK(b == bufs[static_cast<std::size_t>(root)]);
+      }
+}

@@ -390,3 +390,25 @@ TEST_CASE("buffered k-item plans reach B(P-1) + L + k - 1, every rule of the mod
       }
   CHECK(failure == "");
 }
+
+TEST_CASE("buffered k-item broadcast in the simulator: B(P-1) + L + k - 1 with choosing receivers", "[logp][sim]") {
+  for (int L = 1; L <= 8; ++L)
+    for (int P = 1; P <= 48; ++P)
+      for (int k : {1, 2, 3, 5, 8, 13, 40}) {
+        INFO("L " << L << " P " << P << " k " << k);
+        sim::world w(P, sim::model::postal(L).choosing());
+        auto comms = w.communicators();
+        const int root = (P * 2) / 3;
+        std::vector<std::vector<std::uint8_t>> bufs(static_cast<std::size_t>(P), std::vector<std::uint8_t>(static_cast<std::size_t>(3 * k)));
+        for (std::size_t i = 0; i < bufs[0].size(); ++i) bufs[static_cast<std::size_t>(root)][i] = static_cast<std::uint8_t>(i * 7 + 1);
+        auto res = w.run_all(comms, [&](communicator& c) {
+          return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), root, {.alg = algorithm::buffered, .blocks = k});
+        });
+        for (auto& r : res) REQUIRE(r);
+        for (auto& b : bufs) CHECK(b == bufs[static_cast<std::size_t>(root)]);
+        const auto rep = w.take_report();
+        if (P > 1) CHECK(rep.finish_time == logp::B(P - 1, {static_cast<double>(L), 0, 1}) + L + k - 1);
+        CHECK(rep.unreceived == 0);
+        CHECK(rep.messages == static_cast<std::uint64_t>(k) * static_cast<std::uint64_t>(P - 1));
+      }
+}

@@ -285,6 +285,15 @@ const std::vector<entry>& registry() {
          if (!logp_like(m)) return std::nullopt;
          return figure{"B(P; L, o, g)", logp::B(sp.p, {m.L, m.o, m.g})};
        }},
+      {"broadcast", "buffered", algorithm::buffered,
+       "Karp et al. 1993, Section 3.5: n items single-sending on block-cyclic optimal trees; B(P-1) + L + n - 1 "
+       "with choosing receivers (--choose)",
+       [](auto& w, auto& c, auto& sp) { return run_broadcast(w, c, sp, algorithm::buffered); },
+       [](const sim::model& m, const sim_params& sp) -> std::optional<figure> {
+         if (m.kind != sim::model_kind::postal || m.L != std::floor(m.L) || sp.p < 2) return std::nullopt;
+         return figure{std::string("B(P-1) + L + n - 1") + (m.choose ? "" : ", with --choose"),
+                       logp::B(sp.p - 1, {m.L, 0, 1}) + m.L + sp.blocks - 1};
+       }},
       {"allgather", "circulant", algorithm::circulant,
        "Träff 2024, Algorithm 7 (Appendix A): all p broadcasts at once, n - 1 + ceil(log2 p) rounds",
        [](auto& w, auto& c, auto& sp) { return run_allgatherv(w, c, sp, true); }},

@@ -24,6 +24,8 @@ enum class algorithm {
   logp_tree,  // Karp et al.: the universal optimal tree B(P) for the LogP parameters
   staggered,  // Karp et al. 4.1: all-to-all, rank i sends to i+1, ..., i+P-1, one every g
   combining,  // Karp et al. 4.2: allreduce as P overlapping reductions, the time of one
+  buffered,   // Karp et al. 3.5: k-item broadcast, single-sending, B(P-1) + L + k - 1 where
+              // receivers choose among arrived messages
 };
 
 std::string_view to_string(algorithm a) noexcept;

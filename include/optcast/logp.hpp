@@ -170,6 +170,7 @@ struct kitem_plan {
   std::vector<std::vector<transfer>> receives;  // per processor, in the order received
 };
 kitem_plan kitem_buffered(int P, int L, int k);
+std::shared_ptr<const kitem_plan> kitem_buffered_for(int P, int L, int k);  // cached
 
 // The postal latency, in steps of max(g, o), of a LogP machine: a value sent at step s
 // can be combined and forwarded ceil((L + 2o) / max(g, o)) steps later.

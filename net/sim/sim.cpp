@@ -40,7 +40,7 @@ struct message {
   std::uint32_t next = none, prev = none;  // the receiver's list of unmatched messages
 };
 
-enum class ev : std::uint8_t { send_done, arrive, available, port_free };
+enum class ev : std::uint8_t { send_done, arrive, available, port_free, serve };
 
 struct event {
   double t;
@@ -525,12 +525,15 @@ bool world_state::step() {
         // Choose once everything arriving at this time is in: the serve event comes
         // after every arrival scheduled before it.
         mg.arrived = true;
-        schedule(now, e.msg, ev::port_free);
+        schedule(now, e.msg, ev::serve);
       } else {
         take_window(mg, e.msg);
       }
       break;
-    case ev::port_free: serve(mg.dst); break;
+    // A port that frees at t chooses after every arrival at t: those were scheduled
+    // before now (at send time), so a serve event scheduled now comes after them.
+    case ev::port_free: schedule(now, e.msg, ev::serve); break;
+    case ev::serve: serve(mg.dst); break;
     case ev::available: {
       mg.available = true;
       if (rounds()) finish_send();  // the round is over for the sender too

@@ -1,0 +1,46 @@
+#include <memory>
+#include <vector>
+
+#include "algorithms.hpp"
+#include "optcast/blocks.hpp"
+#include "optcast/when_all.hpp"
+
+namespace optcast::algorithms {
+
+// Karp et al., Section 3.5 (logp.hpp, kitem_plan): plan processor q is rank root + q.
+// A rank posts all its receives at once, in the order the plan receives them (under
+// the simulator's choosing receivers that order decides which buffered message a free
+// port takes), then sends in the plan's order, each once its item is in. With every
+// receive posted from the start no send can wait on a receiver forever.
+task<result<void>> broadcast_kitem(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root,
+                                   const logp::kitem_plan& plan) {
+  const int P = f.size();
+  const int q = (f.rank() - root + P) % P;
+  const auto rank_of = [&](int proc) { return (proc + root) % P; };
+  const block_partition parts(buf.size(), static_cast<std::size_t>(plan.k));
+  const auto item = [&](int i) { return buf.subspan(parts.offset(static_cast<std::size_t>(i)), parts.size(static_cast<std::size_t>(i))); };
+
+  const auto& rs = plan.receives[static_cast<std::size_t>(q)];
+  const auto pending = std::make_unique<posted_op[]>(rs.size());
+  std::vector<int> slot(static_cast<std::size_t>(plan.k), -1);  // item -> its receive
+  for (std::size_t j = 0; j < rs.size(); ++j) {
+    pending[j].start(f.recv(rank_of(rs[j].peer), {seq, static_cast<std::uint32_t>(rs[j].item)}, item(rs[j].item)));
+    slot[static_cast<std::size_t>(rs[j].item)] = static_cast<int>(j);
+  }
+  std::vector<char> have(static_cast<std::size_t>(plan.k), q == 0);
+  for (const auto& s : plan.sends[static_cast<std::size_t>(q)]) {
+    const auto i = static_cast<std::size_t>(s.item);
+    if (!have[i]) {
+      if (auto r = co_await pending[static_cast<std::size_t>(slot[i])].finished(); !r) co_return fail(r.error());
+      have[i] = 1;
+    }
+    if (auto r = co_await f.send(rank_of(s.peer), {seq, static_cast<std::uint32_t>(s.item)}, item(s.item)); !r)
+      co_return fail(r.error());
+  }
+  for (std::size_t j = 0; j < rs.size(); ++j)
+    if (!have[static_cast<std::size_t>(rs[j].item)])
+      if (auto r = co_await pending[j].finished(); !r) co_return fail(r.error());
+  co_return result<void>{};
+}
+
+}  // namespace optcast::algorithms
