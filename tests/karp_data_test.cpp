@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "optcast/collectives.hpp"
+#include "mat2.hpp"
 #include "worlds.hpp"
 
 using namespace optcast;
@@ -147,17 +148,8 @@ TEST_CASE("allreduce combining refuses what it cannot do", "[local][logp]") {
   for (auto& r : res) CHECK(r);
 }
 
-namespace {
-
-struct mat2 {
-  std::uint32_t a = 1, b = 0, c = 0, d = 1;
-  friend bool operator==(const mat2&, const mat2&) = default;
-};
-mat2 mul(const mat2& x, const mat2& y) {
-  return {x.a * y.a + x.b * y.c, x.a * y.b + x.b * y.d, x.c * y.a + x.d * y.c, x.c * y.b + x.d * y.d};
-}
-
-}  // namespace
+using testing::mat2;
+using testing::mul;
 
 TEST_CASE("summation: the ordered product at the root, each operand read once", "[local][tcp][logp]") {
   const auto wc = GENERATE(from_range(world_cases()));

@@ -13,6 +13,7 @@
 #include "optcast/logp.hpp"
 #include "optcast/net/sim.hpp"
 #include "optcast/schedule.hpp"
+#include "mat2.hpp"
 #include "worlds.hpp"
 
 using namespace optcast;
@@ -252,14 +253,9 @@ TEST_CASE("combining broadcast: the plan's time in the postal model, every rank 
 
 namespace {
 
-// 2x2 matrices of uint32 (mod 2^32): associative, not commutative.
-struct mat2 {
-  std::uint32_t a = 1, b = 0, c = 0, d = 1;
-  friend bool operator==(const mat2&, const mat2&) = default;
-};
-mat2 mul(const mat2& x, const mat2& y) {
-  return {x.a * y.a + x.b * y.c, x.a * y.b + x.b * y.d, x.c * y.a + x.d * y.c, x.c * y.b + x.d * y.d};
-}
+using testing::mat2;
+using testing::mul;
+
 mat2 operand(std::int64_t i) {
   const auto u = static_cast<std::uint32_t>(i);
   return {u * 3 + 1, u ^ 5, u + 7, u * u + 2};
