@@ -408,7 +408,12 @@ int cmd_simulate(int argc, char** argv) {
   }
   const std::string coll = args.get("collective"), alg_name = args.get("algorithm");
   auto alg = parse_algorithm(alg_name);
-  if (!alg) args.die("--algorithm '" + alg_name + "': automatic, circulant, binomial, logp_tree or staggered");
+  if (!alg) {
+    std::string names = "automatic";
+    for (const auto& e : registry())
+      if (names.find(e.algorithm) == std::string::npos) names += std::string(", ") + e.algorithm;
+    args.die("--algorithm '" + alg_name + "': one of " + names + " (see --list)");
+  }
   // automatic: the first entry of the collective (circulant where there is one).
   const entry* chosen = nullptr;
   bool known = false;
