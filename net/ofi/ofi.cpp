@@ -260,6 +260,9 @@ public:
         why = rank_name(r) + " uses libfabric provider " + v->substr(0, bar) + ", this rank " + provider_ +
               " (set FI_PROVIDER or OPTCAST_OFI_PROVIDER alike on every rank)";
       fi_addr_t addr = FI_ADDR_UNSPEC;
+      // Providers may read a fixed address length rather than the name's own (shm's
+      // names are strings, its AV copies its maximum name length): zeros past the end.
+      name.resize(std::max<std::size_t>(name.size(), 512), 0);
       if (why.empty())
         if (int n = fi_av_insert(av_.get(), name.data(), 1, &addr, 0, nullptr); n != 1)
           why = "fi_av_insert for " + rank_name(r) + ": " + fi_error(n < 0 ? n : -FI_EINVAL);
