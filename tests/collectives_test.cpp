@@ -67,19 +67,7 @@ std::string diff(const V& got, const V& want) {
 
 using steps = std::vector<std::pair<std::string, result<void>>>;
 
-struct world_case {
-  std::string kind;
-  int p;
-};
-
-std::vector<world_case> world_cases() {
-  std::vector<world_case> out;
-  for (int p : {1, 2, 3, 5, 8, 13, 17}) out.push_back({"local", p});
-  for (int p : {2, 3, 7, 17}) out.push_back({"tcp", p});
-  // The same coroutines over libfabric, where this machine has its tcp provider.
-  if (testing::provider_present("tcp;ofi_rxm")) out.push_back({"ofi:tcp;ofi_rxm", 5});
-  return out;
-}
+std::vector<testing::world_case> world_cases() { return testing::world_cases({1, 2, 3, 5, 8, 13, 17}, {2, 3, 7, 17}); }
 
 }  // namespace
 

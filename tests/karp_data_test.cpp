@@ -15,18 +15,7 @@ using namespace optcast;
 
 namespace {
 
-struct world_case {
-  std::string kind;
-  int p;
-};
-
-std::vector<world_case> world_cases() {
-  std::vector<world_case> out;
-  for (int p : {1, 2, 3, 5, 8, 13}) out.push_back({"local", p});
-  for (int p : {2, 3, 7}) out.push_back({"tcp", p});
-  if (testing::provider_present("tcp;ofi_rxm")) out.push_back({"ofi:tcp;ofi_rxm", 5});
-  return out;
-}
+std::vector<testing::world_case> world_cases() { return testing::world_cases({1, 2, 3, 5, 8, 13}, {2, 3, 7}); }
 
 }  // namespace
 

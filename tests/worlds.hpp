@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <initializer_list>
 #include <stdexcept>
 #include <memory>
 #include <string>
@@ -153,6 +154,21 @@ inline std::vector<std::string> fabric_kinds() {
                    ofi::available() ? "fi_info -l does not list it" : "optcast was built without libfabric");
   }
   return kinds;
+}
+
+// The worlds a data test runs on: local and TCP with the given sizes, and libfabric's
+// tcp provider with 5 ranks where this machine has it.
+struct world_case {
+  std::string kind;
+  int p;
+};
+
+inline std::vector<world_case> world_cases(std::initializer_list<int> local, std::initializer_list<int> tcp) {
+  std::vector<world_case> out;
+  for (int p : local) out.push_back({"local", p});
+  for (int p : tcp) out.push_back({"tcp", p});
+  if (provider_present("tcp;ofi_rxm")) out.push_back({"ofi:tcp;ofi_rxm", 5});
+  return out;
 }
 
 inline std::unique_ptr<test_world> make_world(const std::string& kind, int p, communicator_options o = {}) {
