@@ -25,10 +25,10 @@ task<result<void>> broadcast_circulant(fabric& f, std::uint32_t seq, std::span<s
 task<result<void>> broadcast_logp_tree(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root,
                                        logp::params m);
 
-// Karp et al., Section 3.5: the k blocks of `buf` (block_partition) on `plan`, plan
-// processor 0 being `root`.
+// Karp et al., Sections 3.4-3.5: the k blocks of `buf` (block_partition) on `plan`,
+// plan processor 0 being `root`, one plan step lasting `step` of the fabric's model time.
 task<result<void>> broadcast_kitem(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root,
-                                   const logp::kitem_plan& plan);
+                                   const logp::kitem_plan& plan, double step);
 
 // Binomial tree of the whole buffer: ceil(log2 p) rounds at the root.
 task<result<void>> broadcast_binomial(fabric& f, std::uint32_t seq, std::span<std::byte> buf,

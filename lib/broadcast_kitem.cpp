@@ -7,15 +7,20 @@
 
 namespace optcast::algorithms {
 
-// Karp et al., Section 3.5 (logp.hpp, kitem_plan): plan processor q is rank root + q.
-// A rank posts all its receives at once, in the order the plan receives them (under
-// the simulator's choosing receivers that order decides which buffered message a free
-// port takes), then sends in the plan's order, each once its item is in. With every
-// receive posted from the start no send can wait on a receiver forever.
+// Karp et al., Sections 3.4-3.5 (logp.hpp, kitem_plan): plan processor q is rank
+// root + q. A rank posts all its receives at once, in the order the plan receives them
+// (under the simulator's choosing receivers that order decides which buffered message a
+// free port takes), then sends in the plan's order, each once its item is in and, on a
+// fabric with a model clock, not before the plan's step: a message sent early could
+// meet another at its receiver, which a plan without buffering rules out only for the
+// planned steps. Step 0 is when the rank enters the call: the steps are the plan's
+// when the ranks enter together. With every receive posted from the start no send can wait on a
+// receiver forever.
 task<result<void>> broadcast_kitem(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root,
-                                   const logp::kitem_plan& plan) {
+                                   const logp::kitem_plan& plan, double step) {
   const int P = f.size();
   const int q = (f.rank() - root + P) % P;
+  const double t0 = f.model_time().value_or(0);  // step 0: when this rank enters
   const auto rank_of = [&](int proc) { return (proc + root) % P; };
   const block_partition parts(buf.size(), static_cast<std::size_t>(plan.k));
   const auto item = [&](int i) { return buf.subspan(parts.offset(static_cast<std::size_t>(i)), parts.size(static_cast<std::size_t>(i))); };
@@ -34,6 +39,8 @@ task<result<void>> broadcast_kitem(fabric& f, std::uint32_t seq, std::span<std::
       if (auto r = co_await pending[static_cast<std::size_t>(slot[i])].finished(); !r) co_return fail(r.error());
       have[i] = 1;
     }
+    if (const auto now = f.model_time(); now && *now < t0 + static_cast<double>(s.time) * step)
+      if (auto r = co_await f.compute(t0 + static_cast<double>(s.time) * step - *now); !r) co_return fail(r.error());
     if (auto r = co_await f.send(rank_of(s.peer), {seq, static_cast<std::uint32_t>(s.item)}, item(s.item)); !r)
       co_return fail(r.error());
   }

@@ -18,13 +18,15 @@ std::string_view to_string(algorithm a) noexcept {
     case algorithm::staggered: return "staggered";
     case algorithm::combining: return "combining";
     case algorithm::buffered: return "buffered";
+    case algorithm::single_sending: return "single_sending";
   }
   return "?";
 }
 
 result<algorithm> parse_algorithm(std::string_view name) {
   for (auto a : {algorithm::automatic, algorithm::circulant, algorithm::binomial, algorithm::logp_tree,
-                 algorithm::staggered, algorithm::combining, algorithm::buffered})
+                 algorithm::staggered, algorithm::combining, algorithm::buffered,
+                 algorithm::single_sending})
     if (name == to_string(a)) return a;
   return fail(errc::invalid_argument);
 }
@@ -56,7 +58,7 @@ task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int roo
   algorithm alg = opts.alg == algorithm::automatic ? c.options().broadcast_algorithm : opts.alg;
   if (alg == algorithm::automatic) alg = algorithm::circulant;
   if (alg == algorithm::staggered || alg == algorithm::combining)
-    co_return detail::refuse(c, "broadcast: the algorithms are circulant, binomial, logp_tree and buffered");
+    co_return detail::refuse(c, "broadcast: the algorithms are circulant, binomial, logp_tree, buffered and single_sending");
   const int n = opts.blocks ? opts.blocks : automatic_block_count(data.size(), c.size(), c.options());
 
   detail::deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
@@ -64,9 +66,10 @@ task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int roo
   result<void> r;
   if (alg == algorithm::binomial) {
     r = co_await algorithms::broadcast_binomial(f, seq, data, root);
-  } else if (alg == algorithm::buffered) {
+  } else if (alg == algorithm::buffered || alg == algorithm::single_sending) {
     const int L = logp::postal_steps({model->L, model->o, model->g});
-    r = co_await algorithms::broadcast_kitem(f, seq, data, root, *logp::kitem_buffered_for(c.size(), L, n));
+    const auto plan = alg == algorithm::buffered ? logp::kitem_buffered_for(c.size(), L, n) : logp::kitem_single_for(c.size(), L, n);
+    r = co_await algorithms::broadcast_kitem(f, seq, data, root, *plan, std::max(model->g, model->o));
   } else if (alg == algorithm::logp_tree) {
     r = co_await algorithms::broadcast_logp_tree(f, seq, data, root, {model->L, model->o, model->g});
   } else {

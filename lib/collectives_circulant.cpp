@@ -48,7 +48,7 @@ algorithm reduction_algorithm(const collective_options& o, const erased_reductio
     why = std::string(what) +
           ": the circulant algorithm combines operands out of rank order; the operator is "
           "non-commutative (use algorithm::automatic or binomial, the rank-ordered tree)";
-  if (o.alg == algorithm::logp_tree || o.alg == algorithm::staggered || o.alg == algorithm::buffered ||
+  if (o.alg == algorithm::logp_tree || o.alg == algorithm::staggered || o.alg == algorithm::buffered || o.alg == algorithm::single_sending ||
       (o.alg == algorithm::combining && std::string_view(what) != "allreduce"))
     why = std::string(what) + ": the algorithms are circulant and binomial (rank-ordered)";
   if (o.alg == algorithm::combining && !op.commutative && why.empty())

@@ -208,10 +208,11 @@ TEST_CASE("summation: bad arguments are refused with the reason", "[local][logp]
   CHECK_THROWS_AS(summation_share(w.comms()[0], 0), std::invalid_argument);
 }
 
-TEST_CASE("buffered k-item broadcast: every rank the root's bytes", "[local][tcp][logp]") {
+TEST_CASE("k-item broadcasts, buffered and single-sending: every rank the root's bytes", "[local][tcp][logp]") {
   const auto wc = GENERATE(from_range(world_cases()));
+  const auto alg = GENERATE(algorithm::buffered, algorithm::single_sending);
   const int p = wc.p;
-  INFO(wc.kind << " p " << p);
+  INFO(wc.kind << " p " << p << " " << to_string(alg));
   auto w = testing::make_world(wc.kind, p);
   for (std::size_t bytes : {std::size_t{7}, std::size_t{100000}})
     for (int k : {1, 3, 40})
@@ -221,7 +222,7 @@ TEST_CASE("buffered k-item broadcast: every rank the root's bytes", "[local][tcp
         for (std::size_t i = 0; i < bytes; ++i) bufs[static_cast<std::size_t>(root)][i] = static_cast<std::byte>((i * 31 + 5) & 0xff);
         auto res = w->run_all([&](communicator& c) {
           return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), root,
-                           {.alg = algorithm::buffered, .blocks = k, .model = loggp_params{3, 0, 1, 0}});
+                           {.alg = alg, .blocks = k, .model = loggp_params{3, 0, 1, 0}});
         });
         for (auto& r : res) REQUIRE(r);
         for (auto& b : bufs) CHECK(b == bufs[static_cast<std::size_t>(root)]);

@@ -294,6 +294,14 @@ const std::vector<entry>& registry() {
          return figure{std::string("B(P-1) + L + n - 1") + (m.choose ? "" : ", with --choose"),
                        logp::B(sp.p - 1, {m.L, 0, 1}) + m.L + sp.blocks - 1};
        }},
+      {"broadcast", "single_sending", algorithm::single_sending,
+       "Karp et al. 1993, Theorem 3.7: n items single-sending, each received as it arrives; the paper's bound "
+       "B(P-1) + 2L + n - 2, the single-sending lower bound B(P-1) + L + n - 1",
+       [](auto& w, auto& c, auto& sp) { return run_broadcast(w, c, sp, algorithm::single_sending); },
+       [](const sim::model& m, const sim_params& sp) -> std::optional<figure> {
+         if (m.kind != sim::model_kind::postal || m.L != std::floor(m.L) || sp.p < 2) return std::nullopt;
+         return figure{"B(P-1) + 2L + n - 2", logp::B(sp.p - 1, {m.L, 0, 1}) + 2 * m.L + sp.blocks - 2};
+       }},
       {"allgather", "circulant", algorithm::circulant,
        "Träff 2024, Algorithm 7 (Appendix A): all p broadcasts at once, n - 1 + ceil(log2 p) rounds",
        [](auto& w, auto& c, auto& sp) { return run_allgatherv(w, c, sp, true); }},

@@ -26,6 +26,8 @@ enum class algorithm {
   combining,  // Karp et al. 4.2: allreduce as P overlapping reductions, the time of one
   buffered,   // Karp et al. 3.5: k-item broadcast, single-sending, B(P-1) + L + k - 1 where
               // receivers choose among arrived messages
+  single_sending,  // Karp et al. 3.4: k-item broadcast, single-sending, every message
+                   // received as it arrives; within B(P-1) + 2L + k - 2 (Theorem 3.7)
 };
 
 std::string_view to_string(algorithm a) noexcept;

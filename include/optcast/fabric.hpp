@@ -149,6 +149,11 @@ public:
   // The cost model the fabric knows it follows (the simulator's), if any; algorithms
   // shaped by L, o, g use it unless the caller gives parameters.
   virtual std::optional<loggp_params> cost_model() const noexcept { return std::nullopt; }
+  // The fabric's virtual clock (the simulator's time), if it has one. A schedule that
+  // fixes the step of every transfer (Karp et al.'s single-sending k-item broadcast,
+  // where nothing may arrive early) waits for it with compute(); real fabrics have no
+  // global steps, and there data moves as soon as it can.
+  virtual std::optional<double> model_time() const noexcept { return std::nullopt; }
 
   // Starts `op` (peer, tag, buffer filled in). Returns true if it finished at once, with
   // op.ec telling how; otherwise the fabric calls op.complete() later, from its event

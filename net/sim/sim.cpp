@@ -184,6 +184,7 @@ public:
     const auto& m = w_->m;
     return loggp_params{m.L, m.o, m.g, m.G};
   }
+  std::optional<double> model_time() const noexcept override { return w_->now; }
 
   bool start(operation& op) noexcept override {
     if (auto ec = check_op(*this, op)) return fail_now(op, ec, "bad operation");
