@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -194,6 +195,69 @@ std::shared_ptr<const kitem_plan> kitem_buffered_for(int P, int L, int k);  // c
 // 12 ms for P = 200, L = 8, k = 40; once per (P, L, k).
 kitem_plan kitem_single(int P, int L, int k);
 std::shared_ptr<const kitem_plan> kitem_single_for(int P, int L, int k);  // cached
+
+// Sections 3.1-3.3, continuous broadcast in the postal model: the source sends item i
+// (i = 0, 1, ...) at step i, once, and every item must reach all P - 1 others with the
+// least delay, L + B(P - 1) (each item's root starting an optimal broadcast at once).
+// The block-cyclic assignment does it without interference: an internal node with r
+// children gets a block of r processors that take its items in turn, and each block
+// receives, between two of its own items, a fixed word of leaf labels (continuous.cpp
+// explains the rule that words must keep). The paper proves such words exist for
+// 3 <= L <= 10 and P - 1 = P(t), t >= t(L), by an induction from L base cases found by
+// search; this builds them the same way at set-up time (memoized per L): I(t) from
+// I(t - 1) and I(t - L) where those exist, a search where not (Lemma 3.1's words first,
+// then any legal words). Measured: for 3 <= L <= 12 every P - 1 = P(t) up to 20000 has
+// words except P - 1 = L + 3 for even L. For other P it searches the words directly (a
+// budget of 400000 positions, trees up to 4000 nodes): found for all but one or three
+// P <= 120 for each L >= 3, for P - 1 a power of two when L = 1, and for about half
+// when L = 2 (Theorem 3.4: the delay L + B(P - 1) is impossible for infinitely many P).
+// Where nothing is found block_cyclic() is false (broadcast_stream then runs windows of
+// the single-sending k-item plan).
+class continuous_schedule {
+public:
+  continuous_schedule(int P, int L);  // P >= 2, L >= 1
+
+  struct action {
+    std::int64_t recv_item = -1;  // received at this step (-1: none; may be < 0 early on)
+    int recv_from = -1;
+    std::int64_t send_item = -1;  // sent at this step (-1: none)
+    int send_to = -1;
+  };
+  bool block_cyclic() const noexcept { return how_ != nullptr; }
+  const char* how() const noexcept { return how_ ? how_ : "none"; }
+  int P() const noexcept { return P_; }
+  int L() const noexcept { return L_; }
+  // Every item reaches everyone this many steps after the source sends it.
+  std::int64_t delay() const noexcept { return L_ + B_; }
+  // What processor q (0 = the source) does at step t >= 0, items numbered from 0; an
+  // item < 0 means nothing. O(P) per call. Needs block_cyclic().
+  action at(int q, std::int64_t t) const;
+  // The word of internal node v of tree_for(P - 1) and the receive-only letter.
+  const std::vector<std::int64_t>& word(int v) const { return words_[static_cast<std::size_t>(v)]; }
+  std::int64_t receive_only_letter() const noexcept { return receive_only_; }
+
+private:
+  bool legal() const;
+  int proc(int v, std::int64_t i) const;
+  int holder(int v, std::int64_t i) const;  // the processor playing node v for item i
+  std::vector<int> receivers(std::int64_t x, std::int64_t T) const;  // letter x at step T, ascending
+
+  int P_, L_;
+  std::shared_ptr<const broadcast_tree> tree_;
+  std::int64_t B_ = 0;
+  std::vector<int> block_;                               // per node: first processor, -1 for a leaf
+  std::vector<std::vector<std::int64_t>> words_;         // per internal node: positions 1..r-1
+  std::map<std::int64_t, std::vector<int>> leaves_;      // label -> leaves, node order
+  std::vector<std::map<std::int64_t, std::vector<int>>> positions_;  // per node: letter -> positions
+  int receive_only_proc_ = 0;
+  std::int64_t receive_only_ = 0;
+  const char* how_ = nullptr;
+};
+std::shared_ptr<const continuous_schedule> continuous_for(int P, int L);  // cached
+
+// Corollary 3.1: the first k items of a block-cyclic continuous schedule, a k-item
+// broadcast in L + B(P - 1) + k - 1 steps, every message received as it arrives.
+kitem_plan kitem_continuous(const continuous_schedule& s, int k);
 
 // The postal latency, in steps of max(g, o), of a LogP machine: a value sent at step s
 // can be combined and forwarded ceil((L + 2o) / max(g, o)) steps later.
