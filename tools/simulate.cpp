@@ -18,6 +18,7 @@
 #include "optcast/logp.hpp"
 #include "optcast/net/sim.hpp"
 #include "optcast/schedule.hpp"
+#include "optcast/stream.hpp"
 
 namespace optcast::tools {
 
@@ -37,6 +38,7 @@ struct run_outcome {
   bool ok = true;
   std::string error;
   bool verified = false;
+  std::vector<std::pair<std::string, double>> measured;  // what the run itself reports
 };
 
 using runner = std::function<run_outcome(sim::world&, std::vector<communicator>&, const sim_params&)>;
@@ -126,6 +128,65 @@ run_outcome run_broadcast(sim::world& w, std::vector<communicator>& comms, const
       if (b.at(r) != b.at(sp.root)) o = {false, "rank " + std::to_string(r) + " holds wrong bytes"};
     o.verified = o.ok;
   }
+  return o;
+}
+
+// A stream of sp.blocks items of sp.bytes: every rank checks each item; the delay of
+// item i is when the last rank has it minus the step the root sent it.
+run_outcome run_stream(sim::world& w, std::vector<communicator>& comms, const sim_params& sp) {
+  const auto k = static_cast<std::size_t>(sp.blocks);
+  std::vector<std::vector<double>> when(static_cast<std::size_t>(sp.p));
+  std::vector<std::int64_t> push(k);
+  std::int64_t bound = 0, stated = 0;
+  bool cyclic = false, bad = false;
+  auto res = w.run_all(comms, [&](communicator& c) -> task<result<void>> {
+    auto s = broadcast_stream::open(c, sp.root, sp.bytes, {});
+    if (!s) co_return fail(s.error());
+    std::vector<std::byte> item(sp.bytes);
+    if (c.rank() == sp.root) {
+      bound = (*s)->bound_steps();
+      stated = (*s)->delay_steps();
+      cyclic = (*s)->block_cyclic();
+      for (std::size_t i = 0; i < k; ++i) {
+        push[i] = (*s)->push_step(static_cast<std::int64_t>(i));
+        for (std::size_t b = 0; b < item.size(); ++b) item[b] = static_cast<std::byte>(byte_of(static_cast<int>(i), b));
+        if (auto r = co_await (*s)->push(item); !r) co_return r;
+      }
+      co_return co_await (*s)->close();
+    }
+    for (std::size_t i = 0;; ++i) {
+      auto more = co_await (*s)->next(item);
+      if (!more) co_return fail(more.error());
+      if (!*more) break;
+      when[static_cast<std::size_t>(c.rank())].push_back(c.get_fabric().model_time().value_or(0));
+      for (std::size_t b = 0; b < item.size() && sp.verify; ++b)
+        if (item[b] != static_cast<std::byte>(byte_of(static_cast<int>(i), b))) bad = true;
+    }
+    co_return result<void>{};
+  });
+  run_outcome o;
+  o.error = first_failure(res, comms);
+  o.ok = o.error.empty();
+  if (!o.ok) return o;
+  double worst = 0, best = 1e300;
+  for (std::size_t i = 0; i < k && sp.p > 1; ++i) {
+    double last = 0;
+    for (int r = 0; r < sp.p; ++r)
+      if (r != sp.root) {
+        const auto& v = when[static_cast<std::size_t>(r)];
+        if (v.size() != k) return {false, "rank " + std::to_string(r) + " got " + std::to_string(v.size()) + " items"};
+        last = std::max(last, v[i]);
+      }
+    worst = std::max(worst, last - static_cast<double>(push[i]));
+    best = std::min(best, last - static_cast<double>(push[i]));
+  }
+  if (bad) return {false, "an item arrived with wrong bytes"};
+  o.verified = sp.verify;
+  o.measured = {{"block-cyclic words", cyclic ? 1 : 0},
+                {"delay per item, most", worst},
+                {"delay per item, least", sp.p > 1 ? best : 0},
+                {"delay the stream states", static_cast<double>(stated)},
+                {"lower bound L + B(P-1)", static_cast<double>(bound)}};
   return o;
 }
 
@@ -302,6 +363,10 @@ const std::vector<entry>& registry() {
          if (m.kind != sim::model_kind::postal || m.L != std::floor(m.L) || sp.p < 2) return std::nullopt;
          return figure{"B(P-1) + 2L + n - 2", logp::B(sp.p - 1, {m.L, 0, 1}) + 2 * m.L + sp.blocks - 2};
        }},
+      {"stream", "continuous", algorithm::automatic,
+       "Karp et al. 1993, Sections 3.1-3.3: continuous broadcast of n items (broadcast_stream); block-cyclic "
+       "words give every item the delay L + B(P-1), else windows of the Theorem 3.7 plan",
+       [](auto& w, auto& c, auto& sp) { return run_stream(w, c, sp); }},
       {"allgather", "circulant", algorithm::circulant,
        "Träff 2024, Algorithm 7 (Appendix A): all p broadcasts at once, n - 1 + ceil(log2 p) rounds",
        [](auto& w, auto& c, auto& sp) { return run_allgatherv(w, c, sp, true); }},
@@ -469,6 +534,12 @@ int cmd_simulate(int argc, char** argv) {
          ",\"root\":" + std::to_string(sp.root) + ",\"ok\":" + (out.ok ? "true" : "false") +
          ",\"verified\":" + (out.verified ? "true" : "false") + ",\"wall_seconds\":" + std::to_string(wall);
     if (paper) j += ",\"paper_figure\":{\"name\":\"" + paper->name + "\",\"value\":" + cli::json_number(paper->value) + "}";
+    if (!out.measured.empty()) {
+      j += ",\"measured\":{";
+      for (std::size_t i = 0; i < out.measured.size(); ++i)
+        j += (i ? ",\"" : "\"") + out.measured[i].first + "\":" + cli::json_number(out.measured[i].second);
+      j += "}";
+    }
     j += "}";
     std::puts(j.c_str());
   } else {
@@ -481,6 +552,7 @@ int cmd_simulate(int argc, char** argv) {
     std::printf("  rounds          %llu", static_cast<unsigned long long>(rep.rounds));
     if (model->kind == sim::model_kind::rounds && std::string(chosen->algorithm) == "circulant")
       std::printf("   (n - 1 + ceil(log2 p) = %d%s)", sp.blocks - 1 + q, coll == "allreduce" ? ", twice for allreduce" : "");
+    for (const auto& [name, v] : out.measured) std::printf("\n  %-24s %g", name.c_str(), v);
     std::printf("\n  messages        %llu\n  bytes           %llu\n  longest chain   %u messages\n",
                 static_cast<unsigned long long>(rep.messages), static_cast<unsigned long long>(rep.bytes), rep.longest_chain);
     if (!rep.ranks.empty()) {

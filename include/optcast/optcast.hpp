@@ -6,6 +6,7 @@
 #include "optcast/communicator.hpp"
 #include "optcast/error.hpp"
 #include "optcast/reduction.hpp"
+#include "optcast/stream.hpp"
 #include "optcast/join.hpp"
 #include "optcast/launch.hpp"
 #include "optcast/net/local.hpp"
