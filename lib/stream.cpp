@@ -28,14 +28,15 @@ struct broadcast_stream::state {
   std::chrono::milliseconds timeout{};
 
   // Block-cyclic: the continuous schedule. Otherwise windows of `W` items of the
-  // single-sending plan, `S` steps each, this processor's actions by window step.
+  // single-sending plan, `S` steps each, one starting every `stride` <= S steps (they
+  // overlap where no port is busy twice), this processor's actions by window step.
   std::shared_ptr<const logp::continuous_schedule> cs;
   std::shared_ptr<const logp::kitem_plan> plan;
-  std::int64_t W = 0, S = 0;
+  std::int64_t W = 0, S = 0, stride = 0;
   std::vector<logp::continuous_schedule::action> mine;
   std::int64_t delay = 0, bound = 0;
 
-  // The ring of messages in hand: item j in slot j mod C while it is needed.
+  // The ring of messages in hand: item j in slot j mod C while it is needed (C: open()).
   std::int64_t C = 0;
   std::vector<std::byte> ring;
   std::vector<std::int64_t> in_slot;  // which item a slot holds (-1: none)
@@ -62,18 +63,30 @@ struct broadcast_stream::state {
 
   logp::continuous_schedule::action at(std::int64_t step_no) const {
     if (cs) return cs->at(q, step_no);
-    const auto w = step_no / S;
-    auto a = mine[static_cast<std::size_t>(step_no % S)];
-    if (a.recv_item >= 0) a.recv_item += w * W;
-    if (a.send_item >= 0) a.send_item += w * W;
+    logp::continuous_schedule::action a;
+    for (auto w = step_no / stride; w >= 0 && step_no - w * stride < S; --w) {
+      const auto& x = mine[static_cast<std::size_t>(step_no - w * stride)];
+      if (x.recv_item >= 0) {
+        a.recv_item = x.recv_item + w * W;
+        a.recv_from = x.recv_from;
+      }
+      if (x.send_item >= 0) {
+        a.send_item = x.send_item + w * W;
+        a.send_to = x.send_to;
+      }
+    }
     return a;
   }
   // The step at which the root sends item i.
-  std::int64_t step_of(std::int64_t i) const { return cs ? i : (i / W) * S + i % W; }
-  // Items with the markers, for a stream of e items.
-  std::int64_t padded(std::int64_t e) const { return cs ? e + delay + 1 : (e / W + 1) * W; }
+  std::int64_t step_of(std::int64_t i) const { return cs ? i : (i / W) * stride + i % W; }
+  // Items with the markers, for a stream of e items. Windows: the rest of e's window,
+  // and whole windows of markers up to the first that starts after e's window ends,
+  // by when every rank has had a marker.
+  std::int64_t padded(std::int64_t e) const {
+    return cs ? e + delay + 1 : (e / W + (S - 1) / stride + 1) * W;
+  }
   // The last step that moves any of K items.
-  std::int64_t last_step() const { return cs ? K - 1 + delay : (K / W) * S - 1; }
+  std::int64_t last_step() const { return cs ? K - 1 + delay : (K / W - 1) * stride + S - 1; }
   bool exists(std::int64_t i) const { return i >= 0 && (K < 0 || i < K); }
 
   void learn(const std::byte* msg) {
@@ -150,13 +163,40 @@ struct broadcast_stream::state {
     std::memcpy(out.data(), &head, header);
     if (!item.empty()) std::memcpy(out.data() + header, item.data(), item.size());
     if (auto r = co_await wait_for_step(s); !r) co_return r;
-    const auto a = cs ? cs->at(0, s) : mine[static_cast<std::size_t>(s % S)];
-    auto r = co_await f->send((a.send_to + root) % P, {seq, static_cast<std::uint32_t>(pushed)}, std::span<const std::byte>(out));
+    const int to = cs ? cs->at(0, s).send_to : plan->sends[0][static_cast<std::size_t>(pushed % W)].peer;
+    auto r = co_await f->send((to + root) % P, {seq, static_cast<std::uint32_t>(pushed)}, std::span<const std::byte>(out));
     if (!r) co_return fail(r.error());
     ++pushed;
     co_return result<void>{};
   }
 };
+
+namespace {
+
+// The least stride >= k at which copies of the plan, each `span` steps long, started
+// every stride steps keep every port to one send and one receive per step.
+std::int64_t stride_for(const logp::kitem_plan& plan, std::int64_t span) {
+  std::vector<std::vector<char>> busy;  // per processor and step: 1 send, 2 receive
+  busy.reserve(static_cast<std::size_t>(plan.P));
+  for (int q = 0; q < plan.P; ++q) {
+    std::vector<char> b(static_cast<std::size_t>(span));
+    for (const auto& x : plan.sends[static_cast<std::size_t>(q)]) b[static_cast<std::size_t>(x.time)] |= 1;
+    for (const auto& x : plan.receives[static_cast<std::size_t>(q)]) b[static_cast<std::size_t>(x.time)] |= 2;
+    busy.push_back(std::move(b));
+  }
+  for (std::int64_t d = plan.k; d < span; ++d) {
+    bool clash = false;
+    for (std::int64_t m = d; m < span && !clash; m += d)
+      for (const auto& b : busy) {
+        for (std::int64_t t = m; t < span && !clash; ++t) clash = (b[static_cast<std::size_t>(t)] & b[static_cast<std::size_t>(t - m)]) != 0;
+        if (clash) break;
+      }
+    if (!clash) return d;
+  }
+  return span;
+}
+
+}  // namespace
 
 broadcast_stream::broadcast_stream(std::unique_ptr<state> s) : s_(std::move(s)) {}
 broadcast_stream::~broadcast_stream() = default;
@@ -198,11 +238,12 @@ result<std::unique_ptr<broadcast_stream>> broadcast_stream::open(communicator& c
     if (cs->block_cyclic()) {
       s->cs = std::move(cs);
       s->delay = s->bound;
-      s->C = 2 * (s->delay + 1) + s->L;
+
     } else {
       s->W = o.window ? o.window : std::max<std::int64_t>(8, 4 * s->bound);
       s->plan = logp::kitem_single_for(P, s->L, static_cast<int>(s->W));
       s->S = s->plan->finish + 1;
+      s->stride = stride_for(*s->plan, s->S);
       // An item's delay: its last reception in the window less its push step.
       for (const auto& rs : s->plan->receives)
         for (const auto& x : rs) s->delay = std::max<std::int64_t>(s->delay, x.time - x.item);
@@ -217,9 +258,13 @@ result<std::unique_ptr<broadcast_stream>> broadcast_stream::open(communicator& c
         a.recv_item = x.item;
         a.recv_from = x.peer;
       }
-      s->C = 2 * s->W + s->L;
+
     }
   }
+  // Every action on item i falls in [push_step(i), push_step(i) + delay], and push steps
+  // grow by at least one per item; receives are posted A = L steps ahead. So when item
+  // i + C arrives, item i is done with and (the caller reading in order) delivered.
+  s->C = 2 * (s->delay + 1) + s->L;
   if (s->q == 0) {
     s->out.resize(s->message_bytes());
   } else {

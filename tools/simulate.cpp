@@ -186,6 +186,7 @@ run_outcome run_stream(sim::world& w, std::vector<communicator>& comms, const si
                 {"delay per item, most", worst},
                 {"delay per item, least", sp.p > 1 ? best : 0},
                 {"delay the stream states", static_cast<double>(stated)},
+                {"steps per item pushed", k ? static_cast<double>(push[k - 1] + 1) / static_cast<double>(k) : 0},
                 {"lower bound L + B(P-1)", static_cast<double>(bound)}};
   return o;
 }

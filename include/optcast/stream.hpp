@@ -17,9 +17,10 @@
 // L + B(P - 1) steps after it is pushed, the lower bound. Elsewhere (most P for L <= 2)
 // the stream runs windows of `window` items, each the single-sending k-item plan of
 // Theorem 3.7 (logp::kitem_single), one after the other: an item then takes at most
-// delay_steps() (the plan's worst, within one step of the bound in the cases measured),
-// but the windows do not overlap: the stream moves `window` items per window span,
-// about window + L + B(P - 1) + L steps (80% of the rate for the default window).
+// delay_steps() (the plan's worst, within one step of the bound in the cases measured).
+// A window starts as soon as it can overlap the one before without a port busy twice:
+// with the default window the stream takes 1.1 to 1.2 steps per item, against 1 for
+// block-cyclic words.
 //
 // Every rank must read the stream to its end (next() returning false): until then it
 // forwards items to others. close() pushes a few end markers so that no rank waits for
