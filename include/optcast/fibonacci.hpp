@@ -1,0 +1,57 @@
+// Bruck, Cypher and Ho, "Multiple Message Broadcasting with Generalized Fibonacci
+// Trees" (1992), Section 3: the generalized Fibonacci trees FT_d(t), their sizes F_d(t),
+// f_d(n), and base-x labelings. Pure computation, no I/O.
+//
+// FT_d(t) is one node for 0 <= t < d; for t >= d a root whose i-th child (1 <= i <= d) is
+// the root of FT_d(t - i) (Definition 3.4). The base-x labeling gives the root x and the
+// i-th child's subtree the base-(x + i) labeling (Definition 3.5): a node that has a
+// packet in round l sends it to its children in rounds l + 1, ..., l + d, so the label
+// is the round a node first has the packet, and the children of a node have labels
+// distinct mod d (what lets a new packet enter every d rounds).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace optcast::fibonacci {
+
+// F_d(t) (Definition 3.6), saturating at `cap`: 1 for t < d, 1 + F_d(t-1) + ... + F_d(t-d).
+std::int64_t F(int d, int t, std::int64_t cap = std::int64_t{1} << 62);
+// f_d(n) = min { t : F_d(t) >= n } (Definition 3.8), n >= 1.
+int f(int d, std::int64_t n);
+
+// A treetop of FT_d(t) (Definition 3.3) that is itself a full d-ary tree, with its
+// base-x labeling. Nodes are numbered in breadth-first order (0 is the root); the
+// children of a node are in child order, child i (0-based) labelled parent + i + 1.
+class tree {
+public:
+  // FT_d(t) whole: F_d(t) nodes (at most 2^24).
+  tree(int d, int t, std::int64_t x = 0);
+  // The treetop with `s` nodes (s = 1 mod d, 1 <= s <= F_d(t)) that FT_d(t) becomes when
+  // leaf sibling sets are removed, those with the largest labels first (ties: the last
+  // in breadth-first order), so that the largest label left is as small as this
+  // removal order makes it. Section 4.2's T_0 is tree(d, f_d(s), s).
+  tree(int d, int t, std::int64_t x, std::int64_t s);
+
+  int d() const noexcept { return d_; }
+  int order() const noexcept { return t_; }
+  int size() const noexcept { return static_cast<int>(label_.size()); }
+  std::int64_t label(int v) const noexcept { return label_[static_cast<std::size_t>(v)]; }
+  int parent(int v) const noexcept { return parent_[static_cast<std::size_t>(v)]; }
+  // v's children in child order (d of them, or none: the tree is full).
+  std::span<const int> children(int v) const noexcept;
+  bool leaf(int v) const noexcept { return children(v).empty(); }
+  std::int64_t max_label() const noexcept;
+
+private:
+  void build(std::int64_t x, std::int64_t keep);
+
+  int d_, t_;
+  std::vector<std::int64_t> label_;
+  std::vector<int> parent_;
+  std::vector<int> first_;  // node v's children are the d consecutive ids from first_[v], or -1
+  std::vector<int> ids_;    // 0, 1, 2, ...: what children() spans
+};
+
+}  // namespace optcast::fibonacci
