@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <thread>
 #include <sched.h>
 #include <unistd.h>
 
@@ -247,9 +249,11 @@ public:
     if (answered < cfg_.size)
       throw setup_error(make_error_code(errc::timeout), "not every rank published its libfabric endpoint within " +
                                                             std::to_string(cfg_.bootstrap_timeout.count()) + " ms");
+    std::vector<std::vector<unsigned char>> bytes(static_cast<std::size_t>(cfg_.size));
+    std::vector<std::size_t> length(static_cast<std::size_t>(cfg_.size));
     for (int r = 0; r < cfg_.size; ++r) {
       const auto& v = *names[static_cast<std::size_t>(r)];
-      std::vector<unsigned char> name;
+      auto& name = bytes[static_cast<std::size_t>(r)];
       const auto bar = v ? v->find('|') : std::string::npos;
       std::string why;
       if (!v)
@@ -259,20 +263,53 @@ public:
       else if (v->substr(0, bar) != provider_)
         why = rank_name(r) + " uses libfabric provider " + v->substr(0, bar) + ", this rank " + provider_ +
               " (set FI_PROVIDER or OPTCAST_OFI_PROVIDER alike on every rank)";
-      fi_addr_t addr = FI_ADDR_UNSPEC;
+      if (!why.empty()) throw setup_error(make_error_code(errc::protocol_violation), why);
+      length[static_cast<std::size_t>(r)] = name.size();
       // Providers may read a fixed address length rather than the name's own (shm's
       // names are strings, its AV copies its maximum name length): zeros past the end.
       name.resize(std::max<std::size_t>(name.size(), 512), 0);
-      if (why.empty())
-        if (int n = fi_av_insert(av_.get(), name.data(), 1, &addr, 0, nullptr); n != 1)
-          why = "fi_av_insert for " + rank_name(r) + ": " + fi_error(n < 0 ? n : -FI_EINVAL);
-      if (why.empty())
-        if (auto it = std::find(addrs_.begin(), addrs_.end(), addr); it != addrs_.end())
-          why = rank_name(r) + " and " + rank_name(static_cast<int>(it - addrs_.begin())) +
-                " have the same libfabric endpoint (" + v->substr(bar + 1) + ")";
-      if (!why.empty()) throw setup_error(make_error_code(errc::protocol_violation), why);
-      addrs_.push_back(addr);
     }
+    addrs_.assign(static_cast<std::size_t>(cfg_.size), FI_ADDR_UNSPEC);
+    const auto insert = [&](int r) {
+      fi_addr_t addr = FI_ADDR_UNSPEC;
+      if (int n = fi_av_insert(av_.get(), bytes[static_cast<std::size_t>(r)].data(), 1, &addr, 0, nullptr); n != 1)
+        throw setup_error(make_error_code(errc::protocol_violation),
+                          "fi_av_insert for " + rank_name(r) + ": " + fi_error(n < 0 ? n : -FI_EINVAL));
+      addrs_[static_cast<std::size_t>(r)] = addr;
+    };
+    for (int r = 0; r < cfg_.size; ++r) insert(r);
+    // An insert can report success and still lose its entry: shm (libfabric 1.17) does
+    // when it cannot map the peer's region yet, and hands the same fi_addr to the next
+    // name (seen in CI as two ranks on one endpoint). So every entry is looked up and
+    // the lost ones inserted again, until the bootstrap deadline.
+    const auto lost = [&] {
+      std::vector<int> out;
+      for (int r = 0; r < cfg_.size; ++r) {
+        std::array<unsigned char, 512> back{};
+        std::size_t len = back.size() - 1;
+        const int n = fi_av_lookup(av_.get(), addrs_[static_cast<std::size_t>(r)], back.data(), &len);
+        if (n == -FI_ENOSYS) return out;  // the provider cannot tell; trust the inserts
+        const auto want = length[static_cast<std::size_t>(r)];
+        const auto& name = bytes[static_cast<std::size_t>(r)];
+        if (n != 0 || len < want || !std::equal(name.begin(), name.begin() + static_cast<std::ptrdiff_t>(want), back.begin()))
+          out.push_back(r);
+      }
+      return out;
+    };
+    for (auto bad = lost(); !bad.empty(); bad = lost()) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        std::string who;
+        for (int r : bad) who += (who.empty() ? "" : ", ") + rank_name(r);
+        throw setup_error(make_error_code(errc::protocol_violation),
+                          "libfabric's address vector does not keep the endpoints of " + who + " (" + provider_ + ")");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      for (int r : bad) insert(r);
+    }
+    for (int r = 0; r < cfg_.size; ++r)
+      if (auto it = std::find(addrs_.begin(), addrs_.begin() + r, addrs_[static_cast<std::size_t>(r)]); it != addrs_.begin() + r)
+        throw setup_error(make_error_code(errc::protocol_violation),
+                          rank_name(r) + " and " + rank_name(static_cast<int>(it - addrs_.begin())) + " have the same libfabric endpoint");
   }
 
   int rank() const noexcept override { return cfg_.rank; }
