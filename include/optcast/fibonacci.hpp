@@ -11,8 +11,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <vector>
+
+#include "optcast/packet_schedule.hpp"
 
 namespace optcast::fibonacci {
 
@@ -53,5 +57,44 @@ private:
   std::vector<int> first_;  // node v's children are the d consecutive ids from first_[v], or -1
   std::vector<int> ids_;    // 0, 1, 2, ...: what children() spans
 };
+
+// Section 4: broadcasting m packets among n processors on d trees.
+//
+// The n - 1 processors other than the broadcaster are laid out as d groups of s
+// (s = 1 mod d), each spanned by T_i, the full treetop of FT_d(f_d(s)) with s nodes and
+// its base-i labeling; `inserted` = beta * d processors sit on the edges into the first
+// beta leaf sibling sets of every extended tree (4.3, one round more for those leaves);
+// `array` processors form the linear array whose head plays the virtual processor v
+// (4.4). With n >= d^2 + d + 1 the paper's choice (the largest s) has array <= d - 1 and
+// fits; for smaller n a smaller s with a longer array does (documented bound: the
+// rounds the layout gives, which schedule() reports). d = 1 is the Hamiltonian path of
+// Section 2.2 (s = n - 1, m + n - 2 rounds), the only layout for n <= 3.
+struct layout {
+  int d = 1;
+  int s = 0;
+  int inserted = 0;
+  int array = 0;
+  int processors() const noexcept { return 1 + d * s + inserted + array; }
+};
+
+// The layouts for n processors on degree d (odd >= 3, or 1), the paper's first, then the
+// ones with smaller groups that still fit; empty if there is none (n < d + 1).
+std::vector<layout> layouts(int n, int d);
+// The rounds m packets take on `lay` (the last round used, plus one), from the labels
+// alone: what schedule(lay, m).rounds is, without writing the schedule out.
+int rounds(const layout& lay, int m);
+// Lemma 4.8's bound m + f_d(ceil((n-1)/d)) + 2d - 2 (n >= d^2 + d + 1, d odd >= 3).
+int lemma_4_8(int n, int m, int d);
+
+// The layout with the fewest rounds for n and m over d in {1, 3, 5, ..., 15} (ties: the
+// smaller d), as Section 4 leaves d to be chosen per n (about log log n for large n).
+layout choose(int n, int m);
+
+// The schedule of Lemmas 4.6-4.8 on `lay`: packet j goes to tree j mod d, the
+// broadcaster sends it in round j, and every processor receives packet j of tree i in
+// round l_i(p) + j - i (Definition 4.2's labels).
+packets::schedule schedule(const layout& lay, int m);
+// choose(n, m)'s schedule, built once per process while a caller holds it.
+std::shared_ptr<const packets::schedule> schedule_for(int n, int m);
 
 }  // namespace optcast::fibonacci
