@@ -9,6 +9,7 @@
 
 #include "optcast/blocks.hpp"
 #include "optcast/logp.hpp"
+#include "optcast/packet_schedule.hpp"
 #include "optcast/reduction.hpp"
 
 #include "optcast/fabric.hpp"
@@ -29,6 +30,11 @@ task<result<void>> broadcast_logp_tree(fabric& f, std::uint32_t seq, std::span<s
 // plan processor 0 being `root`, one plan step lasting `step` of the fabric's model time.
 task<result<void>> broadcast_kitem(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root,
                                    const logp::kitem_plan& plan, double step);
+
+// A static round schedule (Bruck-Cypher-Ho, Bar-Noy-Ho): the plan's m packets are the
+// blocks of `buf`, plan processor q is rank root + q; plan.ports <= f.ports().
+task<result<void>> broadcast_packets(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root,
+                                     const packets::schedule& plan);
 
 // Binomial tree of the whole buffer: ceil(log2 p) rounds at the root.
 task<result<void>> broadcast_binomial(fabric& f, std::uint32_t seq, std::span<std::byte> buf,

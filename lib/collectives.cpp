@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "algorithms.hpp"
+#include "optcast/fibonacci.hpp"
 #include "collective_common.hpp"
 #include "optcast/schedule.hpp"
 
@@ -19,6 +20,7 @@ std::string_view to_string(algorithm a) noexcept {
     case algorithm::combining: return "combining";
     case algorithm::buffered: return "buffered";
     case algorithm::single_sending: return "single_sending";
+    case algorithm::fibonacci: return "fibonacci";
   }
   return "?";
 }
@@ -26,7 +28,7 @@ std::string_view to_string(algorithm a) noexcept {
 result<algorithm> parse_algorithm(std::string_view name) {
   for (auto a : {algorithm::automatic, algorithm::circulant, algorithm::binomial, algorithm::logp_tree,
                  algorithm::staggered, algorithm::combining, algorithm::buffered,
-                 algorithm::single_sending})
+                 algorithm::single_sending, algorithm::fibonacci})
     if (name == to_string(a)) return a;
   return fail(errc::invalid_argument);
 }
@@ -58,7 +60,10 @@ task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int roo
   algorithm alg = opts.alg == algorithm::automatic ? c.options().broadcast_algorithm : opts.alg;
   if (alg == algorithm::automatic) alg = algorithm::circulant;
   if (alg == algorithm::staggered || alg == algorithm::combining)
-    co_return detail::refuse(c, "broadcast: the algorithms are circulant, binomial, logp_tree, buffered and single_sending");
+    co_return detail::refuse(c, "broadcast: the algorithms are circulant, binomial, logp_tree, buffered, single_sending and fibonacci");
+  if (c.ports() > c.get_fabric().ports())
+    co_return detail::refuse(c, "broadcast: the communicator asks for " + std::to_string(c.ports()) + " ports, the " +
+                                    std::string(c.get_fabric().name()) + " fabric has " + std::to_string(c.get_fabric().ports()));
   const int n = opts.blocks ? opts.blocks : automatic_block_count(data.size(), c.size(), c.options());
 
   detail::deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
@@ -70,6 +75,9 @@ task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int roo
     const int L = logp::postal_steps({model->L, model->o, model->g});
     const auto plan = alg == algorithm::buffered ? logp::kitem_buffered_for(c.size(), L, n) : logp::kitem_single_for(c.size(), L, n);
     r = co_await algorithms::broadcast_kitem(f, seq, data, root, *plan, std::max(model->g, model->o));
+  } else if (alg == algorithm::fibonacci) {
+    const auto plan = fibonacci::schedule_for(c.size(), n);
+    r = co_await algorithms::broadcast_packets(f, seq, data, root, *plan);
   } else if (alg == algorithm::logp_tree) {
     r = co_await algorithms::broadcast_logp_tree(f, seq, data, root, {model->L, model->o, model->g});
   } else {

@@ -48,8 +48,8 @@ algorithm reduction_algorithm(const collective_options& o, const erased_reductio
     why = std::string(what) +
           ": the circulant algorithm combines operands out of rank order; the operator is "
           "non-commutative (use algorithm::automatic or binomial, the rank-ordered tree)";
-  if (o.alg == algorithm::logp_tree || o.alg == algorithm::staggered || o.alg == algorithm::buffered || o.alg == algorithm::single_sending ||
-      (o.alg == algorithm::combining && std::string_view(what) != "allreduce"))
+  if (o.alg != algorithm::automatic && o.alg != algorithm::circulant && o.alg != algorithm::binomial &&
+      (o.alg != algorithm::combining || std::string_view(what) != "allreduce"))
     why = std::string(what) + ": the algorithms are circulant and binomial (rank-ordered)";
   if (o.alg == algorithm::combining && !op.commutative && why.empty())
     why = std::string(what) + ": the combining broadcast combines operands in a different order on every rank; "

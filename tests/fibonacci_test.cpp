@@ -104,3 +104,103 @@ TEST_CASE("treetops of FT_d(t): full, s nodes, the labels they had", "[fibonacci
   CHECK_THROWS_AS(fibonacci::F(1, 3), std::invalid_argument);
   CHECK_THROWS_AS(fibonacci::f(3, 0), std::invalid_argument);
 }
+
+// Section 4. packets::verify replays a schedule under the rounds model's rules (one send
+// and one receive per processor per round, every packet from someone who has it), so
+// these hold for the schedules themselves; multimessage_test runs them on fabrics.
+
+namespace {
+
+std::string check_layout_schedules(int n, int d, std::initializer_list<int> ms, bool every_layout = true) {
+  auto lays = fibonacci::layouts(n, d);
+  if (!every_layout) lays.resize(1);
+  for (const auto& lay : lays)
+    for (int m : ms) {
+      const auto s = fibonacci::schedule(lay, m);
+      const std::string at = "n " + std::to_string(n) + " d " + std::to_string(d) + " s " + std::to_string(lay.s) +
+                             " inserted " + std::to_string(lay.inserted) + " array " + std::to_string(lay.array) +
+                             " m " + std::to_string(m) + ": ";
+      if (s.n != n || lay.processors() != n) return at + "wrong processor count";
+      if (auto e = packets::verify(s); !e.empty()) return at + e;
+      if (s.rounds != fibonacci::rounds(lay, m))
+        return at + "schedule takes " + std::to_string(s.rounds) + " rounds, rounds() says " + std::to_string(fibonacci::rounds(lay, m));
+    }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("Section 4 schedules keep the one-port rules, and rounds() is what they take", "[fibonacci]") {
+  std::string failure;
+  for (int n = 1; n <= 400 && failure.empty(); ++n)
+    for (int d : {1, 3, 5, 7})
+      if (failure.empty() && (d == 1 || n >= d + 1)) failure = check_layout_schedules(n, d, {1, 2, 5, 32});
+  for (int n = 401; n <= 3000 && failure.empty(); n += 37)
+    for (int d : {3, 5, 7, 9})
+      if (failure.empty()) failure = check_layout_schedules(n, d, {1, 7, 32}, false);
+  for (int n : {1000, 2047, 3000})
+    if (failure.empty()) failure = check_layout_schedules(n, 3, {200}, false);
+  CHECK(failure == "");
+}
+
+TEST_CASE("Lemma 4.8: m + f_d((n-1)/d) + 2d - 2 rounds for every n from d^2 + d + 1 to 3000", "[fibonacci]") {
+  std::string failure;
+  for (int d = 3; d * d + d + 1 <= 3000 && failure.empty(); d += 2)
+    for (int n = d * d + d + 1; n <= 3000 && failure.empty(); ++n) {
+      // The paper's layout: groups as large as fit, at most d - 1 in the array (4.4),
+      // fewer than d^2 inserted (4.3).
+      const auto lay = fibonacci::layouts(n, d).front();
+      const std::string at = "d " + std::to_string(d) + " n " + std::to_string(n) + ": ";
+      if (lay.array > d - 1 || lay.inserted >= d * d || (n - 1 - lay.array) % d != 0) failure = at + "not the paper's layout";
+      for (int m : {1, 2, 5, 32, 200})
+        if (failure.empty() && fibonacci::rounds(lay, m) > fibonacci::lemma_4_8(n, m, d))
+          failure = at + "m " + std::to_string(m) + ": " + std::to_string(fibonacci::rounds(lay, m)) + " rounds > " +
+                    std::to_string(fibonacci::lemma_4_8(n, m, d));
+      // Lemma 4.7 (n = 1 mod d) holds as stated; Lemma 4.6 (n = d + 1 mod d^2) counts one
+      // round fewer than its own construction takes when the broadcaster's first send
+      // counts as a round (as Lemma 2.1 counts it): f_d + d rounds pass one packet down
+      // the labels 0 .. f_d + d. We reach 4.6's count plus one.
+      const int f = fibonacci::f(d, (n - 1 + d - 1) / d);
+      if (failure.empty() && n % d == 1 && fibonacci::rounds(lay, 3) > 3 + f + d) failure = at + "above Lemma 4.7";
+      if (failure.empty() && n % (d * d) == d + 1 && fibonacci::rounds(lay, 3) > 3 + f + d) failure = at + "above Lemma 4.6 + 1";
+    }
+  CHECK(failure == "");
+  // And the schedules behind them, for the d the choice lands on.
+  for (int n = 13; n <= 3000 && failure.empty(); ++n) failure = check_layout_schedules(n, 3, {2}, false);
+  for (int n = 31; n <= 3000 && failure.empty(); n += 3) failure = check_layout_schedules(n, 5, {2}, false);
+  CHECK(failure == "");
+}
+
+TEST_CASE("Theorem 4.9 and the choice of d: never above m + log n + 3 log log n + 15", "[fibonacci]") {
+  std::string failure;
+  for (int n = 2; n <= 3000 && failure.empty(); ++n)
+    for (int m : {1, 2, 5, 32, 200}) {
+      const auto best = fibonacci::choose(n, m);
+      const int r = fibonacci::rounds(best, m);
+      const double lg = std::log2(n);
+      const int lower = m + static_cast<int>(std::ceil(lg - 1e-9)) - 1;  // Lemma 2.1
+      const std::string at = "n " + std::to_string(n) + " m " + std::to_string(m) + ": ";
+      if (best.processors() != n) failure = at + "layout of the wrong size";
+      if (r > m + lg + 3 * std::log2(std::max(lg, 1.0)) + 15) failure = at + std::to_string(r) + " rounds above Theorem 4.9";
+      if (r < lower) failure = at + std::to_string(r) + " rounds below the lower bound";
+      // No layout of d = 1, 3, 5, 7 does better than the one chosen.
+      for (int d : {1, 3, 5, 7})
+        if (d == 1 || n >= d + 1)
+          for (const auto& lay : fibonacci::layouts(n, d))
+            if (fibonacci::rounds(lay, m) < r) failure = at + "d " + std::to_string(d) + " beats the choice";
+      if (!failure.empty()) break;
+    }
+  CHECK(failure == "");
+  // Small n, below the paper's range (documented in fibonacci.hpp): within m + n - 2 (the
+  // path), optimal for n <= 3, and from n = 7 on better than the path.
+  for (int n = 2; n <= 12; ++n)
+    for (int m : {1, 5, 32}) {
+      INFO("n " << n << " m " << m);
+      const int r = fibonacci::rounds(fibonacci::choose(n, m), m);
+      CHECK(r <= m + n - 2);
+      if (n <= 3) CHECK(r == m + n - 2);
+      if (n >= 7) CHECK(r < m + n - 2);
+    }
+  CHECK(fibonacci::rounds(fibonacci::choose(1, 5), 5) == 0);
+  CHECK_THROWS_AS(fibonacci::layouts(10, 4), std::invalid_argument);
+}

@@ -15,6 +15,7 @@
 
 #include "cli.hpp"
 #include "optcast/collectives.hpp"
+#include "optcast/fibonacci.hpp"
 #include "optcast/logp.hpp"
 #include "optcast/net/sim.hpp"
 #include "optcast/schedule.hpp"
@@ -363,6 +364,19 @@ const std::vector<entry>& registry() {
        [](const sim::model& m, const sim_params& sp) -> std::optional<figure> {
          if (m.kind != sim::model_kind::postal || m.L != std::floor(m.L) || sp.p < 2) return std::nullopt;
          return figure{"B(P-1) + 2L + n - 2", logp::B(sp.p - 1, {m.L, 0, 1}) + 2 * m.L + sp.blocks - 2};
+       }},
+      {"broadcast", "fibonacci", algorithm::fibonacci,
+       "Bruck, Cypher, Ho 1992, Section 4: n packets on d generalized Fibonacci trees (d odd, chosen per p and n), "
+       "one port; Lemma 4.8's n + f_d((p-1)/d) + 2d - 2 where p >= d^2 + d + 1, lower bound n + ceil(log2 p) - 1",
+       [](auto& w, auto& c, auto& sp) { return run_broadcast(w, c, sp, algorithm::fibonacci); },
+       [](const sim::model& m, const sim_params& sp) -> std::optional<figure> {
+         if (m.kind != sim::model_kind::rounds) return std::nullopt;
+         const auto lay = fibonacci::choose(sp.p, sp.blocks);
+         if (lay.d >= 3 && sp.p >= lay.d * lay.d + lay.d + 1)
+           return figure{"n + f_d((p-1)/d) + 2d - 2, d = " + std::to_string(lay.d) + " (Lemma 4.8)",
+                         static_cast<double>(fibonacci::lemma_4_8(sp.p, sp.blocks, lay.d))};
+         return figure{"n + ceil(log2 p) - 1 (Lemma 2.1, a lower bound; p is below the paper's range)",
+                       static_cast<double>(sp.blocks + circulant::ceil_log2(sp.p) - 1)};
        }},
       {"stream", "continuous", algorithm::automatic,
        "Karp et al. 1993, Sections 3.1-3.3: continuous broadcast of n items (broadcast_stream); block-cyclic "

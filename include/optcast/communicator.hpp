@@ -28,6 +28,8 @@ enum class algorithm {
               // receivers choose among arrived messages
   single_sending,  // Karp et al. 3.4: k-item broadcast, single-sending, every message
                    // received as it arrives; within B(P-1) + 2L + k - 2 (Theorem 3.7)
+  fibonacci,  // Bruck, Cypher and Ho: n blocks on d generalized Fibonacci trees, one port;
+              // n + f_d((p-1)/d) + 2d - 2 rounds (Lemma 4.8), about n + log p + 3 log log p
 };
 
 std::string_view to_string(algorithm a) noexcept;
@@ -41,6 +43,9 @@ struct linear_cost {
 };
 
 struct communicator_options {
+  // k of the k-port model the collectives may use: 0 means the fabric's (fabric::ports()),
+  // a smaller k holds them to fewer; more than the fabric has is refused.
+  int ports = 0;
   // Deadline of every collective unless the call gives its own. OPTCAST_TIMEOUT
   // (seconds) overrides the default when a communicator is made from the environment.
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
@@ -59,6 +64,8 @@ public:
 
   int rank() const noexcept { return fabric_->rank(); }
   int size() const noexcept { return fabric_->size(); }
+  // The ports collectives use: options().ports if set, else the fabric's.
+  int ports() const noexcept { return options_.ports > 0 ? options_.ports : fabric_->ports(); }
   fabric& get_fabric() noexcept { return *fabric_; }
   const fabric& get_fabric() const noexcept { return *fabric_; }
 
