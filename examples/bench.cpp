@@ -4,12 +4,16 @@
 //   optcast-bench broadcast --fabric tcp --np 8           P processes over TCP loopback
 //   optcast-bench p2p                                     TCP point-to-point against a plain
 //                                                         socket copy of the same bytes
+//   optcast-bench rounds                                  multi-message broadcasts in the
+//                                                         simulator's rounds model (1 and k
+//                                                         ports) against the lower bounds
 // Each prints a table (median over iterations, the slowest rank's time) or, with
 // --json, one JSON object. Over TCP the ranks must share a host (one monotonic clock).
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -22,6 +26,8 @@
 
 #include "cli.hpp"
 #include "measure.hpp"
+#include "optcast/fibonacci.hpp"
+#include "optcast/multiport.hpp"
 #include "optcast/optcast.hpp"
 
 using namespace optcast;
@@ -72,7 +78,8 @@ std::vector<algorithm> algorithms_from(const cli::parser& args) {
   while (pos <= list.size()) {
     auto comma = list.find(',', pos);
     auto a = parse_algorithm(list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
-    if (!a || *a == algorithm::automatic) args.die("--algorithms: circulant and/or binomial");
+    if (!a || *a == algorithm::automatic || *a == algorithm::staggered || *a == algorithm::combining)
+      args.die("--algorithms: broadcast algorithms (circulant, binomial, logp_tree, buffered, single_sending, fibonacci, ktree, rotation)");
     out.push_back(*a);
     if (comma == std::string::npos) break;
     pos = comma + 1;
@@ -87,8 +94,10 @@ int bench_broadcast(int argc, char** argv) {
       .option("p", "P", "ranks of the local fabric", "8")
       .option("np", "N", "with --fabric tcp: start N rank processes on this machine")
       .option("sizes", "LIST", "bytes to broadcast", "8,64,512,4KiB,32KiB,256KiB,2MiB,16MiB,64MiB")
-      .option("algorithms", "LIST", "circulant,binomial", "circulant,binomial")
-      .option("blocks", "N", "circulant block count (0: automatic)", "0")
+      .option("algorithms", "LIST", "any broadcast algorithms, e.g. circulant,binomial,fibonacci,ktree,rotation",
+              "circulant,binomial")
+      .option("blocks", "N", "block count (0: automatic)", "0")
+      .option("ports", "K", "ports per rank (k-port algorithms ktree and rotation need 2 or more)", "1")
       .option("iterations", "K", "timed runs per size (0: by size)", "0")
       .flag("json", "one JSON object").flag("quiet", "no progress lines");
   args.parse(argc, argv, 2);
@@ -100,12 +109,15 @@ int bench_broadcast(int argc, char** argv) {
   const std::string fabric_name = args.get("fabric");
   if (fabric_name != "local" && fabric_name != "tcp" && fabric_name != "ofi") args.die("--fabric: local, tcp or ofi");
   if (fabric_name == "local" && args.has("np")) args.die("--np starts processes for --fabric tcp or ofi; the local fabric takes --p");
+  const int ports = static_cast<int>(args.get_int("ports", 1, 64));
+  // The rank processes read their port count from the environment (job.hpp).
+  if (args.has("ports")) ::setenv("OPTCAST_PORTS", std::to_string(ports).c_str(), 1);
   if (auto status = launch_local(argc, argv)) return *status;
 
   std::vector<row> rows;
   if (fabric_name == "local") {
     const int p = static_cast<int>(args.get_int("p", 1, 4096));
-    local::world w(p);
+    local::world w(p, ports);
     auto comms = w.communicators();
     for (auto alg : algs)
       for (auto bytes : sizes) {
@@ -279,14 +291,145 @@ int bench_p2p(int argc, char** argv) {
   return 0;
 }
 
+// The multi-message broadcasts with static schedules, run in the simulator (rounds
+// model, k ports), each row the simulated rounds beside the paper's bound and the lower
+// bound: Lemma 2.1 of Bruck-Cypher-Ho (one port, m + ceil(log2 n) - 1), Lemmas 2 and 3 of
+// Bar-Noy-Ho (k ports).
+int bench_rounds(int argc, char** argv) {
+  cli::parser args("optcast-bench rounds",
+                   "Rounds of the fibonacci (one port), ktree and rotation (k ports) broadcasts in the simulator, "
+                   "against the papers' bounds and the lower bounds.");
+  args.option("n", "LIST", "processors", "13,32,100,1000,3000")
+      .option("m", "LIST", "packets (messages)", "1,2,5,32,200")
+      .option("k", "LIST", "ports for ktree and rotation", "2,3,4,5")
+      .option("algorithms", "LIST", "fibonacci,ktree,rotation", "fibonacci,ktree,rotation")
+      .option("every", "NMAX", "every n from 2 to NMAX instead of --n (summary per algorithm, k and m)", "0")
+      .flag("json", "one JSON object").flag("quiet", "no progress lines");
+  args.parse(argc, argv, 2);
+  const auto list = [&](const char* name) {
+    std::vector<int> out;
+    for (auto v : args.get_sizes(name)) {
+      if (v < 1 || v > 1000000) args.die(std::string("--") + name + ": values from 1 to 1000000");
+      out.push_back(static_cast<int>(v));
+    }
+    return out;
+  };
+  const auto ms = list("m"), ks = list("k");
+  std::vector<int> ns = list("n");
+  const int every = static_cast<int>(args.get_int("every", 0, 100000));
+  if (every) {
+    ns.clear();
+    for (int n = 2; n <= every; ++n) ns.push_back(n);
+  }
+  std::vector<algorithm> algs;
+  for (const auto& name : {"fibonacci", "ktree", "rotation"})
+    if (("," + args.get("algorithms") + ",").find(std::string(",") + name + ",") != std::string::npos) algs.push_back(*parse_algorithm(name));
+  if (algs.empty()) args.die("--algorithms: fibonacci, ktree and/or rotation");
+  for (int k : ks)
+    if (k < 2) args.die("--k: ktree and rotation need at least 2 ports");
+  const bool json = args.get_flag("json"), quiet = args.get_flag("quiet");
+
+  struct result_row {
+    std::string alg;
+    int k, n, m, rounds, lower, paper;
+    std::string paper_name;
+  };
+  std::vector<result_row> rows;
+  std::size_t done = 0, total = 0;
+  for (auto alg : algs) total += ns.size() * ms.size() * (alg == algorithm::fibonacci ? 1 : ks.size());
+  auto last_note = clock_type::now();
+  for (auto alg : algs)
+    for (int k : alg == algorithm::fibonacci ? std::vector<int>{1} : ks)
+      for (int n : ns)
+        for (int m : ms) {
+          sim::world w(n, sim::model::rounds(k));
+          auto comms = w.communicators();
+          std::vector<std::vector<std::uint8_t>> bufs(static_cast<std::size_t>(n), std::vector<std::uint8_t>(static_cast<std::size_t>(m)));
+          for (int i = 0; i < m; ++i) bufs[0][static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(i * 7 + 1);
+          auto res = w.run_all(comms, [&](communicator& c) {
+            return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 0, {.alg = alg, .blocks = m});
+          });
+          const auto rep = w.take_report();
+          for (int r = 0; r < n; ++r)
+            if (!res[static_cast<std::size_t>(r)] || bufs[static_cast<std::size_t>(r)] != bufs[0] || rep.error) {
+              std::fprintf(stderr, "optcast-bench rounds: %s n %d m %d k %d failed: %s\n", std::string(to_string(alg)).c_str(), n, m, k,
+                           rep.error ? rep.error_detail.c_str() : "wrong bytes or an error");
+              return 1;
+            }
+          result_row row{std::string(to_string(alg)), k, n, m, static_cast<int>(rep.finish_time), 0, 0, ""};
+          if (alg == algorithm::fibonacci) {
+            row.lower = m + multiport::ceil_log(2, n) - 1;
+            const auto lay = fibonacci::choose(n, m);
+            if (lay.d >= 3 && n >= lay.d * lay.d + lay.d + 1) {
+              row.paper = fibonacci::lemma_4_8(n, m, lay.d);
+              row.paper_name = "Lemma 4.8, d = " + std::to_string(lay.d);
+            } else {
+              row.paper = row.rounds;
+              row.paper_name = "below the paper's range (d = " + std::to_string(lay.d) + ")";
+            }
+          } else {
+            row.lower = multiport::lemma_3(n, m, k);
+            if (alg == algorithm::ktree) {
+              row.paper = (m + k - 1) / k + std::max(2, multiport::ceil_log(k, n + 2 * k));
+              row.paper_name = "ceil(m/k) + max(2, ceil(log_k(n+2k)))";
+            } else {
+              row.paper = (m + k - 1) / k + multiport::ceil_log(k + 1, n);
+              row.paper_name = "Theorem 10";
+            }
+          }
+          rows.push_back(row);
+          ++done;
+          if (!quiet && !json && std::chrono::duration<double>(clock_type::now() - last_note).count() > 2) {
+            std::fprintf(stderr, "  %zu of %zu runs\n", done, total);
+            last_note = clock_type::now();
+          }
+        }
+  if (json) {
+    std::printf("{\"benchmark\":\"rounds\",\"results\":[");
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      std::printf("%s{\"algorithm\":\"%s\",\"ports\":%d,\"n\":%d,\"m\":%d,\"rounds\":%d,\"lower_bound\":%d,\"paper_bound\":%d,\"paper\":\"%s\"}",
+                  i ? "," : "", rows[i].alg.c_str(), rows[i].k, rows[i].n, rows[i].m, rows[i].rounds, rows[i].lower, rows[i].paper,
+                  rows[i].paper_name.c_str());
+    std::printf("]}\n");
+    return 0;
+  }
+  if (every) {
+    // Per algorithm, k and m: over every n, how far above the lower bound, and any n
+    // above the paper's bound.
+    std::printf("every n from 2 to %d, simulated rounds model\n%-10s %3s %5s %16s %16s %14s\n", every, "algorithm", "k", "m",
+                "max above lower", "mean above lower", "above paper");
+    for (std::size_t i = 0; i < rows.size();) {
+      std::size_t j = i;
+      int worst = 0, over = 0;
+      double sum = 0;
+      for (; j < rows.size() && rows[j].alg == rows[i].alg && rows[j].k == rows[i].k && rows[j].m == rows[i].m; ++j) {
+        worst = std::max(worst, rows[j].rounds - rows[j].lower);
+        sum += rows[j].rounds - rows[j].lower;
+        over += rows[j].rounds > rows[j].paper;
+      }
+      std::printf("%-10s %3d %5d %16d %16.2f %14d\n", rows[i].alg.c_str(), rows[i].k, rows[i].m, worst, sum / static_cast<double>(j - i), over);
+      i = j;
+    }
+    return 0;
+  }
+  std::printf("simulated rounds model; lower: m + ceil(log2 n) - 1 (Bruck-Cypher-Ho Lemma 2.1) for one port, Bar-Noy-Ho\n"
+              "Lemma 3 (Lemma 2, plus one where (n-1) beta > n' - 1) for k ports\n");
+  std::printf("%-10s %3s %6s %5s %7s %7s %7s  %s\n", "algorithm", "k", "n", "m", "rounds", "lower", "paper", "paper's bound");
+  for (const auto& r : rows)
+    std::printf("%-10s %3d %6d %5d %7d %7d %7d  %s\n", r.alg.c_str(), r.k, r.n, r.m, r.rounds, r.lower, r.paper, r.paper_name.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
   const std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "broadcast") return bench_broadcast(argc, argv);
   if (cmd == "p2p") return bench_p2p(argc, argv);
+  if (cmd == "rounds") return bench_rounds(argc, argv);
   std::fputs("usage: optcast-bench broadcast [--fabric local|tcp] [--np N | --p P] [--sizes LIST] [--json]\n"
              "       optcast-bench p2p [--fabric tcp|ofi] [--bytes SIZE] [--count N] [--json]\n"
+             "       optcast-bench rounds [--n LIST] [--m LIST] [--k LIST] [--every NMAX] [--json]\n"
              "Run 'optcast-bench <command> --help' for all options.\n",
              cmd == "--help" || cmd == "-h" ? stdout : stderr);
   return cmd == "--help" || cmd == "-h" ? 0 : 2;

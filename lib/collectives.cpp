@@ -5,6 +5,7 @@
 
 #include "algorithms.hpp"
 #include "optcast/fibonacci.hpp"
+#include "optcast/multiport.hpp"
 #include "collective_common.hpp"
 #include "optcast/schedule.hpp"
 
@@ -21,6 +22,8 @@ std::string_view to_string(algorithm a) noexcept {
     case algorithm::buffered: return "buffered";
     case algorithm::single_sending: return "single_sending";
     case algorithm::fibonacci: return "fibonacci";
+    case algorithm::ktree: return "ktree";
+    case algorithm::rotation: return "rotation";
   }
   return "?";
 }
@@ -28,7 +31,8 @@ std::string_view to_string(algorithm a) noexcept {
 result<algorithm> parse_algorithm(std::string_view name) {
   for (auto a : {algorithm::automatic, algorithm::circulant, algorithm::binomial, algorithm::logp_tree,
                  algorithm::staggered, algorithm::combining, algorithm::buffered,
-                 algorithm::single_sending, algorithm::fibonacci})
+                 algorithm::single_sending, algorithm::fibonacci,
+                 algorithm::ktree, algorithm::rotation})
     if (name == to_string(a)) return a;
   return fail(errc::invalid_argument);
 }
@@ -60,11 +64,17 @@ task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int roo
   algorithm alg = opts.alg == algorithm::automatic ? c.options().broadcast_algorithm : opts.alg;
   if (alg == algorithm::automatic) alg = algorithm::circulant;
   if (alg == algorithm::staggered || alg == algorithm::combining)
-    co_return detail::refuse(c, "broadcast: the algorithms are circulant, binomial, logp_tree, buffered, single_sending and fibonacci");
+    co_return detail::refuse(c, "broadcast: the algorithms are circulant, binomial, logp_tree, buffered, single_sending, fibonacci, "
+                                    "ktree and rotation");
   if (c.ports() > c.get_fabric().ports())
     co_return detail::refuse(c, "broadcast: the communicator asks for " + std::to_string(c.ports()) + " ports, the " +
                                     std::string(c.get_fabric().name()) + " fabric has " + std::to_string(c.get_fabric().ports()));
   const int n = opts.blocks ? opts.blocks : automatic_block_count(data.size(), c.size(), c.options());
+  if ((alg == algorithm::ktree || alg == algorithm::rotation) && c.ports() < 2)
+    co_return detail::refuse(c, "broadcast: " + std::string(to_string(alg)) +
+                                    " is a k-port algorithm (Bar-Noy and Ho) and needs at least 2 ports; the " +
+                                    std::string(c.get_fabric().name()) + " fabric gives " + std::to_string(c.ports()) +
+                                    " (make it with more ports: OPTCAST_PORTS, or the world's ports argument)");
 
   detail::deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
   auto& f = c.get_fabric();
@@ -77,6 +87,9 @@ task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int roo
     r = co_await algorithms::broadcast_kitem(f, seq, data, root, *plan, std::max(model->g, model->o));
   } else if (alg == algorithm::fibonacci) {
     const auto plan = fibonacci::schedule_for(c.size(), n);
+    r = co_await algorithms::broadcast_packets(f, seq, data, root, *plan);
+  } else if (alg == algorithm::ktree || alg == algorithm::rotation) {
+    const auto plan = alg == algorithm::ktree ? multiport::ktree_for(c.size(), n, c.ports()) : multiport::rotation_for(c.size(), n, c.ports());
     r = co_await algorithms::broadcast_packets(f, seq, data, root, *plan);
   } else if (alg == algorithm::logp_tree) {
     r = co_await algorithms::broadcast_logp_tree(f, seq, data, root, {model->L, model->o, model->g});

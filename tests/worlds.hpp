@@ -37,7 +37,7 @@ public:
 
 class local_test_world final : public test_world {
 public:
-  explicit local_test_world(int p, communicator_options o = {}) : w_(p), comms_(w_.communicators(o)) {}
+  explicit local_test_world(int p, communicator_options o = {}, int ports = 1) : w_(p, ports), comms_(w_.communicators(o)) {}
   std::vector<communicator>& comms() override { return comms_; }
   std::vector<result<void>> run_all(const rank_fn& fn) override { return w_.run_all(comms_, fn); }
   local::world& world() { return w_; }

@@ -16,6 +16,7 @@
 #include "cli.hpp"
 #include "optcast/collectives.hpp"
 #include "optcast/fibonacci.hpp"
+#include "optcast/multiport.hpp"
 #include "optcast/logp.hpp"
 #include "optcast/net/sim.hpp"
 #include "optcast/schedule.hpp"
@@ -377,6 +378,25 @@ const std::vector<entry>& registry() {
                          static_cast<double>(fibonacci::lemma_4_8(sp.p, sp.blocks, lay.d))};
          return figure{"n + ceil(log2 p) - 1 (Lemma 2.1, a lower bound; p is below the paper's range)",
                        static_cast<double>(sp.blocks + circulant::ceil_log2(sp.p) - 1)};
+       }},
+      {"broadcast", "ktree", algorithm::ktree,
+       "Bar-Noy, Ho 1998, Section 3: k ports (--ports), k spanning trees of height h; ceil(n/k) + h - 1 rounds "
+       "(Theorem 6), lower bound ceil(n/k) - 1 + ceil(log_{k+1} p) (Lemma 2)",
+       [](auto& w, auto& c, auto& sp) { return run_broadcast(w, c, sp, algorithm::ktree); },
+       [](const sim::model& m, const sim_params& sp) -> std::optional<figure> {
+         if (m.kind != sim::model_kind::rounds || m.ports < 2) return std::nullopt;
+         return figure{"ceil(n/k) + h - 1, h = " + std::to_string(multiport::ktree_height(sp.p, m.ports)) + " (Theorem 6)",
+                       static_cast<double>((sp.blocks + m.ports - 1) / m.ports + multiport::ktree_height(sp.p, m.ports) - 1)};
+       }},
+      {"broadcast", "rotation", algorithm::rotation,
+       "Bar-Noy, Ho 1998, Section 4: k ports (--ports), chained broadcasting black boxes; ceil(n/k) + ceil(log_{k+1} p) "
+       "rounds (Theorem 10), lower bound Lemma 3",
+       [](auto& w, auto& c, auto& sp) { return run_broadcast(w, c, sp, algorithm::rotation); },
+       [](const sim::model& m, const sim_params& sp) -> std::optional<figure> {
+         if (m.kind != sim::model_kind::rounds || m.ports < 2) return std::nullopt;
+         return figure{"ceil(n/k) + ceil(log_{k+1} p) (Theorem 10; Lemma 3's lower bound " +
+                           std::to_string(multiport::lemma_3(sp.p, sp.blocks, m.ports)) + ")",
+                       static_cast<double>((sp.blocks + m.ports - 1) / m.ports + multiport::ceil_log(m.ports + 1, sp.p))};
        }},
       {"stream", "continuous", algorithm::automatic,
        "Karp et al. 1993, Sections 3.1-3.3: continuous broadcast of n items (broadcast_stream); block-cyclic "

@@ -30,6 +30,9 @@ enum class algorithm {
                    // received as it arrives; within B(P-1) + 2L + k - 2 (Theorem 3.7)
   fibonacci,  // Bruck, Cypher and Ho: n blocks on d generalized Fibonacci trees, one port;
               // n + f_d((p-1)/d) + 2d - 2 rounds (Lemma 4.8), about n + log p + 3 log log p
+  ktree,      // Bar-Noy and Ho 3: k ports, k spanning trees; ceil(n/k) + height - 1 rounds
+  rotation,   // Bar-Noy and Ho 4: k ports, chained broadcasting black boxes;
+              // ceil(n/k) + ceil(log_{k+1} p) rounds (Theorem 10)
 };
 
 std::string_view to_string(algorithm a) noexcept;
