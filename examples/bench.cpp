@@ -398,17 +398,26 @@ int bench_rounds(int argc, char** argv) {
     // above the paper's bound.
     std::printf("every n from 2 to %d, simulated rounds model\n%-10s %3s %5s %16s %16s %14s\n", every, "algorithm", "k", "m",
                 "max above lower", "mean above lower", "above paper");
-    for (std::size_t i = 0; i < rows.size();) {
-      std::size_t j = i;
-      int worst = 0, over = 0;
+    struct stats {
+      int worst = 0, over = 0, count = 0;
       double sum = 0;
-      for (; j < rows.size() && rows[j].alg == rows[i].alg && rows[j].k == rows[i].k && rows[j].m == rows[i].m; ++j) {
-        worst = std::max(worst, rows[j].rounds - rows[j].lower);
-        sum += rows[j].rounds - rows[j].lower;
-        over += rows[j].rounds > rows[j].paper;
-      }
-      std::printf("%-10s %3d %5d %16d %16.2f %14d\n", rows[i].alg.c_str(), rows[i].k, rows[i].m, worst, sum / static_cast<double>(j - i), over);
-      i = j;
+    };
+    std::vector<std::pair<std::string, stats>> groups;  // in the order first met
+    for (const auto& r : rows) {
+      const std::string key = r.alg + " " + std::to_string(r.k) + " " + std::to_string(r.m);
+      auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == key; });
+      if (it == groups.end()) it = groups.insert(groups.end(), {key, stats{}});
+      auto& g = it->second;
+      g.worst = std::max(g.worst, r.rounds - r.lower);
+      g.sum += r.rounds - r.lower;
+      g.over += r.rounds > r.paper;
+      ++g.count;
+    }
+    for (const auto& [key, g] : groups) {
+      char alg[32];
+      int k = 0, m = 0;
+      std::sscanf(key.c_str(), "%31s %d %d", alg, &k, &m);
+      std::printf("%-10s %3d %5d %16d %16.2f %14d\n", alg, k, m, g.worst, g.sum / g.count, g.over);
     }
     return 0;
   }
