@@ -10,6 +10,7 @@
 #include "optcast/blocks.hpp"
 #include "optcast/logp.hpp"
 #include "optcast/packet_schedule.hpp"
+#include "optcast/scatter.hpp"
 #include "optcast/reduction.hpp"
 
 #include "optcast/fabric.hpp"
@@ -35,6 +36,21 @@ task<result<void>> broadcast_kitem(fabric& f, std::uint32_t seq, std::span<std::
 // blocks of `buf`, plan processor q is rank root + q; plan.ports <= f.ports().
 task<result<void>> broadcast_packets(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root,
                                      const packets::schedule& plan);
+
+// Alexandrov et al. 4.4-4.7: scatter on the split tree of `table` (Binomial Tree, A_t,
+// A_t^k). Virtual processor v = rank - root mod p owns bytes [offset[v], offset[v+1]);
+// `all` (the root's, in virtual order) holds them all, `out` gets v's.
+task<result<void>> scatter_tree(fabric& f, std::uint32_t seq, std::span<const std::byte> all, std::span<std::byte> out,
+                                int root, const loggp::split_table& table, std::span<const std::size_t> offset);
+// The same tree backwards: every processor's `in` lands at its offset in the root's `all`.
+task<result<void>> gather_tree(fabric& f, std::uint32_t seq, std::span<const std::byte> in, std::span<std::byte> all,
+                               int root, const loggp::split_table& table, std::span<const std::size_t> offset);
+// 4.2-4.3: the root sends every processor its bytes itself, in messages of `item` bytes
+// (Short-Message), or whole (Simple Long-Message, item = 0); gather the reverse.
+task<result<void>> scatter_direct(fabric& f, std::uint32_t seq, std::span<const std::byte> all, std::span<std::byte> out,
+                                  int root, std::span<const std::size_t> offset, std::size_t item);
+task<result<void>> gather_direct(fabric& f, std::uint32_t seq, std::span<const std::byte> in, std::span<std::byte> all,
+                                 int root, std::span<const std::size_t> offset, std::size_t item);
 
 // Binomial tree of the whole buffer: ceil(log2 p) rounds at the root.
 task<result<void>> broadcast_binomial(fabric& f, std::uint32_t seq, std::span<std::byte> buf,

@@ -24,6 +24,9 @@ std::string_view to_string(algorithm a) noexcept {
     case algorithm::fibonacci: return "fibonacci";
     case algorithm::ktree: return "ktree";
     case algorithm::rotation: return "rotation";
+    case algorithm::short_message: return "short_message";
+    case algorithm::long_message: return "long_message";
+    case algorithm::split_tree: return "split_tree";
   }
   return "?";
 }
@@ -32,7 +35,8 @@ result<algorithm> parse_algorithm(std::string_view name) {
   for (auto a : {algorithm::automatic, algorithm::circulant, algorithm::binomial, algorithm::logp_tree,
                  algorithm::staggered, algorithm::combining, algorithm::buffered,
                  algorithm::single_sending, algorithm::fibonacci,
-                 algorithm::ktree, algorithm::rotation})
+                 algorithm::ktree, algorithm::rotation, algorithm::short_message, algorithm::long_message,
+                 algorithm::split_tree})
     if (name == to_string(a)) return a;
   return fail(errc::invalid_argument);
 }
@@ -63,7 +67,8 @@ task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int roo
   if (!model) co_return detail::refuse(c, why);
   algorithm alg = opts.alg == algorithm::automatic ? c.options().broadcast_algorithm : opts.alg;
   if (alg == algorithm::automatic) alg = algorithm::circulant;
-  if (alg == algorithm::staggered || alg == algorithm::combining)
+  if (alg == algorithm::staggered || alg == algorithm::combining || alg == algorithm::short_message ||
+      alg == algorithm::long_message || alg == algorithm::split_tree)
     co_return detail::refuse(c, "broadcast: the algorithms are circulant, binomial, logp_tree, buffered, single_sending, fibonacci, "
                                     "ktree and rotation");
   if (c.ports() > c.get_fabric().ports())

@@ -17,6 +17,7 @@
 #include "optcast/collectives.hpp"
 #include "optcast/fibonacci.hpp"
 #include "optcast/multiport.hpp"
+#include "optcast/scatter.hpp"
 #include "optcast/logp.hpp"
 #include "optcast/net/sim.hpp"
 #include "optcast/schedule.hpp"
@@ -131,6 +132,50 @@ run_outcome run_broadcast(sim::world& w, std::vector<communicator>& comms, const
     o.verified = o.ok;
   }
   return o;
+}
+
+// Scatter (the root's p segments of sp.bytes to every rank) or gather (the reverse).
+run_outcome run_scatter_gather(sim::world& w, std::vector<communicator>& comms, const sim_params& sp, algorithm alg,
+                               bool gather_it) {
+  const auto P = static_cast<std::size_t>(sp.p);
+  std::vector<std::uint8_t> all(sp.verify ? P * sp.bytes : 0), back(sp.verify ? P * sp.bytes : 0);
+  for (std::size_t r = 0; r < all.size() / std::max<std::uint64_t>(sp.bytes, 1); ++r)
+    for (std::size_t i = 0; i < sp.bytes; ++i) all[r * sp.bytes + i] = byte_of(static_cast<int>(r), i);
+  buffers part(sp, sp.bytes);
+  if (gather_it && sp.verify)
+    for (int r = 0; r < sp.p; ++r) std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * sp.bytes), sp.bytes, part.at(r).begin());
+  // Without verification the root still needs a buffer of the right size.
+  std::vector<std::uint8_t> root_buf(sp.verify ? 0 : P * sp.bytes);
+  auto res = w.run_all(comms, [&](communicator& c) -> task<result<void>> {
+    const bool is_root = c.rank() == sp.root;
+    std::span<std::uint8_t> whole = !is_root ? std::span<std::uint8_t>() : sp.verify ? std::span(gather_it ? back : all) : std::span(root_buf);
+    if (gather_it) co_return co_await gather(c, std::span<const std::uint8_t>(part.at(c.rank())), whole, sp.root, opts_of(sp, alg));
+    co_return co_await scatter(c, std::span<const std::uint8_t>(whole), std::span(part.at(c.rank())), sp.root, opts_of(sp, alg));
+  });
+  run_outcome o;
+  o.error = first_failure(res, comms);
+  o.ok = o.error.empty();
+  if (o.ok && sp.verify) {
+    if (gather_it && back != all) o = {false, "the root gathered wrong bytes"};
+    for (int r = 0; r < sp.p && o.ok && !gather_it; ++r)
+      if (!std::equal(part.at(r).begin(), part.at(r).end(), all.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * sp.bytes)))
+        o = {false, "rank " + std::to_string(r) + " got wrong bytes"};
+    o.verified = o.ok;
+  }
+  return o;
+}
+
+// Alexandrov et al.'s times for a scatter of k = bytes items per rank: the recurrences
+// under any LogGP model; Table 2's closed forms in the simplified one (o = 0, G = 1).
+std::optional<figure> scatter_figure(const sim::model& m, const sim_params& sp, algorithm alg) {
+  if (m.kind == sim::model_kind::rounds) return std::nullopt;
+  const auto k = static_cast<int>(sp.bytes);
+  if (alg == algorithm::split_tree || alg == algorithm::binomial)
+    return figure{alg == algorithm::split_tree ? "t^k(P), the A_t^k recurrence" : "the Binomial Tree recurrence (Lemma 2)",
+                  loggp::split_table(sp.p, {m.L, m.o, m.g, m.G}, static_cast<double>(sp.bytes), alg == algorithm::binomial).t(sp.p)};
+  if (m.o != 0 || m.G != 1) return std::nullopt;
+  if (alg == algorithm::long_message) return figure{"(P-2)g + (P-1)(k-1) + L (Table 2)", loggp::long_message_time(sp.p, k, m.L, m.g)};
+  return figure{"((P-1)k - 1)g + L (Table 2)", loggp::short_message_time(sp.p, k, m.L, m.g)};
 }
 
 // A stream of sp.blocks items of sp.bytes: every rank checks each item; the delay of
@@ -398,6 +443,34 @@ const std::vector<entry>& registry() {
                            std::to_string(multiport::lemma_3(sp.p, sp.blocks, m.ports)) + ")",
                        static_cast<double>((sp.blocks + m.ports - 1) / m.ports + multiport::ceil_log(m.ports + 1, sp.p))};
        }},
+      {"scatter", "split_tree", algorithm::split_tree,
+       "Alexandrov et al. 1995, 4.5-4.7: A_t^k, the split tree of least LogGP time (optimal for one item per rank, Theorem 1)",
+       [](auto& w, auto& c, auto& sp) { return run_scatter_gather(w, c, sp, algorithm::split_tree, false); },
+       [](const sim::model& m, const sim_params& sp) { return scatter_figure(m, sp, algorithm::split_tree); }},
+      {"scatter", "binomial", algorithm::binomial,
+       "Alexandrov et al. 1995, 4.4: the Binomial Tree, halves at every split (Lemma 2)",
+       [](auto& w, auto& c, auto& sp) { return run_scatter_gather(w, c, sp, algorithm::binomial, false); },
+       [](const sim::model& m, const sim_params& sp) { return scatter_figure(m, sp, algorithm::binomial); }},
+      {"scatter", "long_message", algorithm::long_message,
+       "Alexandrov et al. 1995, 4.3: Simple Long-Message, the root sends every rank its segment",
+       [](auto& w, auto& c, auto& sp) { return run_scatter_gather(w, c, sp, algorithm::long_message, false); },
+       [](const sim::model& m, const sim_params& sp) { return scatter_figure(m, sp, algorithm::long_message); }},
+      {"scatter", "short_message", algorithm::short_message,
+       "Alexandrov et al. 1995, 4.2: Short-Message, one message per byte",
+       [](auto& w, auto& c, auto& sp) { return run_scatter_gather(w, c, sp, algorithm::short_message, false); },
+       [](const sim::model& m, const sim_params& sp) { return scatter_figure(m, sp, algorithm::short_message); }},
+      {"gather", "split_tree", algorithm::split_tree,
+       "Alexandrov et al. 1995, 4.5-4.7: A_t^k, the split tree of least LogGP time (optimal for one item per rank, Theorem 1), reversed",
+       [](auto& w, auto& c, auto& sp) { return run_scatter_gather(w, c, sp, algorithm::split_tree, true); }},
+      {"gather", "binomial", algorithm::binomial,
+       "Alexandrov et al. 1995, 4.4: the Binomial Tree, halves at every split (Lemma 2), reversed",
+       [](auto& w, auto& c, auto& sp) { return run_scatter_gather(w, c, sp, algorithm::binomial, true); }},
+      {"gather", "long_message", algorithm::long_message,
+       "Alexandrov et al. 1995, 4.3: Simple Long-Message, the root sends every rank its segment, reversed",
+       [](auto& w, auto& c, auto& sp) { return run_scatter_gather(w, c, sp, algorithm::long_message, true); }},
+      {"gather", "short_message", algorithm::short_message,
+       "Alexandrov et al. 1995, 4.2: Short-Message, one message per byte, reversed",
+       [](auto& w, auto& c, auto& sp) { return run_scatter_gather(w, c, sp, algorithm::short_message, true); }},
       {"stream", "continuous", algorithm::automatic,
        "Karp et al. 1993, Sections 3.1-3.3: continuous broadcast of n items (broadcast_stream); block-cyclic "
        "words give every item the delay L + B(P-1), else windows of the Theorem 3.7 plan",
@@ -581,9 +654,15 @@ int cmd_simulate(int argc, char** argv) {
     std::printf("%s, %s, p = %d, %s, n = %d, model %s\n", coll.c_str(), chosen->algorithm, sp.p,
                 cli::format_size(sp.bytes).c_str(), sp.blocks, rep.model.c_str());
     std::printf("  source          %s\n", chosen->source);
+    const bool by_comm = coll == "scatter" || coll == "gather";  // Alexandrov et al. time by footnote 4
     std::printf("  finish time     %g", rep.finish_time);
-    if (paper) std::printf("   (paper: %s = %g)", paper->name.c_str(), paper->value);
+    if (paper && !by_comm) std::printf("   (paper: %s = %g)", paper->name.c_str(), paper->value);
     std::printf("\n");
+    if (model->kind != sim::model_kind::rounds) {
+      std::printf("  comm. finish    %g", rep.comm_finish_time);
+      if (paper && by_comm) std::printf("   (paper: %s = %g)", paper->name.c_str(), paper->value);
+      std::printf("   (every rank free to communicate again)\n");
+    }
     std::printf("  rounds          %llu", static_cast<unsigned long long>(rep.rounds));
     if (model->kind == sim::model_kind::rounds && std::string(chosen->algorithm) == "circulant")
       std::printf("   (n - 1 + ceil(log2 p) = %d%s)", sp.blocks - 1 + q, coll == "allreduce" ? ", twice for allreduce" : "");

@@ -88,9 +88,60 @@ task<result<void>> reduce_scatter_bytes(communicator& c, std::span<const std::by
                                         collective_options opts);
 task<result<void>> alltoall_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
                                   std::size_t elem, collective_options opts);
+task<result<void>> scatterv_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+                                  std::vector<std::int64_t> counts, std::size_t elem, int root, collective_options opts);
+task<result<void>> gatherv_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+                                 std::vector<std::int64_t> counts, std::size_t elem, int root, collective_options opts);
 task<result<void>> summation_bytes(communicator& c, std::int64_t n, operand_loader load, std::span<std::byte> out,
                                    erased_reduction op, int root, collective_options opts);
 }  // namespace detail
+
+// Scatter and gather (Alexandrov, Ionescu, Schauser, Scheiman, "LogGP", Section 4). The
+// root's buffer holds every rank's segment in rank order; every rank passes the same
+// counts, root and options. Algorithms: split_tree (the default: A_t^k, the split tree
+// of least LogGP time for the model's L, o, g, G, optimal for one item per rank),
+// binomial (splits in halves, Lemma 2), long_message (the root sends every rank its
+// segment) and short_message (one message per element). The model is the caller's
+// (`opts.model`), else the fabric's own (the simulator's), else the communicator's.
+
+// The root's `in` holds p * out.size() elements (elsewhere `in` is not read and may be
+// empty); rank j receives elements [j out.size(), (j+1) out.size()) in `out`.
+template <class T>
+  requires std::is_trivially_copyable_v<T>
+task<result<void>> scatter(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out, int root,
+                           collective_options opts = {}) {
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(c.size()), static_cast<std::int64_t>(out.size()));
+  return detail::scatterv_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), std::move(counts), sizeof(T), root, opts);
+}
+
+// Rank j receives counts[j] elements (any may be 0), packed in rank order in the root's
+// `in`, which holds exactly their sum; out.size() must be counts[rank].
+template <class T, std::integral C>
+  requires std::is_trivially_copyable_v<T>
+task<result<void>> scatterv(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out,
+                            std::span<const C> counts, int root, collective_options opts = {}) {
+  return detail::scatterv_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), checked_counts(counts), sizeof(T), root,
+                                opts);
+}
+
+// Every rank's `in` (all the same length) lands in the root's `out` in rank order: out
+// has p * in.size() elements at the root (elsewhere it is not written and may be empty).
+template <class T>
+  requires std::is_trivially_copyable_v<T>
+task<result<void>> gather(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out, int root,
+                          collective_options opts = {}) {
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(c.size()), static_cast<std::int64_t>(in.size()));
+  return detail::gatherv_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), std::move(counts), sizeof(T), root, opts);
+}
+
+// Rank j sends counts[j] elements; the root's `out` holds exactly their sum, in rank order.
+template <class T, std::integral C>
+  requires std::is_trivially_copyable_v<T>
+task<result<void>> gatherv(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out,
+                           std::span<const C> counts, int root, collective_options opts = {}) {
+  return detail::gatherv_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), checked_counts(counts), sizeof(T), root,
+                               opts);
+}
 
 // The circulant family (Träff, Observation 1 and Appendix A). Every rank passes the same
 // counts, root, operator and options; element type T must be trivially copyable. Each

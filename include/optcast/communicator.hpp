@@ -33,6 +33,10 @@ enum class algorithm {
   ktree,      // Bar-Noy and Ho 3: k ports, k spanning trees; ceil(n/k) + height - 1 rounds
   rotation,   // Bar-Noy and Ho 4: k ports, chained broadcasting black boxes;
               // ceil(n/k) + ceil(log_{k+1} p) rounds (Theorem 10)
+  short_message,  // Alexandrov et al. 4.2 (scatter, gather): one message per element
+  long_message,   // 4.3: one message per rank, all from (to) the root
+  split_tree,     // 4.5-4.7: A_t^k, the scatter tree whose splits minimise the LogGP time
+                  // (optimal for one item per rank, Theorem 1); gather runs it backwards
 };
 
 std::string_view to_string(algorithm a) noexcept;

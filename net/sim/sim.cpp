@@ -665,6 +665,7 @@ std::string report::json() const {
     return o;
   };
   std::string o = "{\"model\":\"" + esc(model) + "\",\"finish_time\":" + fmt_time(finish_time) +
+                  ",\"comm_finish_time\":" + fmt_time(comm_finish_time) +
                   ",\"rounds\":" + std::to_string(rounds) + ",\"messages\":" + std::to_string(messages) +
                   ",\"bytes\":" + std::to_string(bytes) + ",\"longest_chain\":" + std::to_string(longest_chain) +
                   ",\"unreceived\":" + std::to_string(unreceived) + ",\"error\":";
@@ -708,7 +709,12 @@ report world::take_report() const {
   rep.ranks.reserve(s.ranks.size());
   for (const auto& r : s.ranks) {
     rep.ranks.push_back(r.stats);
+    auto& st = rep.ranks.back();
+    st.comm_finish = st.finish;
+    if (s.m.kind != model_kind::rounds)
+      for (const auto& ch : r.out) st.comm_finish = std::max(st.comm_finish, ch.next_start);
     rep.finish_time = std::max(rep.finish_time, r.stats.finish);
+    rep.comm_finish_time = std::max(rep.comm_finish_time, st.comm_finish);
     rep.longest_chain = std::max(rep.longest_chain, r.stats.chain);
     rep.rounds = std::max(rep.rounds, r.stats.steps);
     for (auto i = r.unmatched_head; i != none; i = s.msgs[i].next) ++rep.unreceived;

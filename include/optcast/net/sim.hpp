@@ -91,6 +91,10 @@ struct model {
 
 struct rank_stats {
   double finish = 0;  // when the rank's last operation completed
+  // When it could start another communication: its last operation done and, under the
+  // LogP models, its last send's gap over (Alexandrov et al.'s communication finishing
+  // time, footnote 4: one item sent with g > L finishes at g, not L).
+  double comm_finish = 0;
   // Steps: the distinct times at which the rank started operations. In a round loop
   // that is the rounds the rank took part in.
   std::uint64_t steps = 0;
@@ -104,6 +108,7 @@ struct rank_stats {
 struct report {
   std::string model;
   double finish_time = 0;     // the latest rank finish
+  double comm_finish_time = 0;  // the latest rank_stats::comm_finish
   std::uint64_t rounds = 0;   // rounds model: finish_time; otherwise the most steps of a rank
   std::uint64_t messages = 0;
   std::uint64_t bytes = 0;
@@ -113,7 +118,7 @@ struct report {
   std::error_code error;         // port_violation or deadlock, with the details
   std::string error_detail;
 
-  // One JSON object: model, finish_time, rounds, messages, bytes, longest_chain,
+  // One JSON object: model, finish_time, comm_finish_time, rounds, messages, bytes, longest_chain,
   // unreceived, error, per_rank_finish, per_rank_steps.
   std::string json() const;
 };

@@ -1,0 +1,155 @@
+// Alexandrov et al., Section 4: scatter, and gather as its reverse. Every algorithm here
+// works on virtual processors (the root is 0, v = rank - root mod p) whose segments lie
+// in virtual order in `all`; the entry points (collectives_scatter.cpp) arrange that.
+#include <cstring>
+#include <vector>
+
+#include "algorithms.hpp"
+#include "optcast/when_all.hpp"
+
+namespace optcast::algorithms {
+
+namespace {
+
+int rank_of(const fabric& f, int root, int v) { return (v + root) % f.size(); }
+
+// This rank's place in a split tree: its node, and where its group's bytes start and
+// how many there are.
+struct place {
+  int v;
+  loggp::tree_node node;
+  std::size_t base, group;
+  place(const fabric& f, int root, const loggp::split_table& table, std::span<const std::size_t> offset)
+      : v((f.rank() - root + f.size()) % f.size()), node(loggp::node_of(table, f.size(), v)),
+        base(offset[static_cast<std::size_t>(v)]), group(offset[static_cast<std::size_t>(v + node.size)] - base) {}
+};
+
+// A segment in messages of `item` bytes (Short-Message), or whole (item = 0).
+struct pieces {
+  std::size_t item;
+  std::size_t count(std::size_t bytes) const noexcept { return item ? (bytes + item - 1) / item : (bytes ? 1 : 0); }
+  std::pair<std::size_t, std::size_t> at(std::size_t bytes, std::size_t i) const noexcept {
+    return item ? std::pair{i * item, std::min(item, bytes - i * item)} : std::pair{std::size_t{0}, bytes};
+  }
+};
+
+}  // namespace
+
+task<result<void>> scatter_tree(fabric& f, std::uint32_t seq, std::span<const std::byte> all, std::span<std::byte> out,
+                                 int root, const loggp::split_table& table, std::span<const std::size_t> offset) {
+  const place me(f, root, table, offset);
+  const int v = me.v;
+  const auto& node = me.node;
+  const std::size_t base = me.base, group = me.group;
+  std::vector<std::byte> held;  // the group's bytes, on a processor that passes some on
+  std::span<const std::byte> data = all;
+  if (v != 0) {
+    // A leaf receives straight into `out`; an inner node keeps its group until sent on.
+    std::span<std::byte> into = out;
+    if (node.size > 1) {
+      held.resize(group);
+      into = held;
+    }
+    if (group)
+      if (auto r = co_await f.recv(rank_of(f, root, node.parent), {seq, 0}, into); !r) co_return fail(r.error());
+    data = held;
+  }
+  // One child after another, the largest group first, as the recurrence times them.
+  for (const auto& ch : node.children) {
+    const std::size_t from = offset[static_cast<std::size_t>(ch.first)] - base;
+    const std::size_t bytes = offset[static_cast<std::size_t>(ch.first + ch.size)] - base - from;
+    if (bytes)
+      if (auto r = co_await f.send(rank_of(f, root, ch.first), {seq, 0}, data.subspan(from, bytes)); !r) co_return fail(r.error());
+  }
+  if (node.size > 1 || v == 0) {
+    const std::size_t mine = offset[static_cast<std::size_t>(v) + 1] - base;
+    if (mine && data.data() != out.data()) std::memcpy(out.data(), data.data(), mine);
+  }
+  co_return result<void>{};
+}
+
+task<result<void>> gather_tree(fabric& f, std::uint32_t seq, std::span<const std::byte> in, std::span<std::byte> all,
+                               int root, const loggp::split_table& table, std::span<const std::size_t> offset) {
+  const place me(f, root, table, offset);
+  const int v = me.v;
+  const auto& node = me.node;
+  const std::size_t base = me.base, group = me.group;
+  if (v != 0 && node.children.empty()) {  // a leaf sends its own bytes up as they are
+    if (!in.empty())
+      if (auto r = co_await f.send(rank_of(f, root, node.parent), {seq, 0}, in); !r) co_return fail(r.error());
+    co_return result<void>{};
+  }
+  std::vector<std::byte> held;
+  std::span<std::byte> data = all;  // the root gathers into `all`
+  if (v != 0) {
+    held.resize(group);
+    data = held;
+  }
+  if (!in.empty() && in.data() != data.data()) std::memcpy(data.data(), in.data(), in.size());
+  // The scatter's messages backwards: every child's group at once, then the whole group up.
+  std::vector<operation> recvs;
+  for (const auto& ch : node.children) {
+    const std::size_t from = offset[static_cast<std::size_t>(ch.first)] - base;
+    const std::size_t bytes = offset[static_cast<std::size_t>(ch.first + ch.size)] - base - from;
+    if (bytes) recvs.push_back(f.recv(rank_of(f, root, ch.first), {seq, 0}, data.subspan(from, bytes)));
+  }
+  if (auto r = co_await op_span_awaiter(recvs); !r) co_return r;
+  if (v != 0 && group)
+    if (auto r = co_await f.send(rank_of(f, root, node.parent), {seq, 0}, data); !r) co_return fail(r.error());
+  co_return result<void>{};
+}
+
+task<result<void>> scatter_direct(fabric& f, std::uint32_t seq, std::span<const std::byte> all, std::span<std::byte> out,
+                                  int root, std::span<const std::size_t> offset, std::size_t item) {
+  const int P = f.size();
+  const int v = (f.rank() - root + P) % P;
+  const auto seg = [&](int w) {
+    return std::pair{offset[static_cast<std::size_t>(w)], offset[static_cast<std::size_t>(w) + 1] - offset[static_cast<std::size_t>(w)]};
+  };
+  const pieces cut{item};
+  if (v == 0) {
+    if (const auto [at, bytes] = seg(0); bytes) std::memcpy(out.data(), all.data() + at, bytes);
+    for (int w = 1; w < P; ++w) {
+      const auto [at, bytes] = seg(w);
+      for (std::size_t i = 0; i < cut.count(bytes); ++i) {
+        const auto [off, len] = cut.at(bytes, i);
+        if (auto r = co_await f.send(rank_of(f, root, w), {seq, 0}, all.subspan(at + off, len)); !r) co_return fail(r.error());
+      }
+    }
+    co_return result<void>{};
+  }
+  const auto bytes = seg(v).second;
+  std::vector<operation> recvs;
+  recvs.reserve(cut.count(bytes));
+  for (std::size_t i = 0; i < cut.count(bytes); ++i) {
+    const auto [off, len] = cut.at(bytes, i);
+    recvs.push_back(f.recv(rank_of(f, root, 0), {seq, 0}, out.subspan(off, len)));
+  }
+  co_return co_await op_span_awaiter(recvs);
+}
+
+task<result<void>> gather_direct(fabric& f, std::uint32_t seq, std::span<const std::byte> in, std::span<std::byte> all,
+                                 int root, std::span<const std::size_t> offset, std::size_t item) {
+  const int P = f.size();
+  const int v = (f.rank() - root + P) % P;
+  const pieces cut{item};
+  if (v != 0) {
+    for (std::size_t i = 0; i < cut.count(in.size()); ++i) {
+      const auto [off, len] = cut.at(in.size(), i);
+      if (auto r = co_await f.send(rank_of(f, root, 0), {seq, 0}, in.subspan(off, len)); !r) co_return fail(r.error());
+    }
+    co_return result<void>{};
+  }
+  if (!in.empty()) std::memcpy(all.data(), in.data(), in.size());
+  std::vector<operation> recvs;
+  for (int w = 1; w < P; ++w) {
+    const std::size_t at = offset[static_cast<std::size_t>(w)], bytes = offset[static_cast<std::size_t>(w) + 1] - at;
+    for (std::size_t i = 0; i < cut.count(bytes); ++i) {
+      const auto [off, len] = cut.at(bytes, i);
+      recvs.push_back(f.recv(rank_of(f, root, w), {seq, 0}, all.subspan(at + off, len)));
+    }
+  }
+  co_return co_await op_span_awaiter(recvs);
+}
+
+}  // namespace optcast::algorithms
