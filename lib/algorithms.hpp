@@ -45,6 +45,9 @@ task<result<void>> scatter_tree(fabric& f, std::uint32_t seq, std::span<const st
 // The same tree backwards: every processor's `in` lands at its offset in the root's `all`.
 task<result<void>> gather_tree(fabric& f, std::uint32_t seq, std::span<const std::byte> in, std::span<std::byte> all,
                                int root, const loggp::split_table& table, std::span<const std::size_t> offset);
+// 4.7, Figures 9-10: scatter on a plan whose messages carry pieces of item sets.
+task<result<void>> scatter_pieces(fabric& f, std::uint32_t seq, std::span<const std::byte> all, std::span<std::byte> out,
+                                  int root, const loggp::scatter_plan& plan, std::span<const std::size_t> offset);
 // 4.2-4.3: the root sends every processor its bytes itself, in messages of `item` bytes
 // (Short-Message), or whole (Simple Long-Message, item = 0); gather the reverse.
 task<result<void>> scatter_direct(fabric& f, std::uint32_t seq, std::span<const std::byte> all, std::span<std::byte> out,

@@ -18,6 +18,7 @@ struct scatter_setup {
   std::size_t total = 0;
   algorithm alg = algorithm::split_tree;
   std::shared_ptr<const loggp::split_table> table;
+  loggp::cost cost;
 };
 
 // Checks what scatter(v) and gather(v) share; `many` is the root's whole buffer, `one`
@@ -61,7 +62,8 @@ std::string prepare(communicator& c, const char* what, std::size_t many, std::si
     // Item sets of the mean size: the recurrence's optimality (Theorem 1) is for equal
     // ones; with irregular counts the same splits are used.
     const double set = static_cast<double>(s.total) / p;
-    s.table = loggp::split_table_for(p, {m->L, m->o, m->g, m->G}, set, s.alg == algorithm::binomial);
+    s.cost = {m->L, m->o, m->g, m->G};
+    s.table = loggp::split_table_for(p, s.cost, set, s.alg == algorithm::binomial);
   }
   return {};
 }
@@ -101,10 +103,16 @@ task<result<void>> scatterv_bytes(communicator& c, std::span<const std::byte> in
   deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
   auto& f = c.get_fabric();
   result<void> r;
-  if (s.alg == algorithm::short_message || s.alg == algorithm::long_message)
+  if (s.alg == algorithm::short_message || s.alg == algorithm::long_message) {
     r = co_await algorithms::scatter_direct(f, seq, all, out, root, s.offset, s.alg == algorithm::short_message ? elem : 0);
-  else
+  } else if (opts.split_sets && s.alg == algorithm::split_tree) {
+    std::vector<std::size_t> segment(static_cast<std::size_t>(c.size()));
+    for (std::size_t v = 0; v < segment.size(); ++v) segment[v] = s.offset[v + 1] - s.offset[v];
+    const auto plan = loggp::split_sets_plan_for(*s.table, c.size(), segment, s.cost);
+    r = co_await algorithms::scatter_pieces(f, seq, all, out, root, *plan, s.offset);
+  } else {
     r = co_await algorithms::scatter_tree(f, seq, all, out, root, *s.table, s.offset);
+  }
   co_return finish(c, std::move(r));
 }
 

@@ -2,6 +2,7 @@
 // works on virtual processors (the root is 0, v = rank - root mod p) whose segments lie
 // in virtual order in `all`; the entry points (collectives_scatter.cpp) arrange that.
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "algorithms.hpp"
@@ -96,6 +97,80 @@ task<result<void>> gather_tree(fabric& f, std::uint32_t seq, std::span<const std
   if (auto r = co_await op_span_awaiter(recvs); !r) co_return r;
   if (v != 0 && group)
     if (auto r = co_await f.send(rank_of(f, root, node.parent), {seq, 0}, data); !r) co_return fail(r.error());
+  co_return result<void>{};
+}
+
+task<result<void>> scatter_pieces(fabric& f, std::uint32_t seq, std::span<const std::byte> all, std::span<std::byte> out,
+                                  int root, const loggp::scatter_plan& plan, std::span<const std::size_t> offset) {
+  const int P = f.size();
+  const int v = (f.rank() - root + P) % P;
+  // Every message to this processor, received into its own buffer, all posted at once.
+  std::vector<const loggp::scatter_message*> in;
+  std::vector<int> from;
+  for (int u = 0; u < P; ++u)
+    for (const auto& m : plan.sends[static_cast<std::size_t>(u)])
+      if (m.to == v) {
+        in.push_back(&m);
+        from.push_back(u);
+      }
+  std::vector<std::vector<std::byte>> got(in.size());
+  const auto posted = std::make_unique<posted_op[]>(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    got[i].resize(in[i]->bytes());
+    posted[i].start(f.recv(rank_of(f, root, from[i]), {seq, 0}, got[i]));
+  }
+  std::vector<char> arrived(in.size(), 0);
+  const auto wait = [&](std::size_t i) -> task<result<void>> {
+    if (!arrived[i]) {
+      if (auto r = co_await posted[i].finished(); !r) co_return fail(r.error());
+      arrived[i] = 1;
+    }
+    co_return result<void>{};
+  };
+  // Where a piece is here: the source's segments, or the message it came in.
+  const auto find = [&](const loggp::piece& pc, std::size_t& msg, std::size_t& at) {
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      std::size_t off = 0;
+      for (const auto& q : in[i]->pieces) {
+        if (q.dest == pc.dest && q.from == pc.from) {
+          msg = i;
+          at = off;
+          return true;
+        }
+        off += q.bytes;
+      }
+    }
+    return false;
+  };
+  std::vector<std::byte> buf;
+  for (const auto& m : plan.sends[static_cast<std::size_t>(v)]) {
+    buf.resize(m.bytes());
+    std::size_t pos = 0;
+    for (const auto& pc : m.pieces) {
+      if (v == 0) {
+        std::memcpy(buf.data() + pos, all.data() + offset[static_cast<std::size_t>(pc.dest)] + pc.from, pc.bytes);
+      } else {
+        std::size_t msg = 0, at = 0;
+        if (!find(pc, msg, at)) co_return fail(errc::protocol_violation);
+        if (auto r = co_await wait(msg); !r) co_return r;
+        std::memcpy(buf.data() + pos, got[msg].data() + at, pc.bytes);
+      }
+      pos += pc.bytes;
+    }
+    if (auto r = co_await f.send(rank_of(f, root, m.to), {seq, 0}, buf); !r) co_return fail(r.error());
+  }
+  if (v == 0) {
+    if (const std::size_t mine = offset[1]; mine) std::memcpy(out.data(), all.data(), mine);
+    co_return result<void>{};
+  }
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (auto r = co_await wait(i); !r) co_return r;
+    std::size_t off = 0;
+    for (const auto& q : in[i]->pieces) {
+      if (q.dest == v) std::memcpy(out.data() + q.from, got[i].data() + off, q.bytes);
+      off += q.bytes;
+    }
+  }
   co_return result<void>{};
 }
 

@@ -18,7 +18,8 @@ namespace {
 
 // Scatters k one-byte items to each of P ranks in the simplified model; "" or what went
 // wrong, the simulated communication finishing time in `time`.
-std::string simulate_scatter(algorithm alg, int P, int k, double L, double g, int root, double& time, double o = 0) {
+std::string simulate_scatter(algorithm alg, int P, int k, double L, double g, int root, double& time, double o = 0,
+                             bool split_sets = false) {
   sim::world w(P, sim::model::loggp(L, o, g, 1));
   auto comms = w.communicators();
   const auto n = static_cast<std::size_t>(P) * static_cast<std::size_t>(k);
@@ -26,7 +27,8 @@ std::string simulate_scatter(algorithm alg, int P, int k, double L, double g, in
   for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<std::uint8_t>(i * 7 + 3);
   std::vector<std::vector<std::uint8_t>> out(static_cast<std::size_t>(P), std::vector<std::uint8_t>(static_cast<std::size_t>(k)));
   auto res = w.run_all(comms, [&](communicator& c) {
-    return scatter(c, std::span<const std::uint8_t>(in), std::span(out[static_cast<std::size_t>(c.rank())]), root, {.alg = alg});
+    return scatter(c, std::span<const std::uint8_t>(in), std::span(out[static_cast<std::size_t>(c.rank())]), root,
+                   {.alg = alg, .split_sets = split_sets});
   });
   const auto rep = w.take_report();
   time = rep.comm_finish_time;
@@ -115,6 +117,59 @@ TEST_CASE("Figure 9: A_t^k for P = 6, k = 10 under L = 4, o = 1, g = 4, G = 1 fi
   CHECK(loggp::split_table(6, {4, 1, 4, 1}, 10).t(6) == 63);
 }
 
+TEST_CASE("Figure 10: split item sets finish at 61, and never later than A_t^k", "[loggp][sim]") {
+  const loggp::cost fig{4, 1, 4, 1};
+  const loggp::split_table t(6, fig, 10);
+  const std::vector<std::size_t> seg(6, 10);
+  CHECK(loggp::evaluate(loggp::tree_plan(t, 6, seg), fig) == 63);
+  const auto plan = loggp::split_sets_plan(t, 6, seg, fig);
+  CHECK(plan.time == 61);
+  // Some of P3's set (the critical path's end in Figure 9) travels another way.
+  int pieces_to_3 = 0;
+  for (const auto& sends : plan.sends)
+    for (const auto& m : sends)
+      for (const auto& pc : m.pieces)
+        if (pc.dest == 3 && m.to == 3) ++pieces_to_3;
+  CHECK(pieces_to_3 == 2);
+  double time = 0;
+  REQUIRE(simulate_scatter(algorithm::split_tree, 6, 10, 4, 4, 0, time, 1, true) == "");
+  CHECK(time == 61);
+  REQUIRE(simulate_scatter(algorithm::split_tree, 6, 10, 4, 4, 5, time, 1, true) == "");  // another root
+  CHECK(time == 61);
+  // The plans' own time is what the tree's recurrence says before any split, never
+  // more after, and the simulator agrees with it.
+  std::string failure;
+  for (auto c : {loggp::cost{4, 1, 4, 1}, loggp::cost{30, 0, 10, 1}, loggp::cost{10, 0, 30, 1}, loggp::cost{2, 1, 9, 0.5}})
+    for (int P = 2; P <= 40 && failure.empty(); ++P)
+      for (int k : {1, 4, 10}) {
+        const loggp::split_table tab(P, c, k);
+        const std::vector<std::size_t> segs(static_cast<std::size_t>(P), static_cast<std::size_t>(k));
+        const std::string at = "P " + std::to_string(P) + " k " + std::to_string(k) + " L " + std::to_string(c.L) + ": ";
+        if (loggp::evaluate(loggp::tree_plan(tab, P, segs), c) != tab.t(P)) failure = at + "tree plan time differs from t(P)";
+        const auto sp = loggp::split_sets_plan(tab, P, segs, c);
+        if (sp.time > tab.t(P)) failure = at + "split sets slower";
+        if (failure.empty() && P % 7 == 3) {
+          sim::world w(P, sim::model::loggp(c.L, c.o, c.g, c.G));
+          auto comms = w.communicators();
+          std::vector<std::uint8_t> in(static_cast<std::size_t>(P * k));
+          for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint8_t>(i);
+          std::vector<std::vector<std::uint8_t>> out(static_cast<std::size_t>(P), std::vector<std::uint8_t>(static_cast<std::size_t>(k)));
+          auto res = w.run_all(comms, [&](communicator& cm) {
+            return scatter(cm, std::span<const std::uint8_t>(in), std::span(out[static_cast<std::size_t>(cm.rank())]), 0,
+                           {.alg = algorithm::split_tree, .model = loggp_params{c.L, c.o, c.g, c.G}, .split_sets = true});
+          });
+          for (auto& r : res)
+            if (!r) failure = at + "failed";
+          for (int r = 0; r < P && failure.empty(); ++r)
+            if (!std::equal(out[static_cast<std::size_t>(r)].begin(), out[static_cast<std::size_t>(r)].end(), in.begin() + r * k))
+              failure = at + "wrong items";
+          if (failure.empty() && w.take_report().comm_finish_time != sp.time)
+            failure = at + "simulated " + std::to_string(w.take_report().comm_finish_time) + ", plan " + std::to_string(sp.time);
+        }
+      }
+  CHECK(failure == "");
+}
+
 TEST_CASE("scatter, scatterv, gather, gatherv: every rank's elements, every algorithm", "[loggp][local][tcp]") {
   const auto wc = GENERATE(from_range(testing::world_cases({1, 2, 3, 5, 8, 13}, {2, 5})));
   INFO(wc.kind << " p " << wc.p);
@@ -140,6 +195,11 @@ TEST_CASE("scatter, scatterv, gather, gatherv: every rank's elements, every algo
           partv[r].assign(static_cast<std::size_t>(counts[r]), -1);
           const std::span<const double> in = c.rank() == root ? std::span<const double>(all) : std::span<const double>();
           const std::span<const double> inv = c.rank() == root ? std::span<const double>(allv) : std::span<const double>();
+          if (alg == algorithm::split_tree) {  // once with split item sets (4.7), checked below by the next scatter's equal result
+            if (auto x = co_await scatter(c, in, std::span(part[r]), root, {.alg = alg, .split_sets = true}); !x) co_return x;
+            if (!std::equal(part[r].begin(), part[r].end(), all.begin() + static_cast<std::ptrdiff_t>(r * count))) co_return fail(errc::protocol_violation);
+            if (auto x = co_await scatterv(c, inv, std::span(partv[r]), std::span<const int>(counts), root, {.alg = alg, .split_sets = true}); !x) co_return x;
+          }
           if (auto x = co_await scatter(c, in, std::span(part[r]), root, {.alg = alg}); !x) co_return x;
           if (auto x = co_await scatterv(c, inv, std::span(partv[r]), std::span<const int>(counts), root, {.alg = alg}); !x) co_return x;
           std::span<double> out = c.rank() == root ? std::span(back[r]) : std::span<double>();

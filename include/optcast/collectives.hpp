@@ -30,6 +30,10 @@ struct collective_options {
   // LogP(GP) parameters for algorithms shaped by them (logp_tree); default: the
   // fabric's own model (the simulator's), else the communicator's.
   std::optional<loggp_params> model;
+  // Scatter with split_tree: let a message carry part of a processor's item set, routed
+  // through a processor that is idle by then, where the model says that finishes sooner
+  // (Alexandrov et al. 4.7, Figures 9-10). Off: A_t^k as the paper defines it.
+  bool split_sets = false;
 };
 using broadcast_options = collective_options;
 

@@ -60,6 +60,41 @@ struct tree_node {
 };
 tree_node node_of(const split_table& table, int P, int v);
 
+// Scatter plans whose messages may carry parts of item sets (Section 4.7, Figures 9-10):
+// A_t^k never splits a processor's set, and the paper shows that moving some of a late
+// set through a processor that is idle by then can finish sooner (P = 6, k = 10: 63 ->
+// 61). A plan lists, per processor (virtual, the source 0), its messages in sending
+// order; a message is a list of pieces, each `bytes` of destination `dest`'s segment
+// from byte `from` on. Pieces are forwarded whole.
+struct piece {
+  int dest;
+  std::size_t from, bytes;
+};
+struct scatter_message {
+  int to;
+  std::vector<piece> pieces;
+  std::size_t bytes() const noexcept;
+};
+struct scatter_plan {
+  int P = 1;
+  std::vector<std::vector<scatter_message>> sends;  // per processor, in order
+  double time = 0;  // evaluate()'s, under the cost it was made for
+};
+// The tree of `table` as a plan: every set whole, along its tree path.
+scatter_plan tree_plan(const split_table& table, int P, const std::vector<std::size_t>& segment);
+// The communication finishing time of `plan` under `c`: sends one after another per
+// processor, each when its pieces are in; a receiver's overheads are not serialised
+// (the plans here give no processor two arrivals at once).
+double evaluate(const scatter_plan& plan, cost c);
+// From the tree plan, greedily: take the destination whose data arrives last and move
+// the tail of its set to a route through the processor (not in its subtree) whose move
+// finishes the plan soonest, over every split of the set (a sample of 64 for large
+// sets) and the 16 processors free earliest; repeat while the time drops.
+scatter_plan split_sets_plan(const split_table& table, int P, const std::vector<std::size_t>& segment, cost c);
+// The same, built once per process while a caller holds it.
+std::shared_ptr<const scatter_plan> split_sets_plan_for(const split_table& table, int P, const std::vector<std::size_t>& segment,
+                                                        cost c);
+
 // Table 2's closed forms (simplified model, G = 1 per item, P a power of two for the
 // Binomial Tree) and Lemma 2's for any P with L >= g, with its max{L, g} form for L < g.
 double short_message_time(int P, int k, double L, double g);
