@@ -3,6 +3,7 @@
 //   optcast verify --pmax N [--json]     correctness conditions + replay for every p <= N
 //   optcast verify --timing [--json]     schedule computation time near p = 2^10 ... 2^20
 //   optcast simulate --collective C ...  one collective on P simulated ranks
+//   optcast calibrate --fabric tcp --np 2  the fabric's LogGP parameters
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -24,7 +25,8 @@ const char* usage =
     "  schedule   print Träff's circulant broadcast schedules for every rank of p\n"
     "  verify     check the schedules' correctness conditions and replay the broadcast;\n"
     "             with --timing, the time to compute them near p = 2^10, 2^14, 2^17, 2^20\n"
-    "  simulate   run a collective on P simulated ranks under a cost model (--list: all)\n\n"
+    "  simulate   run a collective on P simulated ranks under a cost model (--list: all)\n"
+    "  calibrate  measure a fabric's LogGP parameters L, o, g, G (and save them for reuse)\n\n"
     "Run 'optcast <command> --help' for the options of a command.\n";
 
 std::string json_row(const std::vector<int>& v) {
@@ -203,6 +205,7 @@ int main(int argc, char** argv) {
   if (cmd == "schedule") return cmd_schedule(argc, argv);
   if (cmd == "verify") return cmd_verify(argc, argv);
   if (cmd == "simulate") return optcast::tools::cmd_simulate(argc, argv);
+  if (cmd == "calibrate") return optcast::tools::cmd_calibrate(argc, argv);
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(usage, stdout);
     return 0;

@@ -2,6 +2,7 @@
 // ship with optcast, and the local launcher.
 #pragma once
 
+#include "optcast/calibrate.hpp"
 #include "optcast/collectives.hpp"
 #include "optcast/communicator.hpp"
 #include "optcast/error.hpp"

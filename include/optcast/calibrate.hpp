@@ -1,0 +1,53 @@
+// Measuring a live fabric's LogGP parameters the way Alexandrov et al. (Section 3) do:
+// timing loops that repeat one communication primitive many times, between ranks 0 and 1.
+//
+//   o  the sending overhead: how long a send of one byte takes to complete on a free
+//      channel (median of spaced sends);
+//   g  the gap: the slope of the time to stream n one-byte messages back to back against n;
+//   G  the gap per byte: the slope of the time to stream n messages of b bytes against
+//      n (b - 1), for the largest b measured;
+//   L  the latency: half the ping-pong round trip of one byte, less the two overheads
+//      (2 (o + L + o) = RTT), clamped at 0.
+// Each is measured `trials` times; the model is the medians, the spread min..max. Times
+// are seconds on real fabrics, the model's units on the simulator (its virtual clock),
+// where the measurement recovers the simulated parameters (calibrate_test).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "optcast/communicator.hpp"
+#include "optcast/task.hpp"
+
+namespace optcast {
+
+struct calibrate_options {
+  int trials = 5;               // independent measurements of every parameter
+  int repetitions = 50;         // round trips (and spaced sends) per trial
+  int stream = 200;             // messages per streaming loop (also run with stream / 4)
+  std::size_t big_bytes = 1 << 20;  // message size for G
+};
+
+struct calibration {
+  struct spread {
+    double min = 0, median = 0, max = 0;
+  };
+  loggp_params model;  // the medians
+  spread L, o, g, G;
+  std::string fabric;  // what was measured ("tcp", "local", ...)
+  int ranks = 0;
+  std::string json() const;
+};
+
+// Every rank of `c` calls it; ranks 0 and 1 measure, every rank gets the result. Needs at
+// least 2 ranks (errc::invalid_argument otherwise, with the reason in c.last_error()).
+task<result<calibration>> calibrate(communicator& c, calibrate_options o = {});
+
+// A calibration's JSON back (the "model" object: L, o, g, G), e.g. from a file that
+// `optcast calibrate --output` wrote; errc::invalid_argument with `why` if it is not one.
+result<loggp_params> parse_calibration(std::string_view json, std::string* why = nullptr);
+// The same from a file (OPTCAST_CALIBRATION names one for every communicator a job makes).
+result<loggp_params> load_calibration(const std::string& path, std::string* why = nullptr);
+
+}  // namespace optcast

@@ -1,0 +1,214 @@
+#include "optcast/calibrate.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "collective_common.hpp"
+#include "optcast/collectives.hpp"
+
+namespace optcast {
+
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+calibration::spread spread_of(const std::vector<double>& v) {
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return {*lo, median(v), *hi};
+}
+
+// The fabric's clock: virtual time on the simulator, else seconds of steady_clock.
+double now(const fabric& f) {
+  if (auto t = f.model_time()) return *t;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+enum step : std::uint32_t { ping, pong, spaced, ack, stream, stream_ack };
+
+struct trial {
+  double rtt = 0, o = 0, g = 0, G = 0;
+};
+
+// Rank 0's side of one trial; rank 1 runs echo() against it.
+task<result<trial>> measure(fabric& f, std::uint32_t seq, const calibrate_options& opt) {
+  std::vector<std::byte> one(1), big(opt.big_bytes);
+  trial out;
+  std::vector<double> samples;
+  for (int i = 0; i < opt.repetitions; ++i) {  // ping-pong
+    const double t0 = now(f);
+    if (auto r = co_await f.send(1, {seq, ping}, one); !r) co_return fail(r.error());
+    if (auto r = co_await f.recv(1, {seq, pong}, one); !r) co_return fail(r.error());
+    samples.push_back(now(f) - t0);
+  }
+  out.rtt = median(samples);
+  samples.clear();
+  for (int i = 0; i < opt.repetitions; ++i) {  // a send on a free channel, then wait for the echo
+    const double t0 = now(f);
+    if (auto r = co_await f.send(1, {seq, spaced}, one); !r) co_return fail(r.error());
+    samples.push_back(now(f) - t0);
+    if (auto r = co_await f.recv(1, {seq, ack}, one); !r) co_return fail(r.error());
+  }
+  out.o = median(samples);
+  // Streams of n messages of b bytes, each send after the last completed; the slope in n
+  // is the time per message, free of the latency at either end.
+  const auto stream_time = [&](int n, std::span<std::byte> msg) -> task<result<double>> {
+    const double t0 = now(f);
+    for (int i = 0; i < n; ++i)
+      if (auto r = co_await f.send(1, {seq, stream}, msg); !r) co_return fail(r.error());
+    if (auto r = co_await f.recv(1, {seq, stream_ack}, one); !r) co_return fail(r.error());
+    co_return now(f) - t0;
+  };
+  const int n = std::max(opt.stream, 8), nb = std::max(n / 8, 8);
+  double t[4];
+  const int counts[4] = {n / 4, n, nb / 4, nb};
+  for (int i = 0; i < 4; ++i) {
+    auto r = co_await stream_time(counts[i], i < 2 ? std::span(one) : std::span(big));
+    if (!r) co_return fail(r.error());
+    t[i] = *r;
+  }
+  out.g = (t[1] - t[0]) / (counts[1] - counts[0]);
+  const double per_big = (t[3] - t[2]) / (counts[3] - counts[2]);
+  out.G = std::max(0.0, (per_big - out.g) / static_cast<double>(std::max<std::size_t>(opt.big_bytes, 2) - 1));
+  co_return out;
+}
+
+task<result<void>> echo(fabric& f, std::uint32_t seq, const calibrate_options& opt) {
+  std::vector<std::byte> one(1), big(opt.big_bytes);
+  for (int i = 0; i < opt.repetitions; ++i) {
+    if (auto r = co_await f.recv(0, {seq, ping}, one); !r) co_return fail(r.error());
+    if (auto r = co_await f.send(0, {seq, pong}, one); !r) co_return fail(r.error());
+  }
+  for (int i = 0; i < opt.repetitions; ++i) {
+    if (auto r = co_await f.recv(0, {seq, spaced}, one); !r) co_return fail(r.error());
+    if (auto r = co_await f.send(0, {seq, ack}, one); !r) co_return fail(r.error());
+  }
+  const int n = std::max(opt.stream, 8), nb = std::max(n / 8, 8);
+  const int counts[4] = {n / 4, n, nb / 4, nb};
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < counts[i]; ++j)
+      if (auto r = co_await f.recv(0, {seq, stream}, i < 2 ? std::span(one) : std::span(big)); !r) co_return fail(r.error());
+    if (auto r = co_await f.send(0, {seq, stream_ack}, one); !r) co_return fail(r.error());
+  }
+  co_return result<void>{};
+}
+
+std::string number(double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.9g", v);
+  return b;
+}
+
+}  // namespace
+
+std::string calibration::json() const {
+  std::string j = "{\"fabric\":\"" + fabric + "\",\"ranks\":" + std::to_string(ranks) + ",\"model\":{\"L\":" + number(model.L) +
+                  ",\"o\":" + number(model.o) + ",\"g\":" + number(model.g) + ",\"G\":" + number(model.G) + "},\"spread\":{";
+  const std::pair<const char*, const spread*> parts[] = {{"L", &L}, {"o", &o}, {"g", &g}, {"G", &G}};
+  for (std::size_t i = 0; i < 4; ++i)
+    j += std::string(i ? "," : "") + "\"" + parts[i].first + "\":[" + number(parts[i].second->min) + "," +
+         number(parts[i].second->median) + "," + number(parts[i].second->max) + "]";
+  return j + "}}";
+}
+
+task<result<calibration>> calibrate(communicator& c, calibrate_options opt) {
+  const std::uint32_t seq = c.next_seq();
+  if (c.broken()) co_return fail(errc::broken);
+  if (c.size() < 2) {
+    detail::refuse(c, "calibrate: needs at least 2 ranks (it times messages between ranks 0 and 1)");
+    co_return fail(errc::invalid_argument);
+  }
+  if (opt.trials < 1 || opt.repetitions < 1 || opt.stream < 8 || opt.big_bytes < 2) {
+    detail::refuse(c, "calibrate: trials and repetitions must be >= 1, stream >= 8, big_bytes >= 2");
+    co_return fail(errc::invalid_argument);
+  }
+  auto& f = c.get_fabric();
+  // Measurements on ranks 0 and 1; every rank then takes rank 0's figures.
+  std::vector<double> figures(16, 0);
+  if (c.rank() <= 1) {
+    detail::deadline_scope deadline(f, seq, c.options().timeout);
+    std::vector<double> L, o, g, G;
+    for (int t = 0; t < opt.trials; ++t) {
+      if (c.rank() == 1) {
+        if (auto r = co_await echo(f, seq, opt); !r) co_return fail(detail::finish(c, std::move(r)).error());
+        continue;
+      }
+      auto r = co_await measure(f, seq, opt);
+      if (!r) co_return fail(detail::finish(c, fail(r.error())).error());
+      o.push_back(r->o);
+      g.push_back(r->g);
+      G.push_back(r->G);
+      L.push_back(std::max(0.0, r->rtt / 2 - 2 * r->o));
+    }
+    if (c.rank() == 0) {
+      const calibration::spread s[4] = {spread_of(L), spread_of(o), spread_of(g), spread_of(G)};
+      for (int i = 0; i < 4; ++i) {
+        figures[static_cast<std::size_t>(3 * i)] = s[i].min;
+        figures[static_cast<std::size_t>(3 * i + 1)] = s[i].median;
+        figures[static_cast<std::size_t>(3 * i + 2)] = s[i].max;
+      }
+    }
+  }
+  if (auto r = co_await broadcast(c, std::span(figures), 0); !r) co_return fail(r.error());
+  calibration out;
+  calibration::spread* parts[4] = {&out.L, &out.o, &out.g, &out.G};
+  for (int i = 0; i < 4; ++i)
+    *parts[i] = {figures[static_cast<std::size_t>(3 * i)], figures[static_cast<std::size_t>(3 * i + 1)], figures[static_cast<std::size_t>(3 * i + 2)]};
+  out.model = {out.L.median, out.o.median, out.g.median, out.G.median};
+  out.fabric = std::string(f.name());
+  out.ranks = c.size();
+  co_return out;
+}
+
+result<loggp_params> parse_calibration(std::string_view json, std::string* why) {
+  const auto bad = [&](std::string w) -> result<loggp_params> {
+    if (why) *why = std::move(w);
+    return fail(errc::invalid_argument);
+  };
+  const auto at = json.find("\"model\"");
+  if (at == std::string_view::npos) return bad("no \"model\" object");
+  const auto open = json.find('{', at), close = json.find('}', at);
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open) return bad("\"model\" is not an object");
+  const std::string body(json.substr(open, close - open + 1));
+  loggp_params m;
+  double* fields[4] = {&m.L, &m.o, &m.g, &m.G};
+  const char* names[4] = {"\"L\"", "\"o\"", "\"g\"", "\"G\""};
+  for (int i = 0; i < 4; ++i) {
+    const auto k = body.find(names[i]);
+    if (k == std::string::npos) return bad(std::string("\"model\" has no ") + names[i]);
+    const auto colon = body.find(':', k);
+    char* end = nullptr;
+    const double v = std::strtod(body.c_str() + colon + 1, &end);
+    if (colon == std::string::npos || end == body.c_str() + colon + 1 || !std::isfinite(v) || v < 0)
+      return bad(std::string(names[i]) + " is not a non-negative number");
+    *fields[i] = v;
+  }
+  if (m.L + 2 * m.o <= 0 || std::max(m.g, m.o) <= 0) return bad("L + 2o and max(g, o) must be positive");
+  return m;
+}
+
+result<loggp_params> load_calibration(const std::string& path, std::string* why) {
+  std::ifstream in(path);
+  if (!in) {
+    if (why) *why = "cannot read " + path;
+    return fail(errc::invalid_argument);
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string w;
+  auto m = parse_calibration(ss.str(), &w);
+  if (!m && why) *why = path + ": " + w;
+  return m;
+}
+
+}  // namespace optcast

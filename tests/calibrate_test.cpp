@@ -1,0 +1,124 @@
+// optcast::calibrate against the simulator, whose LogGP parameters are known: the
+// measurement loops of Alexandrov et al. Section 3 must recover them. And on the local
+// and TCP fabrics: plausible, consistent figures, and the JSON round trip.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <unistd.h>
+
+#include "optcast/calibrate.hpp"
+#include "optcast/net/job.hpp"
+#include "worlds.hpp"
+
+using namespace optcast;
+
+TEST_CASE("calibrate recovers the simulator's L, o, g, G", "[calibrate][sim]") {
+  struct params {
+    double L, o, g, G;
+  };
+  for (auto m : {params{6, 2, 4, 0.01}, params{30, 0, 10, 1}, params{5, 1, 2, 0}, params{100, 3, 8, 0.002}}) {
+    INFO("L " << m.L << " o " << m.o << " g " << m.g << " G " << m.G);
+    for (int p : {2, 5}) {
+      testing::sim_test_world w(p, {}, sim::model::loggp(m.L, m.o, m.g, m.G));
+      std::vector<calibration> got(static_cast<std::size_t>(p));
+      auto res = w.run_all([&](communicator& c) -> task<result<void>> {
+        auto r = co_await calibrate(c, {.trials = 3, .repetitions = 10, .stream = 64, .big_bytes = 4096});
+        if (!r) co_return fail(r.error());
+        got[static_cast<std::size_t>(c.rank())] = *r;
+        co_return result<void>{};
+      });
+      for (auto& r : res) REQUIRE(r);
+      for (const auto& c : got) {  // every rank has rank 0's figures
+        CHECK(c.model.L == Approx(m.L).margin(1e-9));
+        CHECK(c.model.o == Approx(m.o).margin(1e-9));
+        CHECK(c.model.g == Approx(std::max(m.g, m.o)).margin(1e-9));
+        CHECK(c.model.G == Approx(m.G).margin(1e-9));
+        CHECK(c.L.min <= c.L.median);
+        CHECK(c.L.median <= c.L.max);
+        CHECK(c.ranks == p);
+      }
+    }
+  }
+}
+
+TEST_CASE("calibrate on local and TCP: positive figures, the JSON read back", "[calibrate][local][tcp]") {
+  for (const char* kind : {"local", "tcp"}) {
+    INFO(kind);
+    auto w = testing::make_world(kind, 2);
+    calibration got;
+    auto res = w->run_all([&](communicator& c) -> task<result<void>> {
+      auto r = co_await calibrate(c, {.trials = 3, .repetitions = 20, .stream = 64, .big_bytes = 1 << 18});
+      if (!r) co_return fail(r.error());
+      if (c.rank() == 0) got = *r;
+      co_return result<void>{};
+    });
+    for (auto& r : res) REQUIRE(r);
+    CHECK(got.model.o > 0);
+    CHECK(got.model.g > 0);
+    CHECK(got.model.L >= 0);
+    CHECK(got.model.G >= 0);
+    CHECK(got.model.o < 0.01);  // a send of one byte on loopback takes well under 10 ms
+    CHECK(got.fabric == kind);
+    std::string why;
+    const auto back = parse_calibration(got.json(), &why);
+    REQUIRE(back);
+    CHECK(back->L == Approx(got.model.L).epsilon(1e-6));
+    CHECK(back->G == Approx(got.model.G).epsilon(1e-6).margin(1e-15));
+  }
+}
+
+TEST_CASE("calibrate: one rank, bad options and bad files are refused with the reason", "[calibrate][local]") {
+  testing::local_test_world one(1);
+  auto res = one.run_all([&](communicator& c) -> task<result<void>> {
+    auto r = co_await calibrate(c);
+    if (r || c.last_error().find("at least 2 ranks") == std::string::npos) co_return fail(errc::protocol_violation);
+    co_return result<void>{};
+  });
+  CHECK(res[0]);
+  testing::local_test_world two(2);
+  auto res2 = two.run_all([&](communicator& c) -> task<result<void>> {
+    auto r = co_await calibrate(c, {.trials = 0});
+    if (r || c.last_error().find("trials") == std::string::npos) co_return fail(errc::protocol_violation);
+    co_return result<void>{};
+  });
+  for (auto& r : res2) CHECK(r);
+  std::string why;
+  CHECK_FALSE(parse_calibration("{\"fabric\":\"tcp\"}", &why));
+  CHECK(why.find("no \"model\"") != std::string::npos);
+  CHECK_FALSE(parse_calibration("{\"model\":{\"L\":1,\"o\":-1,\"g\":1,\"G\":0}}", &why));
+  CHECK(why.find("\"o\"") != std::string::npos);
+  CHECK_FALSE(load_calibration("/nonexistent/optcast.json", &why));
+  CHECK(why.find("cannot read") != std::string::npos);
+  const auto ok = parse_calibration("{\"model\":{\"L\":2.5e-05,\"o\":1e-06,\"g\":3e-06,\"G\":7e-10}}");
+  REQUIRE(ok);
+  CHECK(ok->L == 2.5e-05);
+  CHECK(ok->G == 7e-10);
+}
+
+TEST_CASE("OPTCAST_CALIBRATION: a job's communicators take the saved model", "[calibrate][local]") {
+  char path[] = "/tmp/optcast-calibration-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  {
+    std::ofstream out(path);
+    out << R"({"fabric":"tcp","ranks":2,"model":{"L":2.5e-05,"o":1e-06,"g":3e-06,"G":7e-10},"spread":{}})" << "\n";
+  }
+  local::world w(1);
+  job_config cfg;
+  cfg.calibration = path;
+  auto comm = make_communicator(w.fabric(0), cfg);
+  CHECK(comm.options().model.L == 2.5e-05);
+  CHECK(comm.options().model.G == 7e-10);
+  {
+    std::ofstream out(path);
+    out << "{\"model\":{\"L\":1}}\n";
+  }
+  local::world w2(1);
+  CHECK_THROWS_WITH(make_communicator(w2.fabric(0), cfg), Catch::Contains("OPTCAST_CALIBRATION") && Catch::Contains("no \"o\""));
+  std::remove(path);
+}
