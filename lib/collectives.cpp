@@ -4,7 +4,9 @@
 #include <cmath>
 
 #include "algorithms.hpp"
+#include "optcast/choose.hpp"
 #include "optcast/fibonacci.hpp"
+#include "optcast/log.hpp"
 #include "optcast/multiport.hpp"
 #include "collective_common.hpp"
 #include "optcast/schedule.hpp"
@@ -66,7 +68,17 @@ task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int roo
   const auto model = detail::model_for(c, opts, "broadcast", why);
   if (!model) co_return detail::refuse(c, why);
   algorithm alg = opts.alg == algorithm::automatic ? c.options().broadcast_algorithm : opts.alg;
-  if (alg == algorithm::automatic) alg = algorithm::circulant;
+  int n = opts.blocks;
+  if (alg == algorithm::automatic) {
+    // optcast/choose.hpp: every candidate's LogGP prediction, the least wins.
+    const auto ch = choose_broadcast(c.size(), data.size(), *model, std::min(c.ports(), c.get_fabric().ports()),
+                                     c.options().min_block_bytes, opts.blocks);
+    alg = ch.alg;
+    n = ch.blocks;
+    if (log_enabled(log_level::debug) && c.rank() == root)
+      log(log_level::debug, "broadcast of " + std::to_string(data.size()) + " B on " + std::to_string(c.size()) +
+                                " ranks: automatic chose " + ch.explain());
+  }
   if (alg == algorithm::staggered || alg == algorithm::combining || alg == algorithm::short_message ||
       alg == algorithm::long_message || alg == algorithm::split_tree)
     co_return detail::refuse(c, "broadcast: the algorithms are circulant, binomial, logp_tree, buffered, single_sending, fibonacci, "
@@ -74,7 +86,7 @@ task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int roo
   if (c.ports() > c.get_fabric().ports())
     co_return detail::refuse(c, "broadcast: the communicator asks for " + std::to_string(c.ports()) + " ports, the " +
                                     std::string(c.get_fabric().name()) + " fabric has " + std::to_string(c.get_fabric().ports()));
-  const int n = opts.blocks ? opts.blocks : automatic_block_count(data.size(), c.size(), c.options());
+  if (n == 0) n = automatic_block_count(data.size(), c.size(), c.options());
   if ((alg == algorithm::ktree || alg == algorithm::rotation) && c.ports() < 2)
     co_return detail::refuse(c, "broadcast: " + std::string(to_string(alg)) +
                                     " is a k-port algorithm (Bar-Noy and Ho) and needs at least 2 ports; the " +
@@ -97,7 +109,10 @@ task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int roo
     const auto plan = alg == algorithm::ktree ? multiport::ktree_for(c.size(), n, c.ports()) : multiport::rotation_for(c.size(), n, c.ports());
     r = co_await algorithms::broadcast_packets(f, seq, data, root, *plan);
   } else if (alg == algorithm::logp_tree) {
-    r = co_await algorithms::broadcast_logp_tree(f, seq, data, root, {model->L, model->o, model->g});
+    // LogGP: a message of b bytes keeps its sender busy (b - 1) G longer and arrives that
+    // much later, so the tree is the LogP tree for L + (b-1) G and g + (b-1) G (G = 0: LogP's).
+    const double extra = std::max<double>(static_cast<double>(data.size()) - 1, 0) * model->G;
+    r = co_await algorithms::broadcast_logp_tree(f, seq, data, root, {model->L + extra, model->o, model->g + extra});
   } else {
     r = co_await algorithms::broadcast_circulant(f, seq, data, root, n);
   }

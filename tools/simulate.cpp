@@ -15,6 +15,7 @@
 
 #include "cli.hpp"
 #include "optcast/collectives.hpp"
+#include "optcast/choose.hpp"
 #include "optcast/fibonacci.hpp"
 #include "optcast/multiport.hpp"
 #include "optcast/scatter.hpp"
@@ -382,6 +383,10 @@ run_outcome run_reduction(sim::world& w, std::vector<communicator>& comms, const
 
 const std::vector<entry>& registry() {
   static const std::vector<entry> r = {
+      {"broadcast", "automatic", algorithm::automatic,
+       "the automatic choice (optcast/choose.hpp): every algorithm's LogGP prediction with its best block count, "
+       "the least wins; --explain prints them",
+       [](auto& w, auto& c, auto& sp) { return run_broadcast(w, c, sp, algorithm::automatic); }},
       {"broadcast", "circulant", algorithm::circulant,
        "Träff 2024, Algorithm 1: n blocks in n - 1 + ceil(log2 p) rounds",
        [](auto& w, auto& c, auto& sp) { return run_broadcast(w, c, sp, algorithm::circulant); }},
@@ -561,6 +566,7 @@ int cmd_simulate(int argc, char** argv) {
       .option("model", "MODEL", "rounds, postal:L, logp:L,o,g or loggp:L,o,g,G", "rounds")
       .option("ports", "k", "ports per rank (k-port model)", "1")
       .flag("choose", "receivers choose among arrived messages, receives posted first first (Karp et al. 3.5)")
+      .flag("explain", "broadcast: print what the automatic choice predicts for every algorithm, and what it picks")
       .flag("json", "one JSON object instead of text")
       .flag("list", "list every collective and algorithm with its source, and exit")
       .flag("no-verify", "do not check results (and share one buffer among all ranks)");
@@ -610,7 +616,14 @@ int cmd_simulate(int argc, char** argv) {
   if (!chosen) args.die("--algorithm '" + alg_name + "' is not available for " + coll + " (see --list)");
   sp.alg = chosen->alg;
   sp.blocks = args.has("blocks") ? static_cast<int>(args.get_int("blocks", 1, 1 << 24))
-                                 : default_blocks(*model, coll, sp.bytes, sp.p);
+             : sp.alg == algorithm::automatic ? 0  // the choice picks it
+                                              : default_blocks(*model, coll, sp.bytes, sp.p);
+  std::string explained;
+  if (args.get_flag("explain")) {
+    if (coll != "broadcast") args.die("--explain: for --collective broadcast");
+    const loggp_params lm = model->kind == sim::model_kind::rounds ? loggp_params{1, 0, 1, 0} : loggp_params{model->L, model->o, model->g, model->G};
+    explained = choose_broadcast(sp.p, sp.bytes, lm, model->ports, 1, sp.blocks).explain();
+  }
   if (coll == "reduce_scatter_block" && sp.bytes % static_cast<std::uint64_t>(sp.p))
     args.die("--bytes: reduce_scatter_block needs a multiple of p (" + std::to_string(sp.p) + ")");
 
@@ -627,6 +640,7 @@ int cmd_simulate(int argc, char** argv) {
 
   sim::world w(sp.p, *model, {.move_payload = sp.verify});
   auto comms = w.communicators();
+  for (auto& c : comms) c.options().min_block_bytes = 1;  // simulated bytes are cheap to cut
   const auto started = std::chrono::steady_clock::now();
   const run_outcome out = chosen->run(w, comms, sp);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -642,6 +656,7 @@ int cmd_simulate(int argc, char** argv) {
          ",\"root\":" + std::to_string(sp.root) + ",\"ok\":" + (out.ok ? "true" : "false") +
          ",\"verified\":" + (out.verified ? "true" : "false") + ",\"wall_seconds\":" + std::to_string(wall);
     if (paper) j += ",\"paper_figure\":{\"name\":\"" + paper->name + "\",\"value\":" + cli::json_number(paper->value) + "}";
+    if (!explained.empty()) j += ",\"explain\":\"" + explained + "\"";
     if (!out.measured.empty()) {
       j += ",\"measured\":{";
       for (std::size_t i = 0; i < out.measured.size(); ++i)
@@ -651,9 +666,10 @@ int cmd_simulate(int argc, char** argv) {
     j += "}";
     std::puts(j.c_str());
   } else {
-    std::printf("%s, %s, p = %d, %s, n = %d, model %s\n", coll.c_str(), chosen->algorithm, sp.p,
-                cli::format_size(sp.bytes).c_str(), sp.blocks, rep.model.c_str());
+    std::printf("%s, %s, p = %d, %s, n = %s, model %s\n", coll.c_str(), chosen->algorithm, sp.p,
+                cli::format_size(sp.bytes).c_str(), sp.blocks ? std::to_string(sp.blocks).c_str() : "chosen", rep.model.c_str());
     std::printf("  source          %s\n", chosen->source);
+    if (!explained.empty()) std::printf("  automatic       %s\n", explained.c_str());
     const bool by_comm = coll == "scatter" || coll == "gather";  // Alexandrov et al. time by footnote 4
     std::printf("  finish time     %g", rep.finish_time);
     if (paper && !by_comm) std::printf("   (paper: %s = %g)", paper->name.c_str(), paper->value);

@@ -57,6 +57,7 @@ job_config job_config::from_env() {
   }
   c.ports = static_cast<int>(env_int("OPTCAST_PORTS", 1, 1, 64));
   c.calibration = env("OPTCAST_CALIBRATION");
+  c.algorithm = env("OPTCAST_ALGORITHM");
   c.bootstrap_timeout = std::chrono::seconds(env_int("OPTCAST_BOOTSTRAP_TIMEOUT", 60, 1, 86400));
   c.timeout = std::chrono::seconds(env_int("OPTCAST_TIMEOUT", 120, 1, 86400 * 7));
   return c;
@@ -70,6 +71,11 @@ communicator make_communicator(std::shared_ptr<fabric> f, const job_config& cfg)
     auto m = load_calibration(cfg.calibration, &why);
     if (!m) throw setup_error(m.error(), "OPTCAST_CALIBRATION: " + why);
     o.model = *m;
+  }
+  if (!cfg.algorithm.empty()) {
+    const auto a = parse_algorithm(cfg.algorithm);
+    if (!a) throw setup_error(a.error(), "OPTCAST_ALGORITHM='" + cfg.algorithm + "' is not an algorithm optcast has");
+    o.broadcast_algorithm = *a;
   }
   return communicator(std::move(f), o);
 }

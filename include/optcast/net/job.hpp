@@ -13,6 +13,8 @@
 //   OPTCAST_PORTS                k of the k-port model (default 1)
 //   OPTCAST_CALIBRATION          a JSON file from `optcast calibrate --output`: its L, o,
 //                                g, G become every communicator's cost model
+//   OPTCAST_ALGORITHM            the broadcast algorithm when a call says automatic
+//                                (default automatic: the model's choice, choose.hpp)
 //   OPTCAST_STORE_FD             set by the local launcher for rank 0: a listening socket
 //                                to serve the store on
 #pragma once
@@ -44,6 +46,7 @@ struct job_config {
   std::uint64_t job_id = 0;  // 0: chosen by rank 0
   int ports = 1;
   std::string calibration;  // a calibration file, read by make_communicator
+  std::string algorithm;    // the communicators' default broadcast algorithm, by name
   std::chrono::milliseconds bootstrap_timeout{std::chrono::seconds(60)};
   // The default collective deadline, and how long rank 0 waits, when closing, for the
   // other ranks to finish.

@@ -1,0 +1,140 @@
+#include "optcast/choose.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "optcast/fibonacci.hpp"
+#include "optcast/logp.hpp"
+#include "optcast/multiport.hpp"
+#include "optcast/schedule.hpp"
+
+namespace optcast {
+
+namespace {
+
+double step(double b, const loggp_params& m) {
+  const double extra = std::max(b - 1, 0.0) * m.G;
+  return std::max(m.L + 2 * m.o + extra, std::max(m.g, m.o) + extra);
+}
+
+bool pipelines(algorithm a) {
+  return a == algorithm::circulant || a == algorithm::fibonacci || a == algorithm::ktree || a == algorithm::rotation;
+}
+
+}  // namespace
+
+namespace {
+
+// What the predictions need of p and k beyond the model, each computed once per choice:
+// the rounds of the static schedules grow by one per block (fibonacci) or per k blocks
+// (ktree, rotation) over a depth that depends on p alone.
+struct shape {
+  int p, q, ports;
+  int fib_depth = -1, ktree_height = -1, chain = -1;
+  shape(int procs, int k) : p(procs), q(circulant::ceil_log2(procs)), ports(k) {}
+  int fibonacci_rounds(int n) {
+    if (fib_depth < 0) fib_depth = fibonacci::rounds(fibonacci::choose(p, 1), 1) - 1;  // rounds = depth + n, any n >= 1
+    return fib_depth + n;
+  }
+  int ktree_rounds(int n) {
+    if (ktree_height < 0) ktree_height = multiport::ktree_height(p, ports);
+    return (n + ports - 1) / ports + ktree_height - 1;
+  }
+  int rotation_rounds(int n) {
+    if (chain < 0) chain = multiport::chain_time(multiport::best_chain(p, ports), ports);
+    return (n + ports - 1) / ports + chain;
+  }
+};
+
+double predict(algorithm alg, shape& sh, std::size_t bytes, int n, const loggp_params& m) {
+  if (sh.p <= 1) return 0;
+  const double b = std::ceil(static_cast<double>(bytes) / std::max(n, 1));
+  switch (alg) {
+    case algorithm::circulant: return (n - 1 + sh.q) * step(b, m);
+    case algorithm::binomial: return sh.q * step(static_cast<double>(bytes), m);
+    case algorithm::fibonacci: return sh.fibonacci_rounds(n) * step(b, m);
+    case algorithm::ktree: return sh.ports < 2 ? INFINITY : sh.ktree_rounds(n) * step(b, m);
+    case algorithm::rotation: return sh.ports < 2 ? INFINITY : sh.rotation_rounds(n) * step(b, m);
+    case algorithm::logp_tree: {
+      const double extra = std::max(static_cast<double>(bytes) - 1, 0.0) * m.G;
+      return logp::B(sh.p, {m.L + extra, m.o, m.g + extra});
+    }
+    default: return INFINITY;
+  }
+}
+
+}  // namespace
+
+double predict_broadcast(algorithm alg, int p, std::size_t bytes, int n, const loggp_params& m, int ports) {
+  shape sh(p, ports);
+  return predict(alg, sh, bytes, n, m);
+}
+
+namespace {
+
+broadcast_choice compute_choice(int p, std::size_t bytes, const loggp_params& m, int ports, std::size_t min_block_bytes,
+                                int blocks) {
+  std::vector<int> ns;
+  if (blocks > 0) {
+    ns.push_back(blocks);
+  } else {
+    const auto most = static_cast<int>(std::clamp<std::size_t>(bytes / std::max<std::size_t>(min_block_bytes, 1), 1, 4096));
+    for (int n = 1; n <= std::min(most, 64); ++n) ns.push_back(n);
+    for (int n = 128; n <= most; n *= 2) ns.push_back(n);
+    if (most > 64 && ns.back() != most) ns.push_back(most);
+  }
+  shape sh(p, ports);
+  broadcast_choice out;
+  out.predicted = INFINITY;
+  for (auto alg : {algorithm::circulant, algorithm::binomial, algorithm::fibonacci, algorithm::ktree, algorithm::rotation,
+                   algorithm::logp_tree}) {
+    if ((alg == algorithm::ktree || alg == algorithm::rotation) && ports < 2) continue;
+    broadcast_choice::candidate best{alg, 1, INFINITY};
+    for (int n : pipelines(alg) ? ns : std::vector<int>{1})
+      if (const double t = predict(alg, sh, bytes, n, m); t < best.predicted) best = {alg, n, t};
+    out.considered.push_back(best);
+    if (best.predicted < out.predicted) {
+      out.alg = best.alg;
+      out.blocks = best.blocks;
+      out.predicted = best.predicted;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+broadcast_choice choose_broadcast(int p, std::size_t bytes, const loggp_params& m, int ports, std::size_t min_block_bytes,
+                                  int blocks) {
+  // Every rank of an in-process world asks the same question: answer it once.
+  using key = std::tuple<int, std::size_t, double, double, double, double, int, std::size_t, int>;
+  static std::mutex mu;
+  static std::map<key, broadcast_choice> recent;
+  const key k{p, bytes, m.L, m.o, m.g, m.G, ports, min_block_bytes, blocks};
+  {
+    std::lock_guard lock(mu);
+    if (auto it = recent.find(k); it != recent.end()) return it->second;
+  }
+  auto c = compute_choice(p, bytes, m, ports, min_block_bytes, blocks);
+  std::lock_guard lock(mu);
+  if (recent.size() >= 256) recent.clear();
+  recent.emplace(k, c);
+  return c;
+}
+
+std::string broadcast_choice::explain() const {
+  std::string s = std::string(to_string(alg)) + " with n = " + std::to_string(blocks) + " (predicted";
+  char buf[64];
+  for (const auto& c : considered) {
+    std::snprintf(buf, sizeof buf, " %s%s %.4g (n = %d)", c.alg == alg ? "*" : "", std::string(to_string(c.alg)).c_str(), c.predicted,
+                  c.blocks);
+    s += buf;
+  }
+  return s + ")";
+}
+
+}  // namespace optcast
