@@ -4,6 +4,8 @@
 //   optcast-bench broadcast --fabric tcp --np 8           P processes over TCP loopback
 //   optcast-bench p2p                                     TCP point-to-point against a plain
 //                                                         socket copy of the same bytes
+//   optcast-bench model --fabric tcp --np 8               LogGP predictions beside measured
+//                                                         times; automatic against fixed
 //   optcast-bench rounds                                  multi-message broadcasts in the
 //                                                         simulator's rounds model (1 and k
 //                                                         ports) against the lower bounds
@@ -12,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,7 +29,10 @@
 
 #include "cli.hpp"
 #include "measure.hpp"
+#include "optcast/choose.hpp"
 #include "optcast/fibonacci.hpp"
+#include "optcast/scatter.hpp"
+#include "optcast/schedule.hpp"
 #include "optcast/multiport.hpp"
 #include "optcast/optcast.hpp"
 
@@ -291,6 +297,153 @@ int bench_p2p(int argc, char** argv) {
   return 0;
 }
 
+// The LogGP model against the live fabric: for each size, every broadcast candidate of
+// the automatic choice (choose.hpp) with its block count, the automatic choice itself,
+// scatter (split_tree) and allreduce, each predicted from the model and measured; and
+// where the automatic broadcast is not within 10% of the best fixed algorithm.
+int bench_model(int argc, char** argv) {
+  cli::parser args("optcast-bench model",
+                   "LogGP predictions beside measured times (broadcast candidates and the automatic choice, scatter,\n"
+                   "allreduce), and where the automatic broadcast is more than 10% behind the best fixed algorithm.");
+  args.option("fabric", "NAME", "local (ranks in this process) or tcp / ofi (one process per rank; start with --np N)", "tcp")
+      .option("p", "P", "ranks of the local fabric", "8")
+      .option("np", "N", "with --fabric tcp or ofi: start N rank processes on this machine")
+      .option("sizes", "LIST", "bytes per broadcast and allreduce; the scatter sends each rank size / p", "1KiB,64KiB,1MiB,16MiB")
+      .option("iterations", "K", "timed runs per measurement (0: by size)", "0")
+      .option("ports", "K", "ports per rank (ktree and rotation need 2 or more)", "1")
+      .flag("calibrate", "measure the model first (optcast calibrate) instead of OPTCAST_CALIBRATION or the defaults")
+      .flag("json", "one JSON object").flag("quiet", "no progress lines");
+  args.parse(argc, argv, 2);
+  const auto sizes = args.get_sizes("sizes");
+  const int req_iter = static_cast<int>(args.get_int("iterations", 0, 100000));
+  const bool json = args.get_flag("json"), quiet = args.get_flag("quiet");
+  const std::string fabric_name = args.get("fabric");
+  if (fabric_name != "local" && fabric_name != "tcp" && fabric_name != "ofi") args.die("--fabric: local, tcp or ofi");
+  const int ports = static_cast<int>(args.get_int("ports", 1, 64));
+  if (args.has("ports")) ::setenv("OPTCAST_PORTS", std::to_string(ports).c_str(), 1);
+  if (auto status = launch_local(argc, argv)) return *status;
+
+  struct measured_row {
+    std::string collective, algorithm;
+    std::size_t bytes;
+    int blocks;
+    double predicted, measured;
+    bool automatic;
+  };
+  std::vector<measured_row> rows;
+  std::vector<std::string> misses;
+  // One body for both kinds of world: `each(fn)` runs fn(comm) on every rank and returns
+  // rank 0's result; times come from measure::timed (root start to last finish).
+  const auto body = [&](auto&& timed_on_all, communicator& c0, int p) -> int {
+    loggp_params m = c0.options().model;
+    if (args.get_flag("calibrate")) {
+      auto cal = timed_on_all.calibrate();
+      if (!cal) return 1;
+      m = cal->model;
+    }
+    const int q = circulant::ceil_log2(p);
+    const auto step = [&](double b) {
+      const double extra = std::max(b - 1, 0.0) * m.G;
+      return std::max(m.L + 2 * m.o + extra, std::max(m.g, m.o) + extra);
+    };
+    for (auto bytes : sizes) {
+      const int iters = iterations_for(bytes, req_iter);
+      const auto ch = choose_broadcast(p, bytes, m, std::min(ports, c0.get_fabric().ports()), c0.options().min_block_bytes);
+      double best = 1e300;
+      for (const auto& cand : ch.considered) {
+        const double t = timed_on_all.broadcast(bytes, cand.alg, cand.blocks, iters);
+        if (t < 0) return 1;
+        best = std::min(best, t);
+        rows.push_back({"broadcast", std::string(to_string(cand.alg)), bytes, cand.blocks, cand.predicted, t, false});
+      }
+      const double a = timed_on_all.broadcast(bytes, algorithm::automatic, 0, iters);
+      if (a < 0) return 1;
+      rows.push_back({"broadcast", "automatic: " + std::string(to_string(ch.alg)), bytes, ch.blocks, ch.predicted, a, true});
+      if (a > 1.1 * best) {
+        char b[200];
+        std::snprintf(b, sizeof b, "%zu B: automatic (%s, n = %d) %.3f ms, best fixed %.3f ms (%.0f%% behind)", static_cast<std::size_t>(bytes),
+                      std::string(to_string(ch.alg)).c_str(), ch.blocks, a * 1e3, best * 1e3, (a / best - 1) * 100);
+        misses.push_back(b);
+      }
+      const std::size_t part = std::max<std::size_t>(bytes / static_cast<std::size_t>(p), 1);
+      const double sc = timed_on_all.scatter(part, iters);
+      if (sc < 0) return 1;
+      rows.push_back({"scatter", "split_tree", part, 0, loggp::split_table(p, {m.L, m.o, m.g, m.G}, static_cast<double>(part)).t(p), sc, false});
+      const int n = automatic_block_count(bytes, p, c0.options());
+      const double ar = timed_on_all.allreduce(bytes, iters);
+      if (ar < 0) return 1;
+      rows.push_back({"allreduce", "circulant", bytes, n, 2 * (n - 1 + q) * step(std::ceil(static_cast<double>(bytes) / n)), ar, false});
+      if (!quiet && !json) std::fprintf(stderr, "  %zu B done\n", static_cast<std::size_t>(bytes));
+    }
+    return 0;
+  };
+  const auto print = [&](const std::string& what, int p) {
+    if (json) {
+      std::printf("{\"benchmark\":\"model\",\"fabric\":\"%s\",\"p\":%d,\"results\":[", what.c_str(), p);
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        std::printf("%s{\"collective\":\"%s\",\"algorithm\":\"%s\",\"bytes\":%zu,\"blocks\":%d,\"predicted_s\":%.9g,\"measured_s\":%.9g}",
+                    i ? "," : "", rows[i].collective.c_str(), rows[i].algorithm.c_str(), rows[i].bytes, rows[i].blocks, rows[i].predicted,
+                    rows[i].measured);
+      std::printf("],\"automatic_misses\":%zu}\n", misses.size());
+      return;
+    }
+    std::printf("LogGP prediction against measurement on %s, p = %d (median time, root's start to the last rank's end)\n", what.c_str(), p);
+    std::printf("%-10s %-24s %10s %6s %12s %12s %8s\n", "collective", "algorithm", "bytes", "n", "predicted", "measured", "meas/pred");
+    for (const auto& r : rows)
+      std::printf("%-10s %-24s %10zu %6d %9.3f ms %9.3f ms %8.2f\n", r.collective.c_str(), r.algorithm.c_str(), r.bytes, r.blocks,
+                  r.predicted * 1e3, r.measured * 1e3, r.predicted > 0 ? r.measured / r.predicted : 0.0);
+    if (misses.empty()) std::printf("automatic broadcast within 10%% of the best fixed algorithm at every size\n");
+    for (const auto& mm : misses) std::printf("automatic not within 10%%: %s\n", mm.c_str());
+  };
+
+  // Over processes: every rank runs the same sequence; rank 0 keeps the figures.
+  struct remote {
+    communicator& c;
+    double bcast(std::size_t bytes, algorithm alg, int n, int iters) {
+      std::vector<std::byte> buf(bytes, std::byte{1});
+      std::vector<double> times;
+      for (int it = 0; it < iters + 1; ++it) {
+        auto t = measure::timed(c, 0, [&] { return run(c, optcast::broadcast(c, std::span(buf), 0, {.alg = alg, .blocks = n})); });
+        if (!t) {
+          std::fprintf(stderr, "rank %d: %s\n", c.rank(), describe(t.error(), c.failure_detail()).c_str());
+          return -1;
+        }
+        if (it) times.push_back(*t);
+      }
+      return median(times);
+    }
+    double broadcast(std::size_t bytes, algorithm alg, int n, int iters) { return bcast(bytes, alg, n, iters); }
+    double scatter(std::size_t part, int iters) {
+      std::vector<std::byte> all(c.rank() == 0 ? part * static_cast<std::size_t>(c.size()) : 0), mine(part);
+      std::vector<double> times;
+      for (int it = 0; it < iters + 1; ++it) {
+        auto t = measure::timed(c, 0, [&] { return run(c, optcast::scatter(c, std::span<const std::byte>(all), std::span(mine), 0)); });
+        if (!t) return -1;
+        if (it) times.push_back(*t);
+      }
+      return median(times);
+    }
+    double allreduce(std::size_t bytes, int iters) {
+      std::vector<std::uint8_t> in(bytes, 1), out(bytes);
+      std::vector<double> times;
+      for (int it = 0; it < iters + 1; ++it) {
+        auto t = measure::timed(c, 0, [&] { return run(c, optcast::allreduce(c, std::span<const std::uint8_t>(in), std::span(out), ops::sum)); });
+        if (!t) return -1;
+        if (it) times.push_back(*t);
+      }
+      return median(times);
+    }
+    result<calibration> calibrate() { return run(c, optcast::calibrate(c)); }
+  };
+  if (fabric_name == "local") args.die("--fabric local: in-process ranks share one thread, which says nothing of a network; use tcp or ofi");
+  asio::io_context io;
+  auto comm = join(io, fabric_name);
+  remote r{comm};
+  if (const int status = body(r, comm, comm.size()); status) return status;
+  if (comm.rank() == 0) print(fabric_description(comm), comm.size());
+  return 0;
+}
+
 // The multi-message broadcasts with static schedules, run in the simulator (rounds
 // model, k ports), each row the simulated rounds beside the paper's bound and the lower
 // bound: Lemma 2.1 of Bruck-Cypher-Ho (one port, m + ceil(log2 n) - 1), Lemmas 2 and 3 of
@@ -436,9 +589,11 @@ int main(int argc, char** argv) try {
   if (cmd == "broadcast") return bench_broadcast(argc, argv);
   if (cmd == "p2p") return bench_p2p(argc, argv);
   if (cmd == "rounds") return bench_rounds(argc, argv);
+  if (cmd == "model") return bench_model(argc, argv);
   std::fputs("usage: optcast-bench broadcast [--fabric local|tcp] [--np N | --p P] [--sizes LIST] [--json]\n"
              "       optcast-bench p2p [--fabric tcp|ofi] [--bytes SIZE] [--count N] [--json]\n"
              "       optcast-bench rounds [--n LIST] [--m LIST] [--k LIST] [--every NMAX] [--json]\n"
+             "       optcast-bench model --fabric tcp --np N [--calibrate] [--sizes LIST] [--json]\n"
              "Run 'optcast-bench <command> --help' for all options.\n",
              cmd == "--help" || cmd == "-h" ? stdout : stderr);
   return cmd == "--help" || cmd == "-h" ? 0 : 2;

@@ -273,7 +273,7 @@ TEST_CASE("a circulant broadcast opens about 2 log2 p connections per rank", "[t
   testing::tcp_test_world w(p);
   std::vector<std::vector<std::byte>> bufs(p, std::vector<std::byte>(1 << 16));
   auto res = w.run_all([&](communicator& c) {
-    return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 5, {.blocks = 8});
+    return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 5, {.alg = algorithm::circulant, .blocks = 8});
   });
   for (int r = 0; r < p; ++r) {
     REQUIRE(res[static_cast<std::size_t>(r)]);

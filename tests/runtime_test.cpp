@@ -61,7 +61,7 @@ TEST_CASE("a rank that dies mid-broadcast fails the others with peer lost", "[ru
   bufs[0] = want;
   auto res = w.run_all(comms, [&](communicator& c) -> task<result<void>> {
     co_return co_await broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 0,
-                                 {.blocks = 64, .timeout = 30s});
+                                 {.alg = algorithm::circulant, .blocks = 64, .timeout = 30s});
   });
   int failed = 0;
   for (int r = 0; r < p; ++r) {
