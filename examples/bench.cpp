@@ -350,14 +350,23 @@ int bench_model(int argc, char** argv) {
       const int iters = iterations_for(bytes, req_iter);
       const auto ch = choose_broadcast(p, bytes, m, std::min(ports, c0.get_fabric().ports()), c0.options().min_block_bytes);
       double best = 1e300;
-      for (const auto& cand : ch.considered) {
-        const double t = timed_on_all.broadcast(bytes, cand.alg, cand.blocks, iters);
-        if (t < 0) return 1;
+      // The candidates and the automatic choice take turns, run by run, so that drift
+      // in the machine's load falls on all of them alike.
+      auto runs = ch.considered;
+      runs.push_back({algorithm::automatic, 0, ch.predicted});
+      std::vector<std::vector<double>> times(runs.size());
+      for (int it = 0; it < iters + 1; ++it)
+        for (std::size_t i = 0; i < runs.size(); ++i) {
+          const double t = timed_on_all.broadcast(bytes, runs[i].alg, runs[i].blocks, 0);
+          if (t < 0) return 1;
+          if (it) times[i].push_back(t);  // the first round warms up connections and buffers
+        }
+      for (std::size_t i = 0; i + 1 < runs.size(); ++i) {
+        const double t = median(times[i]);
         best = std::min(best, t);
-        rows.push_back({"broadcast", std::string(to_string(cand.alg)), bytes, cand.blocks, cand.predicted, t, false});
+        rows.push_back({"broadcast", std::string(to_string(runs[i].alg)), bytes, runs[i].blocks, runs[i].predicted, t, false});
       }
-      const double a = timed_on_all.broadcast(bytes, algorithm::automatic, 0, iters);
-      if (a < 0) return 1;
+      const double a = median(times.back());
       rows.push_back({"broadcast", "automatic: " + std::string(to_string(ch.alg)), bytes, ch.blocks, ch.predicted, a, true});
       if (a > 1.1 * best) {
         char b[200];
@@ -408,10 +417,11 @@ int bench_model(int argc, char** argv) {
           std::fprintf(stderr, "rank %d: %s\n", c.rank(), describe(t.error(), c.failure_detail()).c_str());
           return -1;
         }
-        if (it) times.push_back(*t);
+        if (it || iters == 0) times.push_back(*t);
       }
       return median(times);
     }
+    // iters = 0: one run, its time (the caller interleaves and warms up).
     double broadcast(std::size_t bytes, algorithm alg, int n, int iters) { return bcast(bytes, alg, n, iters); }
     double scatter(std::size_t part, int iters) {
       std::vector<std::byte> all(c.rank() == 0 ? part * static_cast<std::size_t>(c.size()) : 0), mine(part);
