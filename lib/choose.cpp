@@ -76,17 +76,20 @@ double predict_broadcast(algorithm alg, int p, std::size_t bytes, int n, const l
 
 namespace {
 
+// The block counts a choice tries: 1..64, then powers of two, up to bytes / min_block_bytes
+// (at most 4096).
+std::vector<int> block_counts(std::size_t bytes, std::size_t min_block_bytes) {
+  std::vector<int> ns;
+  const auto most = static_cast<int>(std::clamp<std::size_t>(bytes / std::max<std::size_t>(min_block_bytes, 1), 1, 4096));
+  for (int n = 1; n <= std::min(most, 64); ++n) ns.push_back(n);
+  for (int n = 128; n <= most; n *= 2) ns.push_back(n);
+  if (most > 64 && ns.back() != most) ns.push_back(most);
+  return ns;
+}
+
 broadcast_choice compute_choice(int p, std::size_t bytes, const loggp_params& m, int ports, std::size_t min_block_bytes,
                                 int blocks) {
-  std::vector<int> ns;
-  if (blocks > 0) {
-    ns.push_back(blocks);
-  } else {
-    const auto most = static_cast<int>(std::clamp<std::size_t>(bytes / std::max<std::size_t>(min_block_bytes, 1), 1, 4096));
-    for (int n = 1; n <= std::min(most, 64); ++n) ns.push_back(n);
-    for (int n = 128; n <= most; n *= 2) ns.push_back(n);
-    if (most > 64 && ns.back() != most) ns.push_back(most);
-  }
+  const std::vector<int> ns = blocks > 0 ? std::vector<int>{blocks} : block_counts(bytes, min_block_bytes);
   shape sh(p, ports);
   broadcast_choice out;
   out.predicted = INFINITY;
@@ -124,6 +127,34 @@ broadcast_choice choose_broadcast(int p, std::size_t bytes, const loggp_params& 
   if (recent.size() >= 256) recent.clear();
   recent.emplace(k, c);
   return c;
+}
+
+double predict_circulant(circulant_collective what, int p, std::size_t bytes, std::size_t largest, std::size_t smallest,
+                         int n, const loggp_params& m) {
+  if (p <= 1 || bytes == 0) return 0;
+  n = std::max(n, 1);
+  const double rounds = n - 1 + circulant::ceil_log2(p);
+  if (what == circulant_collective::reduce) return rounds * step(std::ceil(static_cast<double>(bytes) / n), m);
+  if (what == circulant_collective::allreduce) {
+    largest = (bytes + static_cast<std::size_t>(p) - 1) / static_cast<std::size_t>(p);
+    smallest = bytes / static_cast<std::size_t>(p);
+  }
+  const double a = std::max(m.L + 2 * m.o, std::max(m.g, m.o));
+  const double volume = std::max(static_cast<double>(bytes - std::min(smallest, bytes)), rounds * std::ceil(static_cast<double>(largest) / n));
+  const double phase = rounds * a + m.G * volume;
+  return what == circulant_collective::allreduce ? 2 * phase : phase;
+}
+
+block_choice choose_circulant_blocks(circulant_collective what, int p, std::size_t bytes, std::size_t largest,
+                                     std::size_t smallest, const loggp_params& m, std::size_t min_block_bytes) {
+  // The blocks are cut from the largest part (all-roots) or the whole (reduce).
+  const std::size_t cut = what == circulant_collective::all_roots ? largest
+                          : what == circulant_collective::allreduce ? (bytes + static_cast<std::size_t>(std::max(p, 1)) - 1) / static_cast<std::size_t>(std::max(p, 1))
+                                                                     : bytes;
+  block_choice best{1, INFINITY};
+  for (int n : block_counts(cut, min_block_bytes))
+    if (const double t = predict_circulant(what, p, bytes, largest, smallest, n, m); t < best.predicted) best = {n, t};
+  return best;
 }
 
 std::string broadcast_choice::explain() const {

@@ -7,6 +7,7 @@
 
 #include "algorithms.hpp"
 #include "collective_common.hpp"
+#include "optcast/choose.hpp"
 #include "optcast/collectives.hpp"
 
 namespace optcast::detail {
@@ -34,10 +35,13 @@ std::vector<std::size_t> check_counts(const communicator& c, const std::vector<s
   return out;
 }
 
-// The block count: the caller's, or the linear cost model's for the bytes one round
-// carries at most (the whole of what every rank ends with, for the all-roots ones).
-int blocks_for(const communicator& c, const collective_options& o, std::size_t bytes) {
-  return o.blocks ? o.blocks : automatic_block_count(bytes, c.size(), c.options());
+// The block count: the caller's, or the least predicted by the LogGP model (choose.hpp)
+// for what the collective moves; `largest`/`smallest` are the largest and smallest part
+// of the all-roots ones.
+int blocks_for(const communicator& c, const collective_options& o, const loggp_params& m, circulant_collective what,
+               std::size_t bytes, std::size_t largest = 0, std::size_t smallest = 0) {
+  if (o.blocks) return o.blocks;
+  return choose_circulant_blocks(what, c.size(), bytes, largest, smallest, m, c.options().min_block_bytes).blocks;
 }
 
 // Which algorithm a reduction runs: circulant for commutative operators, the ordered
@@ -79,7 +83,11 @@ task<result<void>> allgatherv_bytes(communicator& c, std::span<const std::byte> 
   if (out.size() < total * elem)
     co_return refuse(c, std::string(what) + ": out has room for " + str(out.size() / elem) + " elements, the counts add up to " + str(total));
 
-  const algorithms::segment_layout lay(elem, blocks_for(c, opts, total * elem), counts);
+  const auto model = model_for(c, opts, what, why);
+  if (!model) co_return refuse(c, why);
+  const auto [least, most] = std::minmax_element(counts.begin(), counts.end());
+  const algorithms::segment_layout lay(
+      elem, blocks_for(c, opts, *model, circulant_collective::all_roots, total * elem, *most * elem, *least * elem), counts);
   auto own = lay.block(out, c.rank(), 0).data();  // block 0 starts the segment
   if (mine) std::memmove(own, in.data(), in.size());
   deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
@@ -105,6 +113,8 @@ task<result<void>> reduce_bytes(communicator& c, std::span<const std::byte> in, 
   std::string why;
   const algorithm alg = reduction_algorithm(opts, op, "reduce", why);
   if (!why.empty()) co_return refuse(c, why);
+  const auto model = model_for(c, opts, "reduce", why);
+  if (!model) co_return refuse(c, why);
 
   // The root reduces into `out`; the others into a copy of their operand.
   std::vector<std::byte> scratch;
@@ -121,7 +131,7 @@ task<result<void>> reduce_bytes(communicator& c, std::span<const std::byte> in, 
   if (alg == algorithm::binomial)
     r = co_await algorithms::reduce_ordered(f, seq, work, root, op);
   else
-    r = co_await algorithms::reduce_circulant(f, seq, work, root, blocks_for(c, opts, in.size()), op);
+    r = co_await algorithms::reduce_circulant(f, seq, work, root, blocks_for(c, opts, *model, circulant_collective::reduce, in.size()), op);
   co_return finish(c, std::move(r));
 }
 
@@ -162,12 +172,13 @@ task<result<void>> allreduce_bytes(communicator& c, std::span<const std::byte> i
   const algorithm alg = reduction_algorithm(opts, op, "allreduce", why);
   if (!why.empty()) co_return refuse(c, why);
   if (!in.empty()) std::memmove(out.data(), in.data(), in.size());
-  // A round of the reduce-scatter carries about m / p per contributor, so the model's
-  // block count is that of m (Observation 1.4: p - 1 blocks' volume in total).
-  const int n = blocks_for(c, opts, in.size());
+  const auto model = model_for(c, opts, "allreduce", why);
+  if (!model) co_return refuse(c, why);
+  // The rank-ordered tree reduces the whole to rank 0 and broadcasts it: a reduce's block
+  // count; the circulant pair moves p parts (Observation 1.4).
+  const int n = blocks_for(c, opts, *model, alg == algorithm::binomial ? circulant_collective::reduce : circulant_collective::allreduce,
+                           in.size());
   if (alg == algorithm::combining) {
-    const auto model = model_for(c, opts, "allreduce", why);
-    if (!model) co_return refuse(c, why);
     const logp::params m{model->L, model->o, model->g};
     const auto plan = logp::combining_for(c.size(), logp::postal_steps(m));
     deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
@@ -196,8 +207,13 @@ task<result<void>> reduce_scatter_bytes(communicator& c, std::span<const std::by
   const algorithm alg = reduction_algorithm(opts, op, what, why);
   if (!why.empty()) co_return refuse(c, why);
 
+  const auto model = model_for(c, opts, what, why);
+  if (!model) co_return refuse(c, why);
+  const auto [least, most] = std::minmax_element(counts.begin(), counts.end());
+  const auto kind = alg == algorithm::binomial ? circulant_collective::reduce : circulant_collective::all_roots;
   std::vector<std::byte> work(in.begin(), in.end());
-  const algorithms::segment_layout lay(op.elem, blocks_for(c, opts, in.size()), counts);
+  const algorithms::segment_layout lay(
+      op.elem, blocks_for(c, opts, *model, kind, in.size(), *most * op.elem, *least * op.elem), counts);
   deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
   result<void> r;
   if (alg == algorithm::binomial)  // rank order: the whole reduction everywhere, then this rank's part

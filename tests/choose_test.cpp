@@ -1,6 +1,7 @@
 // The automatic broadcast choice (optcast/choose.hpp) against simulated runs: under
 // LogGP models the algorithm it picks, with its block count, must be within 10% of the
-// best of the candidates it considered when each runs with its own best block count.
+// best of the candidates it considered when each runs with its own best block count;
+// for the other circulant collectives, the block count the model picks against every n.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -90,4 +91,121 @@ TEST_CASE("OPTCAST_ALGORITHM overrides the automatic choice; a bad name is refus
   CHECK(comm.options().broadcast_algorithm == algorithm::binomial);
   cfg.algorithm = "fastest";
   CHECK_THROWS_WITH(make_communicator(w2.fabric(0), cfg), Catch::Contains("OPTCAST_ALGORITHM='fastest'"));
+}
+
+namespace {
+
+enum class coll { allgather_even, allgather_skewed, allgather_one, reduce, allreduce };
+
+const char* name(coll k) {
+  switch (k) {
+    case coll::allgather_even: return "allgather (even)";
+    case coll::allgather_skewed: return "allgatherv (one rank 90%)";
+    case coll::allgather_one: return "allgatherv (one rank all)";
+    case coll::reduce: return "reduce";
+    case coll::allreduce: return "allreduce";
+  }
+  return "?";
+}
+
+// Each rank's element counts for an all-roots run of `elems` elements in all.
+std::vector<std::int64_t> counts_of(coll k, int p, std::int64_t elems) {
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(p), 0);
+  if (k == coll::allgather_one) counts[0] = elems;
+  else if (k == coll::allgather_skewed) {
+    counts[0] = elems * 9 / 10;
+    for (int r = 1; r < p; ++r) counts[static_cast<std::size_t>(r)] = (elems - counts[0]) / (p - 1);
+  } else
+    for (auto& x : counts) x = elems / p;
+  return counts;
+}
+
+// The simulated time of one collective with n blocks (0: the automatic choice).
+double simulated(coll k, int p, std::int64_t elems, int n, const sim::model& m) {
+  sim::world w(p, m, {.move_payload = false});
+  communicator_options co;
+  co.min_block_bytes = 8;
+  auto comms = w.communicators(co);
+  const auto counts = counts_of(k, p, elems);
+  std::int64_t total = 0;
+  for (auto x : counts) total += x;
+  std::vector<std::vector<std::int64_t>> in(static_cast<std::size_t>(p)), out(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r) {
+    const auto R = static_cast<std::size_t>(r);
+    const bool all_roots = k != coll::reduce && k != coll::allreduce;
+    in[R].resize(static_cast<std::size_t>(all_roots ? counts[R] : elems));
+    out[R].resize(static_cast<std::size_t>(all_roots ? total : elems));
+  }
+  const collective_options o{.alg = algorithm::circulant, .blocks = n};
+  auto res = w.run_all(comms, [&](communicator& c) -> task<result<void>> {
+    const auto R = static_cast<std::size_t>(c.rank());
+    const std::span<const std::int64_t> mine(in[R]);
+    switch (k) {
+      case coll::reduce: return reduce(c, mine, std::span(out[R]), ops::sum, 0, o);
+      case coll::allreduce: return allreduce(c, mine, std::span(out[R]), ops::sum, o);
+      default: return allgatherv(c, mine, std::span(out[R]), std::span<const std::int64_t>(counts), o);
+    }
+  });
+  for (auto& r : res)
+    if (!r) return -1;
+  return w.take_report().finish_time;
+}
+
+}  // namespace
+
+TEST_CASE("circulant collectives: the model's block count against simulated runs", "[choose][sim]") {
+  struct params {
+    double L, o, g, G;
+  };
+  std::string failure;
+  int checked = 0, within = 0;
+  for (auto m : {params{20, 2, 4, 0.001}, params{5, 1, 2, 0.01}, params{100, 5, 10, 0.0001}})
+    for (int p : {7, 33})
+      for (std::int64_t elems : {std::int64_t{33 * 100}, std::int64_t{33 * 4000}})
+        for (coll k : {coll::allgather_even, coll::allgather_skewed, coll::allgather_one, coll::reduce, coll::allreduce}) {
+          if (!failure.empty()) continue;
+          const auto model = sim::model::loggp(m.L, m.o, m.g, m.G, 1);
+          const loggp_params lp{m.L, m.o, m.g, m.G};
+          const auto counts = counts_of(k, p, elems);
+          const auto [least, most] = std::minmax_element(counts.begin(), counts.end());
+          std::size_t total = 0;
+          for (auto x : counts) total += static_cast<std::size_t>(x) * 8;
+          const auto what = k == coll::reduce      ? circulant_collective::reduce
+                            : k == coll::allreduce ? circulant_collective::allreduce
+                                                   : circulant_collective::all_roots;
+          const std::size_t bytes = what == circulant_collective::all_roots ? total : static_cast<std::size_t>(elems) * 8;
+          const auto ch = choose_circulant_blocks(what, p, bytes, static_cast<std::size_t>(*most) * 8,
+                                                  static_cast<std::size_t>(*least) * 8, lp, 8);
+          const double automatic = simulated(k, p, elems, 0, model);
+          const double chosen = simulated(k, p, elems, ch.blocks, model);
+          double best = chosen;
+          int best_n = ch.blocks;
+          for (int n : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128})
+            if (const double t = simulated(k, p, elems, n, model); t >= 0 && t < best) best = t, best_n = n;
+          std::printf("%-26s p %2d %8zu B  L %3g o %g g %2g G %g: n = %3d predicted %9.0f simulated %9.0f (%.2f); best n = %3d %9.0f\n",
+                      name(k), p, bytes, m.L, m.o, m.g, m.G, ch.blocks, ch.predicted, chosen, chosen / ch.predicted, best_n, best);
+          ++checked;
+          // The collectives run with the model's block count when the caller gives none.
+          if (automatic != chosen)
+            failure = std::string(name(k)) + ": automatic took " + std::to_string(automatic) + ", n = " +
+                      std::to_string(ch.blocks) + " takes " + std::to_string(chosen);
+          if (chosen < 0) failure = std::string(name(k)) + " failed";
+          if (chosen <= 1.1 * best) ++within;
+          // The rule counts every round as a full hop; a one-holder start is a broadcast,
+          // whose first rounds the simulator overlaps. Even parts it predicts exactly.
+          if (chosen < 0.6 * ch.predicted || chosen > 1.25 * ch.predicted)
+            failure = std::string(name(k)) + " p " + std::to_string(p) + ": predicted " + std::to_string(ch.predicted) +
+                      ", simulated " + std::to_string(chosen);
+          if (k == coll::allgather_even || k == coll::allreduce) {
+            CHECK(ch.blocks == 1);
+            CHECK(chosen == Approx(ch.predicted).epsilon(0.01));
+          }
+          if (chosen > 1.5 * best)
+            failure = std::string(name(k)) + " p " + std::to_string(p) + ": n = " + std::to_string(ch.blocks) + " simulated " +
+                      std::to_string(chosen) + ", n = " + std::to_string(best_n) + " " + std::to_string(best);
+        }
+  std::printf("the model's block count within 10%% of the best n in %d of %d cases\n", within, checked);
+  CHECK(failure == "");
+  CHECK(checked == 60);
+  CHECK(within >= 54);
 }

@@ -46,4 +46,28 @@ broadcast_choice choose_broadcast(int p, std::size_t bytes, const loggp_params& 
 // The rule's prediction for one algorithm and block count (see above).
 double predict_broadcast(algorithm alg, int p, std::size_t bytes, int blocks, const loggp_params& m, int ports);
 
+// Träff's other circulant collectives, their block count from the same model. With
+// q = ceil(log2 p), the rounds R(n) = n - 1 + q of one phase, and a = max(L + 2o, g, o):
+//   reduce                     R(n) step(bytes / n)            the broadcast, reversed
+//   allgather(v), reduce_scatter(_block), one phase, where m is the bytes every rank ends
+//     with (starts with, for reduce_scatter) and c_max, c_min the largest and smallest
+//     contribution:
+//                              R(n) a + G max(m - c_min, R(n) ceil(c_max / n))
+//     (a rank receives all but its own part, and the largest part needs the R(n) rounds
+//     of a pipelined broadcast of n blocks); with even parts n = 1 is best, with one rank
+//     holding everything it is the broadcast's rule
+//   allreduce                  twice reduce_scatter with even parts (Observation 1.4)
+// n runs over the same values as the broadcast's, for each algorithm that pipelines.
+enum class circulant_collective { reduce, all_roots, allreduce };
+struct block_choice {
+  int blocks = 1;
+  double predicted = 0;
+};
+double predict_circulant(circulant_collective what, int p, std::size_t bytes, std::size_t largest, std::size_t smallest,
+                         int blocks, const loggp_params& m);
+// The block count with the least prediction; `largest`/`smallest` as above (ignored for
+// reduce; for allreduce, pass bytes / p and the remainder's share, or 0 to derive them).
+block_choice choose_circulant_blocks(circulant_collective what, int p, std::size_t bytes, std::size_t largest,
+                                     std::size_t smallest, const loggp_params& m, std::size_t min_block_bytes);
+
 }  // namespace optcast
