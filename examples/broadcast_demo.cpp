@@ -70,10 +70,13 @@ int main(int argc, char** argv) {
     std::vector<double> slowest = seconds;
     std::sort(slowest.begin(), slowest.end());
     const double med = slowest[slowest.size() / 2];
-    const int n = blocks ? blocks : optcast::automatic_block_count(bytes, comm.size(), comm.options());
-    std::printf("broadcast of %s from rank %d to %d ranks over %s, %s", optcast::cli::format_size(bytes).c_str(), root,
-                comm.size(), optcast::fabric_description(comm).c_str(), std::string(optcast::to_string(*alg == optcast::algorithm::automatic ? optcast::algorithm::circulant : *alg)).c_str());
-    if (*alg != optcast::algorithm::binomial) std::printf(" (n = %d blocks)", n);
+    // What ran: the automatic choice resolved by the model (optcast/choose.hpp).
+    const auto plan = optcast::plan_broadcast(comm, bytes, opts);
+    const auto ran = plan ? plan->alg : *alg;
+    std::printf("broadcast of %s from rank %d to %d ranks over %s, %s%s", optcast::cli::format_size(bytes).c_str(), root,
+                comm.size(), optcast::fabric_description(comm).c_str(), *alg == optcast::algorithm::automatic ? "automatic: " : "",
+                std::string(optcast::to_string(ran)).c_str());
+    if (plan && ran != optcast::algorithm::binomial && ran != optcast::algorithm::logp_tree) std::printf(" (n = %d blocks)", plan->blocks);
     std::printf("\n  every byte verified on all %d ranks, %d times\n", comm.size(), iterations + 1);
     std::printf("  time (root's start to the last rank's end, median of %d): %.3f ms   bandwidth: %.1f MB/s\n", iterations, med * 1e3,
                 med > 0 ? static_cast<double>(bytes) / med / 1e6 : 0.0);

@@ -53,6 +53,43 @@ int automatic_block_count(std::size_t bytes, int p, const communicator_options& 
 }
 
 
+result<broadcast_choice> plan_broadcast(communicator& c, std::size_t bytes, const broadcast_options& opts, std::string* why) {
+  std::string w;
+  const auto refused = [&](std::string text) -> result<broadcast_choice> {
+    if (why) *why = std::move(text);
+    return fail(errc::invalid_argument);
+  };
+  if (opts.blocks < 0) return refused("broadcast: blocks must not be negative");
+  const auto model = detail::model_for(c, opts, "broadcast", w);
+  if (!model) return refused(w);
+  algorithm alg = opts.alg == algorithm::automatic ? c.options().broadcast_algorithm : opts.alg;
+  if (alg == algorithm::staggered || alg == algorithm::combining || alg == algorithm::short_message ||
+      alg == algorithm::long_message || alg == algorithm::split_tree)
+    return refused("broadcast: the algorithms are circulant, binomial, logp_tree, buffered, single_sending, fibonacci, "
+                   "ktree and rotation");
+  if (c.ports() > c.get_fabric().ports())
+    return refused("broadcast: the communicator asks for " + std::to_string(c.ports()) + " ports, the " +
+                   std::string(c.get_fabric().name()) + " fabric has " + std::to_string(c.get_fabric().ports()));
+  if ((alg == algorithm::ktree || alg == algorithm::rotation) && c.ports() < 2)
+    return refused("broadcast: " + std::string(to_string(alg)) +
+                   " is a k-port algorithm (Bar-Noy and Ho) and needs at least 2 ports; the " +
+                   std::string(c.get_fabric().name()) + " fabric gives " + std::to_string(c.ports()) +
+                   " (make it with more ports: OPTCAST_PORTS, or the world's ports argument)");
+  // optcast/choose.hpp: every candidate's LogGP prediction with its best block count.
+  auto ch = choose_broadcast(c.size(), bytes, *model, std::min(c.ports(), c.get_fabric().ports()), c.options().min_block_bytes,
+                             opts.blocks);
+  if (alg == algorithm::automatic) return ch;
+  // A fixed algorithm: its own best block count (or the caller's); the k-item ones, which
+  // the rule does not predict, take the linear cost model's.
+  ch.alg = alg;
+  ch.blocks = opts.blocks ? opts.blocks : automatic_block_count(bytes, c.size(), c.options());
+  ch.predicted = 0;
+  for (const auto& cand : ch.considered)
+    if (cand.alg == alg) ch.blocks = cand.blocks, ch.predicted = cand.predicted;
+  if (alg == algorithm::binomial || alg == algorithm::logp_tree) ch.blocks = 1;
+  return ch;
+}
+
 task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int root,
                              broadcast_options opts) {
   // The sequence number is taken before any check, so that a call refused on one rank
@@ -62,36 +99,16 @@ task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int roo
   if (root < 0 || root >= c.size())
     co_return detail::refuse(c, "broadcast: root " + std::to_string(root) + " is not a rank of this " +
                                     std::to_string(c.size()) + "-rank communicator");
-  if (opts.blocks < 0) co_return detail::refuse(c, "broadcast: blocks must not be negative");
-
   std::string why;
-  const auto model = detail::model_for(c, opts, "broadcast", why);
-  if (!model) co_return detail::refuse(c, why);
-  algorithm alg = opts.alg == algorithm::automatic ? c.options().broadcast_algorithm : opts.alg;
-  int n = opts.blocks;
-  if (alg == algorithm::automatic) {
-    // optcast/choose.hpp: every candidate's LogGP prediction, the least wins.
-    const auto ch = choose_broadcast(c.size(), data.size(), *model, std::min(c.ports(), c.get_fabric().ports()),
-                                     c.options().min_block_bytes, opts.blocks);
-    alg = ch.alg;
-    n = ch.blocks;
-    if (log_enabled(log_level::debug) && c.rank() == root)
-      log(log_level::debug, "broadcast of " + std::to_string(data.size()) + " B on " + std::to_string(c.size()) +
-                                " ranks: automatic chose " + ch.explain());
-  }
-  if (alg == algorithm::staggered || alg == algorithm::combining || alg == algorithm::short_message ||
-      alg == algorithm::long_message || alg == algorithm::split_tree)
-    co_return detail::refuse(c, "broadcast: the algorithms are circulant, binomial, logp_tree, buffered, single_sending, fibonacci, "
-                                    "ktree and rotation");
-  if (c.ports() > c.get_fabric().ports())
-    co_return detail::refuse(c, "broadcast: the communicator asks for " + std::to_string(c.ports()) + " ports, the " +
-                                    std::string(c.get_fabric().name()) + " fabric has " + std::to_string(c.get_fabric().ports()));
-  if (n == 0) n = automatic_block_count(data.size(), c.size(), c.options());
-  if ((alg == algorithm::ktree || alg == algorithm::rotation) && c.ports() < 2)
-    co_return detail::refuse(c, "broadcast: " + std::string(to_string(alg)) +
-                                    " is a k-port algorithm (Bar-Noy and Ho) and needs at least 2 ports; the " +
-                                    std::string(c.get_fabric().name()) + " fabric gives " + std::to_string(c.ports()) +
-                                    " (make it with more ports: OPTCAST_PORTS, or the world's ports argument)");
+  const auto chosen = plan_broadcast(c, data.size(), opts, &why);
+  if (!chosen) co_return detail::refuse(c, why);
+  const algorithm alg = chosen->alg;
+  const int n = chosen->blocks;
+  const auto model = detail::model_for(c, opts, "broadcast", why);  // valid: plan_broadcast checked it
+  if (log_enabled(log_level::debug) && c.rank() == root && opts.alg == algorithm::automatic &&
+      c.options().broadcast_algorithm == algorithm::automatic)
+    log(log_level::debug, "broadcast of " + std::to_string(data.size()) + " B on " + std::to_string(c.size()) +
+                              " ranks: automatic chose " + chosen->explain());
 
   detail::deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
   auto& f = c.get_fabric();

@@ -537,16 +537,49 @@ const std::vector<entry>& registry() {
   return r;
 }
 
-// The block count a run uses when --blocks is not given: the linear model's choice with
-// the model's own costs (startup L + 2o, G per byte); 1 where bytes cost nothing.
-int default_blocks(const sim::model& m, const std::string& collective, std::uint64_t bytes, int p) {
+// The block count a run uses when --blocks is not given: what the library chooses on
+// these communicators (its LogGP rule, optcast/choose.hpp, under the simulator's model),
+// so that the figures printed beside the run use the n that ran. The algorithms the rule
+// does not cover take the linear model's choice with the model's own costs (startup
+// L + 2o, G per byte); 1 where bytes cost nothing.
+int default_blocks(communicator& c, const sim::model& m, const sim_params& sp, const std::string& collective) {
+  const loggp_params lm{m.L, m.o, m.g, m.G};
+  const std::size_t cut = c.options().min_block_bytes;
+  const auto most_least = [](const std::vector<std::size_t>& v) {
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    return std::pair{*hi, *lo};
+  };
+  const bool circ = sp.alg == algorithm::circulant || sp.alg == algorithm::automatic;
+  if (collective == "broadcast") {
+    const auto plan = plan_broadcast(c, sp.bytes, {.alg = sp.alg});
+    if (plan) return plan->blocks;
+  } else if (collective == "reduce" && circ) {
+    return choose_circulant_blocks(circulant_collective::reduce, sp.p, sp.bytes, 0, 0, lm, cut).blocks;
+  } else if (collective == "allreduce" && (circ || sp.alg == algorithm::binomial)) {
+    return choose_circulant_blocks(circ ? circulant_collective::allreduce : circulant_collective::reduce, sp.p, sp.bytes, 0, 0, lm, cut)
+        .blocks;
+  } else if ((collective == "allgather" || collective == "allgatherv") && circ) {
+    const auto counts = collective == "allgather" ? std::vector<std::size_t>(static_cast<std::size_t>(sp.p), sp.bytes)
+                                                  : distribute(sp.bytes, sp.p, sp.counts);
+    const auto [hi, lo] = most_least(counts);
+    const auto total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+    return choose_circulant_blocks(circulant_collective::all_roots, sp.p, total, hi, lo, lm, cut).blocks;
+  } else if ((collective == "reduce_scatter" || collective == "reduce_scatter_block") && (circ || sp.alg == algorithm::binomial)) {
+    const auto counts = collective == "reduce_scatter_block"
+                            ? std::vector<std::size_t>(static_cast<std::size_t>(sp.p), sp.bytes / static_cast<std::size_t>(sp.p))
+                            : distribute(sp.bytes, sp.p, sp.counts);
+    const auto [hi, lo] = most_least(counts);
+    const auto total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+    return choose_circulant_blocks(circ ? circulant_collective::all_roots : circulant_collective::reduce, sp.p, total, hi, lo, lm, cut)
+        .blocks;
+  }
   if (m.kind == sim::model_kind::rounds || m.G <= 0 || collective == "alltoall") return 1;
   communicator_options o;
   o.cost = {m.L + 2 * m.o, m.G};
   o.min_block_bytes = 1;
-  std::uint64_t volume = bytes;
-  if (collective == "allgather") volume = bytes * static_cast<std::uint64_t>(p);
-  return automatic_block_count(static_cast<std::size_t>(volume), p, o);
+  std::uint64_t volume = sp.bytes;
+  if (collective == "allgather") volume = sp.bytes * static_cast<std::uint64_t>(sp.p);
+  return automatic_block_count(static_cast<std::size_t>(volume), sp.p, o);
 }
 
 }  // namespace
@@ -615,15 +648,8 @@ int cmd_simulate(int argc, char** argv) {
   if (!known) args.die("--collective '" + coll + "' is not one optcast has (see --list)");
   if (!chosen) args.die("--algorithm '" + alg_name + "' is not available for " + coll + " (see --list)");
   sp.alg = chosen->alg;
-  sp.blocks = args.has("blocks") ? static_cast<int>(args.get_int("blocks", 1, 1 << 24))
-             : sp.alg == algorithm::automatic ? 0  // the choice picks it
-                                              : default_blocks(*model, coll, sp.bytes, sp.p);
-  std::string explained;
-  if (args.get_flag("explain")) {
-    if (coll != "broadcast") args.die("--explain: for --collective broadcast");
-    const loggp_params lm = model->kind == sim::model_kind::rounds ? loggp_params{1, 0, 1, 0} : loggp_params{model->L, model->o, model->g, model->G};
-    explained = choose_broadcast(sp.p, sp.bytes, lm, model->ports, 1, sp.blocks).explain();
-  }
+  if (args.has("blocks")) sp.blocks = static_cast<int>(args.get_int("blocks", 1, 1 << 24));
+  if (args.get_flag("explain") && coll != "broadcast") args.die("--explain: for --collective broadcast");
   if (coll == "reduce_scatter_block" && sp.bytes % static_cast<std::uint64_t>(sp.p))
     args.die("--bytes: reduce_scatter_block needs a multiple of p (" + std::to_string(sp.p) + ")");
 
@@ -641,6 +667,16 @@ int cmd_simulate(int argc, char** argv) {
   sim::world w(sp.p, *model, {.move_payload = sp.verify});
   auto comms = w.communicators();
   for (auto& c : comms) c.options().min_block_bytes = 1;  // simulated bytes are cheap to cut
+  std::string explained;
+  if (coll == "broadcast") {
+    // What broadcast() itself will run (the automatic choice resolved).
+    std::string refused;
+    const auto plan = plan_broadcast(comms[0], sp.bytes, {.alg = sp.alg, .blocks = sp.blocks}, &refused);
+    if (!plan) args.die(refused);
+    if (args.get_flag("explain")) explained = plan->explain();
+    if (!sp.blocks) sp.blocks = plan->blocks;
+  }
+  if (!sp.blocks) sp.blocks = default_blocks(comms[0], *model, sp, coll);
   const auto started = std::chrono::steady_clock::now();
   const run_outcome out = chosen->run(w, comms, sp);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -667,7 +703,7 @@ int cmd_simulate(int argc, char** argv) {
     std::puts(j.c_str());
   } else {
     std::printf("%s, %s, p = %d, %s, n = %s, model %s\n", coll.c_str(), chosen->algorithm, sp.p,
-                cli::format_size(sp.bytes).c_str(), sp.blocks ? std::to_string(sp.blocks).c_str() : "chosen", rep.model.c_str());
+                cli::format_size(sp.bytes).c_str(), std::to_string(sp.blocks).c_str(), rep.model.c_str());
     std::printf("  source          %s\n", chosen->source);
     if (!explained.empty()) std::printf("  automatic       %s\n", explained.c_str());
     const bool by_comm = coll == "scatter" || coll == "gather";  // Alexandrov et al. time by footnote 4

@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <string>
 #include <type_traits>
 
 #include <concepts>
@@ -17,6 +18,7 @@
 #include <limits>
 #include <vector>
 
+#include "optcast/choose.hpp"
 #include "optcast/communicator.hpp"
 #include "optcast/logp.hpp"
 #include "optcast/reduction.hpp"
@@ -52,6 +54,13 @@ task<result<void>> broadcast(communicator& c, std::span<T> data, int root,
 // (n - 1 + q)(alpha + beta * bytes / n), i.e. n = sqrt((q - 1) * beta * bytes / alpha),
 // kept to blocks of at least min_block_bytes.
 int automatic_block_count(std::size_t bytes, int p, const communicator_options& o) noexcept;
+
+// What broadcast(c, `bytes` bytes, root, opts) runs on this communicator: the algorithm
+// and block count, with the model's prediction and every candidate (choose.hpp). A fixed
+// algorithm keeps the block count the model gives it (or the caller's). An error, with
+// the reason in *why, where broadcast would refuse the options.
+result<broadcast_choice> plan_broadcast(communicator& c, std::size_t bytes, const broadcast_options& opts = {},
+                                        std::string* why = nullptr);
 
 // Point-to-point messages outside any collective, matched by (peer, user_tag) in order.
 // Both ranks must agree on the size, as for the fabric.
