@@ -209,3 +209,56 @@ TEST_CASE("circulant collectives: the model's block count against simulated runs
   CHECK(checked == 60);
   CHECK(within >= 54);
 }
+
+TEST_CASE("plan_broadcast: what broadcast runs, refusals with the reason", "[choose][sim]") {
+  const auto model = sim::model::loggp(20, 2, 4, 0.001, 1);
+  sim::world w(33, model, {.move_payload = false});
+  auto comms = w.communicators();
+  for (auto& c : comms) c.options().min_block_bytes = 1;
+  const std::size_t bytes = 1 << 20;
+  const loggp_params lp{20, 2, 4, 0.001};
+  // Automatic: the choice of choose_broadcast under the fabric's model.
+  const auto expect = choose_broadcast(33, bytes, lp, 1, 1);
+  auto plan = plan_broadcast(comms[0], bytes);
+  REQUIRE(plan);
+  CHECK(plan->alg == expect.alg);
+  CHECK(plan->blocks == expect.blocks);
+  // A fixed algorithm without blocks: its own best n from the rule, and broadcast runs
+  // exactly that (same simulated time as with the n given).
+  auto fib = plan_broadcast(comms[0], bytes, {.alg = algorithm::fibonacci});
+  REQUIRE(fib);
+  CHECK(fib->alg == algorithm::fibonacci);
+  bool found = false;
+  for (const auto& cand : expect.considered)
+    if (cand.alg == algorithm::fibonacci) {
+      found = true;
+      CHECK(fib->blocks == cand.blocks);
+      CHECK(fib->predicted == cand.predicted);
+    }
+  CHECK(found);
+  CHECK(fib->blocks > 1);
+  const auto time_of = [&](collective_options o) {
+    sim::world w2(33, model, {.move_payload = false});
+    auto cs = w2.communicators();
+    for (auto& c : cs) c.options().min_block_bytes = 1;
+    std::vector<std::byte> buf(bytes);
+    auto res = w2.run_all(cs, [&](communicator& c) { return broadcast(c, std::span(buf), 0, o); });
+    for (auto& r : res) REQUIRE(r);
+    return w2.take_report().finish_time;
+  };
+  CHECK(time_of({.alg = algorithm::fibonacci}) == time_of({.alg = algorithm::fibonacci, .blocks = fib->blocks}));
+  CHECK(time_of({.alg = algorithm::fibonacci}) != time_of({.alg = algorithm::fibonacci, .blocks = fib->blocks + 7}));
+  // The caller's n is kept; binomial moves the whole message.
+  CHECK(plan_broadcast(comms[0], bytes, {.alg = algorithm::circulant, .blocks = 9})->blocks == 9);
+  CHECK(plan_broadcast(comms[0], bytes, {.alg = algorithm::binomial})->blocks == 1);
+  // Refusals, with what broadcast would say.
+  std::string why;
+  CHECK_FALSE(plan_broadcast(comms[0], bytes, {.alg = algorithm::ktree}, &why));
+  CHECK(why.find("needs at least 2 ports") != std::string::npos);
+  CHECK_FALSE(plan_broadcast(comms[0], bytes, {.alg = algorithm::split_tree}, &why));
+  CHECK(why.find("the algorithms are") != std::string::npos);
+  CHECK_FALSE(plan_broadcast(comms[0], bytes, {.blocks = -1}, &why));
+  CHECK(why.find("negative") != std::string::npos);
+  CHECK_FALSE(plan_broadcast(comms[0], bytes, {.model = loggp_params{-1, 0, 0, 0}}, &why));
+  CHECK(why.find("model parameters") != std::string::npos);
+}
