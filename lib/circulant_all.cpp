@@ -51,7 +51,7 @@ public:
   std::span<std::byte> only() const noexcept { return parts_.front(); }
   const std::vector<std::span<std::byte>>& parts() const noexcept { return parts_; }
 
-  std::span<std::byte> pack(std::vector<std::byte>& temp) const {
+  std::span<std::byte> pack(std::span<std::byte> temp) const {
     std::size_t off = 0;
     for (auto part : parts_) {
       copy_bytes(temp.data() + off, part.data(), part.size());
@@ -59,7 +59,7 @@ public:
     }
     return {temp.data(), bytes_};
   }
-  void unpack(const std::vector<std::byte>& temp) const {
+  void unpack(std::span<const std::byte> temp) const {
     std::size_t off = 0;
     for (auto part : parts_) {
       copy_bytes(part.data(), temp.data() + off, part.size());
@@ -113,18 +113,22 @@ void gather_round(const segment_layout& lay, std::span<std::byte> buf, const all
 }
 
 // What both directions hold for a whole collective: the schedule of every root, and
-// the packing buffers, sized for the largest message (block 0 of every contributor).
+// the packing buffers, sized for the largest message (block 0 of every contributor),
+// from the rank's scratch pool.
 struct all_roots_run {
   all_roots sch;
-  std::vector<std::byte> tin, tout;
+  scratch_pool::lease in_lease, out_lease;
+  std::span<std::byte> tin, tout;
   round_message forth, back;  // the forward round's message to t, and the one from `from`
 
-  all_roots_run(int p, std::span<std::byte> buf, const segment_layout& lay)
+  all_roots_run(fabric& f, int p, std::span<std::byte> buf, const segment_layout& lay)
       : sch(p, lay.n), forth(lay.contributors.size()), back(lay.contributors.size()) {
     std::size_t cap = 0;
     for (int j : lay.contributors) cap += lay.block(buf, j, 0).size();
-    tin.resize(cap);
-    tout.resize(cap);
+    in_lease = f.scratch().take(cap);
+    out_lease = f.scratch().take(cap);
+    tin = in_lease.span();
+    tout = out_lease.span();
   }
 };
 
@@ -134,7 +138,7 @@ task<result<void>> allgatherv_circulant(fabric& f, std::uint32_t seq, std::uint3
                                         std::span<std::byte> buf, const segment_layout& lay) {
   const int p = f.size(), r = f.rank();
   if (p == 1 || lay.contributors.empty()) co_return result<void>{};
-  all_roots_run run(p, buf, lay);
+  all_roots_run run(f, p, buf, lay);
   const auto& sch = run.sch;
   const auto& s = sch.table->skips();
   auto [tin, tout, out, in] = std::tie(run.tin, run.tout, run.forth, run.back);
@@ -146,7 +150,7 @@ task<result<void>> allgatherv_circulant(fabric& f, std::uint32_t seq, std::uint3
     const tag tg{seq, step0 + static_cast<std::uint32_t>(i)};
     op_batch<2> round;
     if (out.bytes()) round.add(f.send(t, tg, out.single() ? out.only() : out.pack(tin)));
-    if (in.bytes()) round.add(f.recv(from, tg, in.single() ? in.only() : std::span(tout).first(in.bytes())));
+    if (in.bytes()) round.add(f.recv(from, tg, in.single() ? in.only() : tout.first(in.bytes())));
     if (round.empty()) round.add(f.idle_round());
     if (auto res = co_await round; !res) co_return res;
     if (in.bytes() && !in.single()) in.unpack(tout);
@@ -159,7 +163,7 @@ task<result<void>> reduce_scatter_circulant(fabric& f, std::uint32_t seq, std::u
                                             const detail::erased_reduction& op) {
   const int p = f.size(), r = f.rank();
   if (p == 1 || lay.contributors.empty()) co_return result<void>{};
-  all_roots_run run(p, buf, lay);
+  all_roots_run run(f, p, buf, lay);
   const auto& sch = run.sch;
   const auto& s = sch.table->skips();
   // The forward round's messages: `forth` went to t (now partials come back from t),
@@ -177,7 +181,7 @@ task<result<void>> reduce_scatter_circulant(fabric& f, std::uint32_t seq, std::u
     const tag tg{seq, step0 + static_cast<std::uint32_t>(i)};
     op_batch<2> round;
     if (back.bytes()) round.add(f.send(from, tg, back.single() ? back.only() : back.pack(tin)));
-    if (forth.bytes()) round.add(f.recv(t, tg, std::span(tout).first(forth.bytes())));
+    if (forth.bytes()) round.add(f.recv(t, tg, tout.first(forth.bytes())));
     if (round.empty()) round.add(f.idle_round());
     if (auto res = co_await round; !res) co_return res;
     if (forth.bytes()) op.apply_parts(op.self, tout.data(), forth.parts().data(), forth.parts().size());

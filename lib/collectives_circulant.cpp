@@ -117,11 +117,12 @@ task<result<void>> reduce_bytes(communicator& c, std::span<const std::byte> in, 
   if (!model) co_return refuse(c, why);
 
   // The root reduces into `out`; the others into a copy of their operand.
-  std::vector<std::byte> scratch;
+  scratch_pool::lease scratch;
   std::span<std::byte> work = out;
   if (c.rank() != root) {
-    scratch.assign(in.begin(), in.end());
-    work = scratch;
+    scratch = c.get_fabric().scratch().take(in.size());
+    work = scratch.span();
+    if (!in.empty()) std::memcpy(work.data(), in.data(), in.size());
   } else if (!in.empty()) {
     std::memmove(work.data(), in.data(), in.size());
   }
@@ -211,7 +212,9 @@ task<result<void>> reduce_scatter_bytes(communicator& c, std::span<const std::by
   if (!model) co_return refuse(c, why);
   const auto [least, most] = std::minmax_element(counts.begin(), counts.end());
   const auto kind = alg == algorithm::binomial ? circulant_collective::reduce : circulant_collective::all_roots;
-  std::vector<std::byte> work(in.begin(), in.end());
+  auto scratch = c.get_fabric().scratch().take(in.size());
+  const std::span<std::byte> work = scratch.span();
+  if (!in.empty()) std::memcpy(work.data(), in.data(), in.size());
   const algorithms::segment_layout lay(
       op.elem, blocks_for(c, opts, *model, kind, in.size(), *most * op.elem, *least * op.elem), counts);
   deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
@@ -221,7 +224,7 @@ task<result<void>> reduce_scatter_bytes(communicator& c, std::span<const std::by
   else
     r = co_await algorithms::reduce_scatter_circulant(c.get_fabric(), seq, 0, work, lay, op);
   if (r && mine) {
-    auto seg = std::span(work).subspan(lay.offset[static_cast<std::size_t>(c.rank())] * op.elem, out.size());
+    auto seg = work.subspan(lay.offset[static_cast<std::size_t>(c.rank())] * op.elem, out.size());
     std::memcpy(out.data(), seg.data(), out.size());
   }
   co_return finish(c, std::move(r));

@@ -25,7 +25,8 @@ task<result<void>> reduce_circulant(fabric& f, std::uint32_t seq, std::span<std:
     return work.subspan(parts.offset(static_cast<std::size_t>(b)) * op.elem,
                         parts.size(static_cast<std::size_t>(b)) * op.elem);
   };
-  std::vector<std::byte> incoming(parts.size(0) * op.elem);
+  const auto incoming_lease = f.scratch().take(parts.size(0) * op.elem);
+  const std::span<std::byte> incoming = incoming_lease.span();
 
   for (int i = plan.end_round() - 1; i >= plan.first_round(); --i) {
     const auto st = plan.at(i);
@@ -33,7 +34,7 @@ task<result<void>> reduce_circulant(fabric& f, std::uint32_t seq, std::span<std:
     op_batch<2> round;
     std::span<std::byte> in;
     if (st.send_block >= 0) {
-      in = std::span(incoming).first(block(st.send_block).size());
+      in = incoming.first(block(st.send_block).size());
       round.add(f.recv(real(st.to), t, in));
     }
     if (st.recv_block >= 0) round.add(f.send(real(st.from), t, block(st.recv_block)));
@@ -51,14 +52,18 @@ task<result<void>> reduce_ordered(fabric& f, std::uint32_t seq, std::span<std::b
                                   int root, const detail::erased_reduction& op) {
   const int p = f.size(), v = f.rank();
   const std::size_t count = work.size() / op.elem;
-  std::vector<std::byte> right;
+  scratch_pool::lease right_lease;
+  std::span<std::byte> right;
   for (int mask = 1; mask < p; mask <<= 1) {
     if (v & mask) {
       if (auto r = co_await f.send(v - mask, {seq, 0}, work); !r) co_return fail(r.error());
       break;
     }
     if (v + mask < p) {
-      right.resize(work.size());
+      if (right.empty() && !work.empty()) {
+        right_lease = f.scratch().take(work.size());
+        right = right_lease.span();
+      }
       if (auto r = co_await f.recv(v + mask, {seq, 0}, right); !r) co_return fail(r.error());
       op(work.data(), right.data(), work.data(), count);  // [v, v+mask) before [v+mask, v+2mask)
     }

@@ -33,6 +33,7 @@
 #include <string_view>
 
 #include "optcast/error.hpp"
+#include "optcast/scratch.hpp"
 
 namespace optcast {
 
@@ -201,6 +202,9 @@ public:
     return {*this, op_kind::compute, rank(), {}, nullptr, std::bit_cast<std::size_t>(units)};
   }
 
+  // This rank's scratch memory, reused from one collective to the next (scratch.hpp).
+  scratch_pool& scratch() noexcept { return scratch_; }
+
 protected:
   // Records the first failure (later ones keep the first, which is the cause).
   void note_failure(std::error_code ec, std::string detail) {
@@ -221,6 +225,7 @@ private:
   std::error_code failure_;
   std::string failure_detail_;
   std::string last_error_;
+  scratch_pool scratch_;
 };
 
 // "send 4096 B to rank 3, tag 7/2" for error details.

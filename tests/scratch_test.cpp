@@ -1,0 +1,138 @@
+// The scratch pool (optcast/scratch.hpp) and the collectives' use of it: a repeated
+// collective takes its packing and partial-result buffers from the pool instead of
+// allocating (and faulting in) fresh ones every call.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "optcast/net/local.hpp"
+#include "optcast/optcast.hpp"
+
+namespace {
+std::atomic<long> large_allocations{0};
+constexpr std::size_t large = 64 << 10;
+}  // namespace
+
+// The replacements below pair malloc with free; GCC, seeing the inlined std::allocator
+// use the replaced operator new, warns of a mismatch that is not one.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void* operator new(std::size_t n) {
+  if (n >= large) large_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+using namespace optcast;
+
+TEST_CASE("scratch pool: lends kept buffers again, distinct ones to leases held together", "[scratch]") {
+  scratch_pool pool;
+  std::byte* first = nullptr;
+  {
+    auto a = pool.take(1000);
+    CHECK(a.size() == 1000);
+    first = a.data();
+    a.span()[999] = std::byte{7};
+  }
+  CHECK(pool.kept() == 1000);
+  {
+    auto a = pool.take(500);  // the kept buffer fits
+    CHECK(a.data() == first);
+    CHECK(a.size() == 500);
+    CHECK(pool.kept() == 0);
+    auto b = pool.take(500);  // held together: another buffer
+    CHECK(b.data() != first);
+    auto moved = std::move(b);
+    CHECK(moved.size() == 500);
+    CHECK(b.data() == nullptr);
+  }
+  CHECK(pool.kept() == 1500);
+  {
+    auto big = pool.take(5000);  // none fits: a new one, the small ones stay
+    CHECK(big.data() != first);
+    CHECK(pool.kept() == 1500);
+  }
+  CHECK(pool.kept() == 6500);
+  // The limit: the smallest go first; a buffer over the limit is not kept.
+  pool.set_limit(5500);
+  CHECK(pool.kept() == 5000);
+  { auto huge = pool.take(10000); }
+  CHECK(pool.kept() == 5000);
+  pool.release();
+  CHECK(pool.kept() == 0);
+  pool.set_limit(0);
+  { auto a = pool.take(10); }
+  CHECK(pool.kept() == 0);
+  auto empty = pool.take(0);
+  CHECK(empty.size() == 0);
+}
+
+TEST_CASE("collectives reuse scratch: a repeated call makes no large allocation", "[scratch]") {
+  const int p = 4;
+  const std::size_t bytes = 1 << 20;
+  local::world w(p);
+  auto comms = w.communicators();
+  std::vector<std::vector<std::int32_t>> in(p, std::vector<std::int32_t>(bytes / 4, 3)), out(p, std::vector<std::int32_t>(bytes / 4));
+  for (int n : {1, 4}) {
+    const collective_options o{.alg = algorithm::circulant, .blocks = n};
+    const auto each = [&](auto&& call) {
+      auto res = w.run_all(comms, call);
+      for (auto& r : res) REQUIRE(r);
+    };
+    const std::function<void()> calls[] = {
+        [&] {
+          each([&](communicator& c) {
+            const auto R = static_cast<std::size_t>(c.rank());
+            return allreduce(c, std::span<const std::int32_t>(in[R]), std::span(out[R]), ops::sum, o);
+          });
+          CHECK(out[0][12345] == 3 * p);
+        },
+        [&] {
+          each([&](communicator& c) {
+            const auto R = static_cast<std::size_t>(c.rank());
+            return reduce_scatter_block(c, std::span<const std::int32_t>(in[R]), std::span(out[R]).first(bytes / 4 / p), ops::sum, o);
+          });
+          CHECK(out[1][7] == 3 * p);
+        },
+        [&] {
+          each([&](communicator& c) {
+            const auto R = static_cast<std::size_t>(c.rank());
+            return reduce(c, std::span<const std::int32_t>(in[R]), std::span(out[R]), ops::sum, 2, o);
+          });
+          CHECK(out[2][100] == 3 * p);
+        },
+        [&] {
+          each([&](communicator& c) {
+            const auto R = static_cast<std::size_t>(c.rank());
+            return allgather(c, std::span<const std::int32_t>(in[R]).first(bytes / 4 / p), std::span(out[R]), o);
+          });
+          CHECK(out[3].back() == 3);
+        },
+    };
+    for (const auto& call : calls) {
+      call();  // fills the pools
+      const long before = large_allocations.load();
+      call();
+      CHECK(large_allocations.load() - before == 0);
+    }
+  }
+  // The pools hold what the largest call needed, no more than their limit.
+  for (int r = 0; r < p; ++r) CHECK(comms[static_cast<std::size_t>(r)].get_fabric().scratch().kept() <= (std::size_t{256} << 20));
+  CHECK(comms[0].get_fabric().scratch().kept() >= bytes / p);
+  // Pools that keep nothing: every call allocates its buffers again (the count above
+  // does see them).
+  for (auto& c : comms) c.get_fabric().scratch().set_limit(0);
+  const long before = large_allocations.load();
+  auto res = w.run_all(comms, [&](communicator& c) {
+    const auto R = static_cast<std::size_t>(c.rank());
+    return allreduce(c, std::span<const std::int32_t>(in[R]), std::span(out[R]), ops::sum, {.alg = algorithm::circulant, .blocks = 1});
+  });
+  for (auto& r : res) REQUIRE(r);
+  CHECK(large_allocations.load() - before >= p);
+}
