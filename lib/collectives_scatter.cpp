@@ -93,12 +93,12 @@ task<result<void>> scatterv_bytes(communicator& c, std::span<const std::byte> in
     co_return refuse(c, std::move(why));
   // The algorithms read the root's segments in virtual order (root first): rotate a
   // copy unless the root is rank 0. `in` and `out` may overlap at the root.
-  std::vector<std::byte> rotated;
+  scratch_pool::lease rotated;
   std::span<const std::byte> all = in;
   if (c.rank() == root && (root != 0 || overlap(in, out))) {
-    rotated.resize(s.total);
-    rotate(in, rotated, s, c.size(), root, true);
-    all = rotated;
+    rotated = c.get_fabric().scratch().take(s.total);
+    rotate(in, rotated.span(), s, c.size(), root, true);
+    all = rotated.span();
   }
   deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
   auto& f = c.get_fabric();
@@ -125,11 +125,11 @@ task<result<void>> gatherv_bytes(communicator& c, std::span<const std::byte> in,
     co_return refuse(c, std::move(why));
   // Gathered in virtual order, straight into `out` when the root is rank 0 and `in` is
   // not inside it; rotated into place afterwards otherwise.
-  std::vector<std::byte> rotated;
+  scratch_pool::lease rotated;
   std::span<std::byte> all = out;
   if (c.rank() == root && (root != 0 || overlap(in, out))) {
-    rotated.resize(s.total);
-    all = rotated;
+    rotated = c.get_fabric().scratch().take(s.total);
+    all = rotated.span();
   }
   deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
   auto& f = c.get_fabric();
@@ -138,7 +138,7 @@ task<result<void>> gatherv_bytes(communicator& c, std::span<const std::byte> in,
     r = co_await algorithms::gather_direct(f, seq, in, all, root, s.offset, s.alg == algorithm::short_message ? elem : 0);
   else
     r = co_await algorithms::gather_tree(f, seq, in, all, root, *s.table, s.offset);
-  if (r && c.rank() == root && !rotated.empty()) rotate(rotated, out, s, c.size(), root, false);
+  if (r && c.rank() == root && rotated.size() > 0) rotate(rotated.span(), out, s, c.size(), root, false);
   co_return finish(c, std::move(r));
 }
 

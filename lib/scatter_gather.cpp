@@ -42,13 +42,15 @@ task<result<void>> scatter_tree(fabric& f, std::uint32_t seq, std::span<const st
   const int v = me.v;
   const auto& node = me.node;
   const std::size_t base = me.base, group = me.group;
-  std::vector<std::byte> held;  // the group's bytes, on a processor that passes some on
+  scratch_pool::lease held_lease;
+  std::span<std::byte> held;  // the group's bytes, on a processor that passes some on
   std::span<const std::byte> data = all;
   if (v != 0) {
     // A leaf receives straight into `out`; an inner node keeps its group until sent on.
     std::span<std::byte> into = out;
     if (node.size > 1) {
-      held.resize(group);
+      held_lease = f.scratch().take(group);
+      held = held_lease.span();
       into = held;
     }
     if (group)
@@ -80,11 +82,11 @@ task<result<void>> gather_tree(fabric& f, std::uint32_t seq, std::span<const std
       if (auto r = co_await f.send(rank_of(f, root, node.parent), {seq, 0}, in); !r) co_return fail(r.error());
     co_return result<void>{};
   }
-  std::vector<std::byte> held;
+  scratch_pool::lease held;
   std::span<std::byte> data = all;  // the root gathers into `all`
   if (v != 0) {
-    held.resize(group);
-    data = held;
+    held = f.scratch().take(group);
+    data = held.span();
   }
   if (!in.empty() && in.data() != data.data()) std::memcpy(data.data(), in.data(), in.size());
   // The scatter's messages backwards: every child's group at once, then the whole group up.

@@ -114,6 +114,20 @@ TEST_CASE("collectives reuse scratch: a repeated call makes no large allocation"
           });
           CHECK(out[3].back() == 3);
         },
+        [&] {  // the root's rotated copy, and the inner nodes' groups
+          each([&](communicator& c) {
+            const auto R = static_cast<std::size_t>(c.rank());
+            return scatter(c, std::span<const std::int32_t>(in[R]), std::span(out[R]).first(bytes / 4 / p), 2);
+          });
+          CHECK(out[1][0] == 3);
+        },
+        [&] {
+          each([&](communicator& c) {
+            const auto R = static_cast<std::size_t>(c.rank());
+            return gather(c, std::span<const std::int32_t>(in[R]).first(bytes / 4 / p), std::span(out[R]), 1);
+          });
+          CHECK(out[1].back() == 3);
+        },
     };
     for (const auto& call : calls) {
       call();  // fills the pools
