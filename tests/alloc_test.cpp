@@ -11,20 +11,9 @@
 
 #include "worlds.hpp"
 
-namespace {
-std::atomic<long> allocations{0};
-}
+#include "counting_new.hpp"
 
-void* operator new(std::size_t n) {
-  allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) { return operator new(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+using counting_new::allocations;
 
 using namespace optcast;
 

@@ -10,24 +10,9 @@
 #include "optcast/net/local.hpp"
 #include "optcast/optcast.hpp"
 
-namespace {
-std::atomic<long> large_allocations{0};
-constexpr std::size_t large = 64 << 10;
-}  // namespace
+#include "counting_new.hpp"
 
-// The replacements below pair malloc with free; GCC, seeing the inlined std::allocator
-// use the replaced operator new, warns of a mismatch that is not one.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t n) {
-  if (n >= large) large_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) { return operator new(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+using counting_new::large_allocations;
 
 using namespace optcast;
 
