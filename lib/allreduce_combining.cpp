@@ -1,3 +1,4 @@
+#include <cstring>
 #include <map>
 #include <memory>
 #include <vector>
@@ -31,25 +32,29 @@ task<result<void>> allreduce_combining(fabric& f, std::uint32_t seq, std::span<s
   if (P == 1) co_return result<void>{};
   const std::size_t count = acc.size() / op.elem;
   if (r >= I) {  // fold: hand the value to rank r - I, take the result back
-    std::vector<std::byte> out(acc.begin(), acc.end());
-    co_return co_await when_all(f.send(r - I, {seq, 0}, out), f.recv(r - I, {seq, fold_out}, acc));
+    const auto out = f.scratch().take(acc.size());
+    if (!acc.empty()) std::memcpy(out.data(), acc.data(), acc.size());
+    co_return co_await when_all(f.send(r - I, {seq, 0}, out.span()), f.recv(r - I, {seq, fold_out}, acc));
   }
   const int T = static_cast<int>(plan.window.size()) - 1;
   const auto ring = static_cast<std::size_t>(L) + 1;
-  std::vector<std::vector<std::byte>> got(ring, std::vector<std::byte>(acc.size()));
+  // The receive slots and the kept copies come from the rank's scratch pool: a call
+  // would otherwise fault in fresh pages for each.
+  const auto slots = f.scratch().take(ring * acc.size());
+  const auto got = [&](std::size_t k) { return slots.span().subspan(k * acc.size(), acc.size()); };
   const auto pending = std::make_unique<posted_op[]>(ring);
   const auto at = [I](std::int64_t v) { return static_cast<int>(((v % I) + I) % I); };
   const auto post_step = [&](int j) {
     const auto J = static_cast<std::size_t>(j);
     if (j <= T && plan.from[J] >= 0)
-      pending[J % ring].start(f.recv(at(r - plan.window[J - 1]), {seq, static_cast<std::uint32_t>(1 + j)}, got[J % ring]));
+      pending[J % ring].start(f.recv(at(r - plan.window[J - 1]), {seq, static_cast<std::uint32_t>(1 + j)}, got(J % ring)));
   };
 
   const bool partner = r + I < P;
   if (plan.start > 0) {
     if (partner) {
-      std::vector<std::byte> in(acc.size());
-      if (auto x = co_await f.recv(r + I, {seq, 0}, in); !x) co_return fail(x.error());
+      const auto in = f.scratch().take(acc.size());
+      if (auto x = co_await f.recv(r + I, {seq, 0}, in.span()); !x) co_return fail(x.error());
       op(in.data(), acc.data(), acc.data(), count);
     } else if (auto x = co_await f.compute(plan.start * step_time); !x) {
       // Waiting keeps the schedule's steps: a message sent at once would reach a
@@ -63,20 +68,23 @@ task<result<void>> allreduce_combining(fabric& f, std::uint32_t seq, std::span<s
   for (int j = L; j <= T; ++j)
     if (const int t = plan.from[static_cast<std::size_t>(j)]; t >= 0 && t < j - L)
       last_use[static_cast<std::size_t>(t)] = j - L;
-  std::map<int, std::vector<std::byte>> kept;
+  std::map<int, scratch_pool::lease> kept;
   for (int j = 0; j <= T; ++j) {
     const auto J = static_cast<std::size_t>(j);
     if (plan.from[J] >= 0) {
       if (auto x = co_await pending[J % ring].finished(); !x) co_return fail(x.error());
-      op(got[J % ring].data(), acc.data(), acc.data(), count);  // older operands on the left
+      op(got(J % ring).data(), acc.data(), acc.data(), count);  // older operands on the left
     }
     post_step(j + L + 1);  // into the slot just freed
-    if (last_use[J] > j) kept[j].assign(acc.begin(), acc.end());
+    if (last_use[J] > j) {
+      kept[j] = f.scratch().take(acc.size());
+      if (!acc.empty()) std::memcpy(kept[j].data(), acc.data(), acc.size());
+    }
     if (j + L > T) continue;
     const int t = plan.from[J + static_cast<std::size_t>(L)];
     if (t < 0) continue;
     std::span<const std::byte> value = acc;
-    if (t != j) value = kept.at(t);
+    if (t != j) value = kept.at(t).span();
     const int to = at(r + plan.window[J + static_cast<std::size_t>(L) - 1]);
     if (auto x = co_await f.send(to, {seq, static_cast<std::uint32_t>(1 + j + L)}, value); !x)
       co_return fail(x.error());
