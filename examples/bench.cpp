@@ -391,10 +391,12 @@ int bench_model(int argc, char** argv) {
       const double sc = timed_on_all.scatter(part, iters);
       if (sc < 0) return 1;
       rows.push_back({"scatter", "split_tree", part, 0, loggp::split_table(p, {m.L, m.o, m.g, m.G}, static_cast<double>(part)).t(p), sc, false});
-      const auto ar_choice = choose_circulant_blocks(circulant_collective::allreduce, p, bytes, 0, 0, m, c0.options().min_block_bytes);
+      // Bytes summed as integers: automatic may take the combining broadcast (choose.hpp).
+      const auto ar_choice = choose_allreduce(p, bytes, m, c0.options().min_block_bytes);
       const double ar = timed_on_all.allreduce(bytes, iters);
       if (ar < 0) return 1;
-      rows.push_back({"allreduce", "circulant", bytes, ar_choice.blocks, ar_choice.predicted, ar, false});
+      rows.push_back({"allreduce", "automatic: " + std::string(to_string(ar_choice.alg)), bytes, ar_choice.blocks, ar_choice.predicted, ar,
+                      false});
       if (!quiet && !json) std::fprintf(stderr, "  %zu B done\n", static_cast<std::size_t>(bytes));
     }
     return 0;

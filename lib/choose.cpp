@@ -134,7 +134,11 @@ double predict_circulant(circulant_collective what, int p, std::size_t bytes, st
   if (p <= 1 || bytes == 0) return 0;
   n = std::max(n, 1);
   const double rounds = n - 1 + circulant::ceil_log2(p);
-  if (what == circulant_collective::reduce) return rounds * step(std::ceil(static_cast<double>(bytes) / n), m);
+  if (what == circulant_collective::reduce) {
+    // Each round combines the block it received before the next can go on.
+    const double b = std::ceil(static_cast<double>(bytes) / n);
+    return rounds * (step(b, m) + m.gamma * b);
+  }
   if (what == circulant_collective::allreduce) {
     largest = (bytes + static_cast<std::size_t>(p) - 1) / static_cast<std::size_t>(p);
     smallest = bytes / static_cast<std::size_t>(p);
@@ -142,7 +146,8 @@ double predict_circulant(circulant_collective what, int p, std::size_t bytes, st
   const double a = std::max(m.L + 2 * m.o, std::max(m.g, m.o));
   const double volume = std::max(static_cast<double>(bytes - std::min(smallest, bytes)), rounds * std::ceil(static_cast<double>(largest) / n));
   const double phase = rounds * a + m.G * volume;
-  return what == circulant_collective::allreduce ? 2 * phase : phase;
+  // The reduce-scatter half combines every byte but its own part once.
+  return what == circulant_collective::allreduce ? 2 * phase + m.gamma * static_cast<double>(bytes - smallest) : phase;
 }
 
 block_choice choose_circulant_blocks(circulant_collective what, int p, std::size_t bytes, std::size_t largest,
@@ -155,6 +160,29 @@ block_choice choose_circulant_blocks(circulant_collective what, int p, std::size
   for (int n : block_counts(cut, min_block_bytes))
     if (const double t = predict_circulant(what, p, bytes, largest, smallest, n, m); t < best.predicted) best = {n, t};
   return best;
+}
+
+logp::params combining_params(std::size_t bytes, const loggp_params& m) {
+  const double extra = std::max(static_cast<double>(bytes) - 1, 0.0) * m.G;
+  return {m.L + extra, m.o, m.g + extra};
+}
+
+double predict_combining(int p, std::size_t bytes, const loggp_params& m) {
+  if (p <= 1) return 0;
+  const auto lm = combining_params(bytes, m);
+  // Every step combines a whole vector before its value goes on.
+  return logp::combining_for(p, logp::postal_steps(lm))->T * (lm.gap() + m.gamma * static_cast<double>(bytes));
+}
+
+allreduce_choice choose_allreduce(int p, std::size_t bytes, const loggp_params& m, std::size_t min_block_bytes, int blocks) {
+  const auto circ = blocks > 0 ? block_choice{blocks, predict_circulant(circulant_collective::allreduce, p, bytes, 0, 0, blocks, m)}
+                               : choose_circulant_blocks(circulant_collective::allreduce, p, bytes, 0, 0, m, min_block_bytes);
+  allreduce_choice out{algorithm::circulant, circ.blocks, circ.predicted, circ.predicted, predict_combining(p, bytes, m)};
+  if (out.combining < out.circulant) {
+    out.alg = algorithm::combining;
+    out.predicted = out.combining;
+  }
+  return out;
 }
 
 std::string broadcast_choice::explain() const {

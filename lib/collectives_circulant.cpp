@@ -170,17 +170,27 @@ task<result<void>> allreduce_bytes(communicator& c, std::span<const std::byte> i
   if (out.size() != in.size())
     co_return refuse(c, "allreduce: out has " + str(out.size() / op.elem) + " elements, in has " + str(in.size() / op.elem));
   std::string why;
-  const algorithm alg = reduction_algorithm(opts, op, "allreduce", why);
+  algorithm alg = reduction_algorithm(opts, op, "allreduce", why);
   if (!why.empty()) co_return refuse(c, why);
   if (!in.empty()) std::memmove(out.data(), in.data(), in.size());
   const auto model = model_for(c, opts, "allreduce", why);
   if (!model) co_return refuse(c, why);
   // The rank-ordered tree reduces the whole to rank 0 and broadcasts it: a reduce's block
   // count; the circulant pair moves p parts (Observation 1.4).
-  const int n = blocks_for(c, opts, *model, alg == algorithm::binomial ? circulant_collective::reduce : circulant_collective::allreduce,
-                           in.size());
+  int n = blocks_for(c, opts, *model, alg == algorithm::binomial ? circulant_collective::reduce : circulant_collective::allreduce,
+                     in.size());
+  // Automatic with an operator whose result does not depend on the order (integers):
+  // the circulant pair or the combining broadcast, whichever the model predicts sooner
+  // (choose.hpp). Floating-point sums stay circulant, whose every element is reduced on
+  // one rank, so that all ranks get the same bits.
+  if (opts.alg == algorithm::automatic && alg == algorithm::circulant && op.order_free) {
+    const auto ch = choose_allreduce(c.size(), in.size(), *model, c.options().min_block_bytes, opts.blocks);
+    alg = ch.alg;
+    n = ch.blocks;
+  }
   if (alg == algorithm::combining) {
-    const logp::params m{model->L, model->o, model->g};
+    // Every message carries the whole vector: LogP with L and g lengthened by (b - 1) G.
+    const logp::params m = combining_params(in.size(), *model);
     const auto plan = logp::combining_for(c.size(), logp::postal_steps(m));
     deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
     co_return finish(c, co_await algorithms::allreduce_combining(c.get_fabric(), seq, out, op, *plan, m.gap()));

@@ -37,6 +37,7 @@ TEST_CASE("calibrate recovers the simulator's L, o, g, G", "[calibrate][sim]") {
         CHECK(c.model.o == Approx(m.o).margin(1e-9));
         CHECK(c.model.g == Approx(std::max(m.g, m.o)).margin(1e-9));
         CHECK(c.model.G == Approx(m.G).margin(1e-9));
+        CHECK(c.model.gamma == 0);  // the simulator's clock charges no compute
         CHECK(c.L.min <= c.L.median);
         CHECK(c.L.median <= c.L.max);
         CHECK(c.ranks == p);
@@ -61,6 +62,10 @@ TEST_CASE("calibrate on local and TCP: positive figures, the JSON read back", "[
     CHECK(got.model.g > 0);
     CHECK(got.model.L >= 0);
     CHECK(got.model.G >= 0);
+    // Combining a byte takes some time, and well under a microsecond.
+    CHECK(got.model.gamma > 0);
+    CHECK(got.model.gamma < 1e-6);
+    CHECK(got.gamma.min <= got.gamma.median);
     CHECK(got.model.o < 0.01);  // a send of one byte on loopback takes well under 10 ms
     CHECK(got.fabric == kind);
     std::string why;
@@ -68,6 +73,7 @@ TEST_CASE("calibrate on local and TCP: positive figures, the JSON read back", "[
     REQUIRE(back);
     CHECK(back->L == Approx(got.model.L).epsilon(1e-6));
     CHECK(back->G == Approx(got.model.G).epsilon(1e-6).margin(1e-15));
+    CHECK(back->gamma == Approx(got.model.gamma).epsilon(1e-6));
   }
 }
 
@@ -97,6 +103,13 @@ TEST_CASE("calibrate: one rank, bad options and bad files are refused with the r
   REQUIRE(ok);
   CHECK(ok->L == 2.5e-05);
   CHECK(ok->G == 7e-10);
+  // A file from before gamma keeps the default; a bad gamma is refused.
+  CHECK(ok->gamma == communicator_options{}.model.gamma);
+  const auto with = parse_calibration("{\"model\":{\"L\":2.5e-05,\"o\":1e-06,\"g\":3e-06,\"G\":7e-10,\"gamma\":4e-11}}");
+  REQUIRE(with);
+  CHECK(with->gamma == 4e-11);
+  CHECK_FALSE(parse_calibration("{\"model\":{\"L\":1,\"o\":1,\"g\":1,\"G\":0,\"gamma\":-2}}", &why));
+  CHECK(why.find("gamma") != std::string::npos);
 }
 
 TEST_CASE("OPTCAST_CALIBRATION: a job's communicators take the saved model", "[calibrate][local]") {

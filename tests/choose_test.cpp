@@ -262,3 +262,74 @@ TEST_CASE("plan_broadcast: what broadcast runs, refusals with the reason", "[cho
   CHECK_FALSE(plan_broadcast(comms[0], bytes, {.model = loggp_params{-1, 0, 0, 0}}, &why));
   CHECK(why.find("model parameters") != std::string::npos);
 }
+
+TEST_CASE("automatic allreduce: circulant pair or combining broadcast, against simulated runs", "[choose][sim]") {
+  struct params {
+    double L, o, g, G;
+  };
+  const auto run = [](int p, std::size_t elems, const sim::model& m, collective_options o) {
+    sim::world w(p, m, {.move_payload = false});
+    communicator_options co;
+    co.min_block_bytes = 8;
+    auto comms = w.communicators(co);
+    std::vector<std::vector<std::int64_t>> buf(static_cast<std::size_t>(p), std::vector<std::int64_t>(elems));
+    auto res = w.run_all(comms, [&](communicator& c) {
+      auto& b = buf[static_cast<std::size_t>(c.rank())];
+      return allreduce(c, std::span<const std::int64_t>(b), std::span(b), ops::sum, o);
+    });
+    for (auto& r : res)
+      if (!r) return -1.0;
+    return w.take_report().finish_time;
+  };
+  int checked = 0, within = 0, combining = 0;
+  std::string failure;
+  for (auto m : {params{20, 2, 4, 0.001}, params{5, 1, 2, 0.01}, params{100, 5, 10, 0.0001}})
+    for (int p : {7, 33, 64})
+      for (std::size_t elems : {std::size_t{1}, std::size_t{128}, std::size_t{8192}, std::size_t{131072}}) {
+        const auto model = sim::model::loggp(m.L, m.o, m.g, m.G, 1);
+        const auto ch = choose_allreduce(p, elems * 8, {m.L, m.o, m.g, m.G}, 8);
+        const double automatic = run(p, elems, model, {});
+        double best = run(p, elems, model, {.alg = algorithm::combining});
+        const double comb = best;
+        for (int n : {1, 2, 4, 8, 16})
+          best = std::min(best, run(p, elems, model, {.alg = algorithm::circulant, .blocks = n}));
+        std::printf("allreduce p %2d %7zu B  L %3g o %g g %2g G %g: %s (circulant %.0f, combining %.0f predicted; combining %.0f "
+                    "simulated); automatic %.0f, best %.0f\n",
+                    p, elems * 8, m.L, m.o, m.g, m.G, std::string(to_string(ch.alg)).c_str(), ch.circulant, ch.combining, comb,
+                    automatic, best);
+        ++checked;
+        if (ch.alg == algorithm::combining) ++combining;
+        if (automatic < 0) failure = "automatic allreduce failed";
+        if (automatic <= 1.1 * best) ++within;
+        if (automatic > 1.5 * best)
+          failure = "p " + std::to_string(p) + " " + std::to_string(elems * 8) + " B: automatic " + std::to_string(automatic) +
+                    ", best " + std::to_string(best);
+        // The combining prediction against its simulated run.
+        if (comb < 0.75 * ch.combining || comb > 1.1 * ch.combining)
+          failure = "combining p " + std::to_string(p) + " " + std::to_string(elems * 8) + " B: predicted " +
+                    std::to_string(ch.combining) + ", simulated " + std::to_string(comb);
+      }
+  std::printf("automatic allreduce within 10%% of the best in %d of %d cases; combining chosen in %d\n", within, checked, combining);
+  CHECK(failure == "");
+  CHECK(checked == 36);
+  CHECK(within >= 32);
+  // Both are chosen somewhere: small vectors on many ranks combine, large ones pipeline.
+  CHECK(combining > 0);
+  CHECK(combining < checked);
+  CHECK(choose_allreduce(64, 8, {20, 2, 4, 0.001}, 8).alg == algorithm::combining);
+  // A floating-point sum stays circulant there: combining would give ranks different bits.
+  {
+    const auto model = sim::model::loggp(20, 2, 4, 0.001, 1);
+    const auto time_of = [&](collective_options o) {
+      sim::world w(64, model, {.move_payload = false});
+      auto comms = w.communicators();
+      std::vector<double> x(1, 1.5);
+      auto res = w.run_all(comms, [&](communicator& c) { return allreduce(c, std::span<const double>(x), std::span(x), ops::sum, o); });
+      for (auto& r : res) REQUIRE(r);
+      return w.take_report().finish_time;
+    };
+    CHECK(time_of({}) == time_of({.alg = algorithm::circulant}));
+    CHECK(time_of({}) > 2 * time_of({.alg = algorithm::combining}));
+  }
+  CHECK(choose_allreduce(64, 1 << 20, {20, 2, 4, 0.001}, 8).alg == algorithm::circulant);
+}

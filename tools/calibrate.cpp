@@ -26,6 +26,11 @@ void print(const calibration& c, const std::string& what) {
               virtual_time ? "" : " ns", c.G.min * (virtual_time ? 1 : 1e9), c.G.max * (virtual_time ? 1 : 1e9));
   if (c.G.median > 0 && !virtual_time) std::printf("   %.0f MB/s", 1e-6 / c.G.median);
   std::printf("\n");
+  if (!virtual_time) {
+    std::printf("  gamma combine/byte %12.6f ns   (%.6f .. %.6f)", c.gamma.median * 1e9, c.gamma.min * 1e9, c.gamma.max * 1e9);
+    if (c.gamma.median > 0) std::printf("   %.0f MB/s", 1e-6 / c.gamma.median);
+    std::printf("   (sum of doubles; the reductions' compute)\n");
+  }
 }
 
 }  // namespace
@@ -33,7 +38,8 @@ void print(const calibration& c, const std::string& what) {
 int cmd_calibrate(int argc, char** argv) {
   cli::parser args("optcast calibrate",
                    "Measures L, o, g and G between ranks 0 and 1 of a fabric with timing loops (Alexandrov et al.,\n"
-                   "Section 3): ping-pong for L, spaced sends for o, streams of small and large messages for g and G.\n"
+                   "Section 3): ping-pong for L, spaced sends for o, streams of small and large messages for g and G;\n"
+                   "and gamma, the time per byte to combine two operands (the reductions' compute, on rank 0).\n"
                    "Prints them with their spread over the trials; --output saves them as JSON, which\n"
                    "OPTCAST_CALIBRATION=FILE then gives every communicator of a job as its cost model.");
   args.option("fabric", "NAME", "local (ranks in this process), sim, tcp or ofi (one process per rank: start with --np 2)", "local")

@@ -516,6 +516,10 @@ const std::vector<entry>& registry() {
       {"reduce_scatter", "binomial", algorithm::binomial,
        "rank-ordered allreduce (binomial reduce + circulant broadcast), then each rank's part",
        [](auto& w, auto& c, auto& sp) { return run_reduction(w, c, sp, "reduce_scatter", algorithm::binomial); }},
+      {"allreduce", "automatic", algorithm::automatic,
+       "the automatic choice (optcast/choose.hpp): Träff's circulant pair or Karp et al.'s combining broadcast, "
+       "whichever the LogGP model predicts sooner (commutative operators)",
+       [](auto& w, auto& c, auto& sp) { return run_reduction(w, c, sp, "allreduce", algorithm::automatic); }},
       {"allreduce", "circulant", algorithm::circulant,
        "Träff 2024, Observation 1.4: reduce_scatter then allgather, 2 (n - 1 + ceil(log2 p)) rounds",
        [](auto& w, auto& c, auto& sp) { return run_reduction(w, c, sp, "allreduce", algorithm::circulant); }},
@@ -599,7 +603,7 @@ int cmd_simulate(int argc, char** argv) {
       .option("model", "MODEL", "rounds, postal:L, logp:L,o,g or loggp:L,o,g,G", "rounds")
       .option("ports", "k", "ports per rank (k-port model)", "1")
       .flag("choose", "receivers choose among arrived messages, receives posted first first (Karp et al. 3.5)")
-      .flag("explain", "broadcast: print what the automatic choice predicts for every algorithm, and what it picks")
+      .flag("explain", "broadcast, allreduce: print what the automatic choice predicts for every algorithm, and what it picks (allreduce always prints it)")
       .flag("json", "one JSON object instead of text")
       .flag("list", "list every collective and algorithm with its source, and exit")
       .flag("no-verify", "do not check results (and share one buffer among all ranks)");
@@ -649,7 +653,8 @@ int cmd_simulate(int argc, char** argv) {
   if (!chosen) args.die("--algorithm '" + alg_name + "' is not available for " + coll + " (see --list)");
   sp.alg = chosen->alg;
   if (args.has("blocks")) sp.blocks = static_cast<int>(args.get_int("blocks", 1, 1 << 24));
-  if (args.get_flag("explain") && coll != "broadcast") args.die("--explain: for --collective broadcast");
+  if (args.get_flag("explain") && coll != "broadcast" && coll != "allreduce")
+    args.die("--explain: for --collective broadcast or allreduce");
   if (coll == "reduce_scatter_block" && sp.bytes % static_cast<std::uint64_t>(sp.p))
     args.die("--bytes: reduce_scatter_block needs a multiple of p (" + std::to_string(sp.p) + ")");
 
@@ -677,6 +682,13 @@ int cmd_simulate(int argc, char** argv) {
     if (!sp.blocks) sp.blocks = plan->blocks;
   }
   if (!sp.blocks) sp.blocks = default_blocks(comms[0], *model, sp, coll);
+  if (coll == "allreduce" && sp.alg == algorithm::automatic) {
+    const auto ch = choose_allreduce(sp.p, sp.bytes, {model->L, model->o, model->g, model->G}, 1, sp.blocks);
+    char b[200];
+    std::snprintf(b, sizeof b, "%s (predicted circulant %.4g with n = %d, combining %.4g)",
+                  std::string(to_string(ch.alg)).c_str(), ch.circulant, sp.blocks, ch.combining);
+    explained = b;
+  }
   const auto started = std::chrono::steady_clock::now();
   const run_outcome out = chosen->run(w, comms, sp);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -705,7 +717,8 @@ int cmd_simulate(int argc, char** argv) {
     std::printf("%s, %s, p = %d, %s, n = %s, model %s\n", coll.c_str(), chosen->algorithm, sp.p,
                 cli::format_size(sp.bytes).c_str(), std::to_string(sp.blocks).c_str(), rep.model.c_str());
     std::printf("  source          %s\n", chosen->source);
-    if (!explained.empty()) std::printf("  automatic       %s\n", explained.c_str());
+    if (!explained.empty())
+      std::printf("  automatic       %s\n", explained.c_str());
     const bool by_comm = coll == "scatter" || coll == "gather";  // Alexandrov et al. time by footnote 4
     std::printf("  finish time     %g", rep.finish_time);
     if (paper && !by_comm) std::printf("   (paper: %s = %g)", paper->name.c_str(), paper->value);

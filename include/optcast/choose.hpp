@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "optcast/communicator.hpp"
+#include "optcast/logp.hpp"
 
 namespace optcast {
 
@@ -48,7 +49,7 @@ double predict_broadcast(algorithm alg, int p, std::size_t bytes, int blocks, co
 
 // Träff's other circulant collectives, their block count from the same model. With
 // q = ceil(log2 p), the rounds R(n) = n - 1 + q of one phase, and a = max(L + 2o, g, o):
-//   reduce                     R(n) step(bytes / n)            the broadcast, reversed
+//   reduce                     R(n) (step(b) + gamma b)        the broadcast, reversed; b = bytes / n
 //   allgather(v), reduce_scatter(_block), one phase, where m is the bytes every rank ends
 //     with (starts with, for reduce_scatter) and c_max, c_min the largest and smallest
 //     contribution:
@@ -56,7 +57,8 @@ double predict_broadcast(algorithm alg, int p, std::size_t bytes, int blocks, co
 //     (a rank receives all but its own part, and the largest part needs the R(n) rounds
 //     of a pipelined broadcast of n blocks); with even parts n = 1 is best, with one rank
 //     holding everything it is the broadcast's rule
-//   allreduce                  twice reduce_scatter with even parts (Observation 1.4)
+//   allreduce                  twice reduce_scatter with even parts (Observation 1.4),
+//                              plus gamma (bytes - bytes / p): the combining of its first half
 // n runs over the same values as the broadcast's, for each algorithm that pipelines.
 enum class circulant_collective { reduce, all_roots, allreduce };
 struct block_choice {
@@ -69,5 +71,27 @@ double predict_circulant(circulant_collective what, int p, std::size_t bytes, st
 // reduce; for allreduce, pass bytes / p and the remainder's share, or 0 to derive them).
 block_choice choose_circulant_blocks(circulant_collective what, int p, std::size_t bytes, std::size_t largest,
                                      std::size_t smallest, const loggp_params& m, std::size_t min_block_bytes);
+
+// Allreduce with a commutative operator: Träff's circulant pair (above, n blocks) or Karp
+// et al.'s combining broadcast (logp.hpp, Section 4.2), whose every message carries the
+// whole vector. Under LogGP a message of b bytes is a LogP message with L and g
+// lengthened by (b - 1) G (as for logp_tree): combining_params; the plan is the one for
+// its postal latency, and takes T of its steps of max(g', o) + gamma bytes (every step
+// combines a whole vector).
+// Combining wins for small vectors on many ranks (it needs about B(P) steps where the
+// circulant pair needs 2 ceil(log2 p) rounds of L + 2o), the circulant pair once the
+// volume counts. allreduce() asks this only for operators whose result is the same in
+// any order (the built-ins on integers): combining reduces in a different order on
+// every rank, which for floating point would give ranks different bits.
+struct allreduce_choice {
+  algorithm alg = algorithm::circulant;
+  int blocks = 1;
+  double predicted = 0;
+  double circulant = 0, combining = 0;  // each one's prediction
+};
+logp::params combining_params(std::size_t bytes, const loggp_params& m);
+double predict_combining(int p, std::size_t bytes, const loggp_params& m);
+// `blocks` > 0: the circulant pair's n is the caller's.
+allreduce_choice choose_allreduce(int p, std::size_t bytes, const loggp_params& m, std::size_t min_block_bytes, int blocks = 0);
 
 }  // namespace optcast

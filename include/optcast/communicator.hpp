@@ -61,7 +61,7 @@ struct communicator_options {
   std::size_t min_block_bytes = 8192;  // the automatic block count never goes below this
   // LogP(GP) parameters, seconds, for algorithms shaped by them when neither the call
   // nor the fabric gives any (defaults until calibration measures them, issue 7).
-  loggp_params model{20e-6, 2e-6, 4e-6, 1 / 1.5e9};
+  loggp_params model{20e-6, 2e-6, 4e-6, 1 / 1.5e9, 1 / 1e9};
 };
 
 class communicator {

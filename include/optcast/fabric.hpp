@@ -41,6 +41,11 @@ namespace optcast {
 // overhead o, gap g, gap per byte G, in the fabric's time unit.
 struct loggp_params {
   double L = 0, o = 0, g = 0, G = 0;
+  // Not LogGP: the time per byte to combine a received operand into one's own (the
+  // reductions' compute). The simulator charges none; a live fabric's is measured by
+  // calibrate. It decides between reductions that move the same bytes but combine more
+  // or fewer of them (the combining broadcast against the circulant pair).
+  double gamma = 0;
 };
 
 // (collective sequence number, step within the collective).

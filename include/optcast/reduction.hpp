@@ -50,6 +50,10 @@ struct erased_reduction {
   // indirect call per message, however many small blocks it carries.
   void (*apply_parts)(const void* self, const std::byte* in, const std::span<std::byte>* parts,
                       std::size_t nparts) = nullptr;
+  // The result's bits do not depend on the order or bracketing of the operands (the
+  // built-ins on integers): an algorithm that combines in a different order on every
+  // rank (the combining broadcast) still gives every rank the same bits.
+  bool order_free = false;
 
   void operator()(const std::byte* left, const std::byte* right, std::byte* out, std::size_t count) const {
     apply(self, left, right, out, count);
@@ -164,7 +168,7 @@ private:
   static reduction builtin() {
     static const F f{};
     reduction r;
-    r.erased_ = {sizeof(T), true, &f, nullptr, &detail::apply_elementwise<T, F>, &detail::apply_to_parts<T, F>};
+    r.erased_ = {sizeof(T), true, &f, nullptr, &detail::apply_elementwise<T, F>, &detail::apply_to_parts<T, F>, std::integral<T>};
     return r;
   }
 
