@@ -54,6 +54,9 @@ task<result<void>> reduce_ordered(fabric& f, std::uint32_t seq, std::span<std::b
   const std::size_t count = work.size() / op.elem;
   scratch_pool::lease right_lease;
   std::span<std::byte> right;
+  // Rank v sends in round log2(its lowest set bit), after its receives; where its
+  // partner v + mask does not exist, an idle round keeps it to that round (the rounds
+  // model would otherwise see it send while its parent still receives).
   for (int mask = 1; mask < p; mask <<= 1) {
     if (v & mask) {
       if (auto r = co_await f.send(v - mask, {seq, 0}, work); !r) co_return fail(r.error());
@@ -66,6 +69,8 @@ task<result<void>> reduce_ordered(fabric& f, std::uint32_t seq, std::span<std::b
       }
       if (auto r = co_await f.recv(v + mask, {seq, 0}, right); !r) co_return fail(r.error());
       op(work.data(), right.data(), work.data(), count);  // [v, v+mask) before [v+mask, v+2mask)
+    } else if (auto r = co_await f.idle_round(); !r) {
+      co_return fail(r.error());
     }
   }
   if (root != 0) {
