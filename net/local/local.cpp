@@ -38,8 +38,11 @@ struct world_state {
   std::vector<std::byte> take_buffer(std::size_t n) { return pool.take(n); }
   void give_back(std::vector<std::byte>&& b) { pool.give_back(std::move(b)); }
 
+  // fabric_state of an operation in `ready` (posted receives carry 1).
+  static constexpr std::uintptr_t ready_mark = 2;
   void make_ready(operation& op, std::error_code ec) {
     op.ec = ec;
+    op.fabric_state = ready_mark;
     ready.push_back(op);
     if (!drain_posted) {
       drain_posted = true;
@@ -48,7 +51,10 @@ struct world_state {
   }
   void drain() {
     drain_posted = false;
-    while (operation* op = ready.pop_front()) op->complete(op->ec);
+    while (operation* op = ready.pop_front()) {
+      op->fabric_state = 0;
+      op->complete(op->ec);
+    }
   }
 };
 
@@ -84,9 +90,17 @@ public:
   }
 
   void cancel(operation& op, std::error_code ec) noexcept override {
-    // Only receives wait (sends finish at once); a receive already matched is in the
-    // world's ready queue and finishes there.
-    if (op.finished || op.kind != op_kind::recv || op.fabric_state != posted_mark) return;
+    // Only receives wait (sends finish at once). A receive already matched waits in the
+    // world's ready queue: it finishes now with its outcome, since its owner may be
+    // about to go (a posted_op destroyed on a collective's failure path).
+    if (op.finished || op.kind != op_kind::recv) return;
+    if (op.fabric_state == world_state::ready_mark) {
+      w_->ready.remove(op);
+      op.fabric_state = 0;
+      op.complete(op.ec);
+      return;
+    }
+    if (op.fabric_state != posted_mark) return;
     posted_.remove(op);
     op.fabric_state = 0;
     op.complete(ec);

@@ -233,7 +233,15 @@ public:
         me.sending.remove(op);
         w_->msgs[msg_of(op)].sender = nullptr;
         break;
-      default: return;  // idle or already in the ready queue
+      case st_ready:
+        // Its outcome is decided and waits in the ready queue; finish it now with that
+        // outcome, since its owner may be about to go (a posted_op destroyed on a
+        // collective's failure path would leave the queue pointing at freed memory).
+        w_->ready.remove(op);
+        op.fabric_state = st_idle;
+        op.complete(op.ec);
+        return;
+      default: return;  // idle
     }
     op.fabric_state = st_idle;
     op.complete(ec);
