@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <asio/io_context.hpp>
+#include <nlohmann/json.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/read.hpp>
 #include <asio/write.hpp>
@@ -62,12 +63,15 @@ struct row {
 
 void print_rows(const std::string& fabric_name, int p, const std::vector<row>& rows, bool json) {
   if (json) {
-    std::printf("{\"benchmark\":\"broadcast\",\"fabric\":\"%s\",\"p\":%d,\"results\":[", fabric_name.c_str(), p);
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      std::printf("%s{\"algorithm\":\"%s\",\"bytes\":%zu,\"blocks\":%d,\"median_s\":%.9f,\"bandwidth_MBps\":%.3f}",
-                  i ? "," : "", rows[i].algorithm.c_str(), rows[i].bytes, rows[i].blocks, rows[i].seconds,
-                  rows[i].seconds > 0 ? static_cast<double>(rows[i].bytes) / rows[i].seconds / 1e6 : 0.0);
-    std::printf("]}\n");
+    nlohmann::ordered_json j = {{"benchmark", "broadcast"}, {"fabric", fabric_name}, {"p", p}};
+    auto& out = j["results"] = nlohmann::ordered_json::array();
+    for (const auto& r : rows)
+      out.push_back({{"algorithm", r.algorithm},
+                     {"bytes", r.bytes},
+                     {"blocks", r.blocks},
+                     {"median_s", r.seconds},
+                     {"bandwidth_MBps", r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / 1e6 : 0.0}});
+    std::puts(j.dump().c_str());
     return;
   }
   std::printf("broadcast on the %s fabric, p = %d (median time from the root's start to the last rank's end)\n", fabric_name.c_str(), p);
@@ -84,8 +88,8 @@ std::vector<algorithm> algorithms_from(const cli::parser& args) {
   while (pos <= list.size()) {
     auto comma = list.find(',', pos);
     auto a = parse_algorithm(list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
-    if (!a || *a == algorithm::automatic || *a == algorithm::staggered || *a == algorithm::combining)
-      args.die("--algorithms: broadcast algorithms (circulant, binomial, logp_tree, buffered, single_sending, fibonacci, ktree, rotation)");
+    if (!a || !find(collective::broadcast, *a))
+      args.die("--algorithms: broadcast algorithms (" + algorithm_names(collective::broadcast) + ")");
     out.push_back(*a);
     if (comma == std::string::npos) break;
     pos = comma + 1;
@@ -100,8 +104,7 @@ int bench_broadcast(int argc, char** argv) {
       .option("p", "P", "ranks of the local fabric", "8")
       .option("np", "N", "with --fabric tcp: start N rank processes on this machine")
       .option("sizes", "LIST", "bytes to broadcast", "8,64,512,4KiB,32KiB,256KiB,2MiB,16MiB,64MiB")
-      .option("algorithms", "LIST", "any broadcast algorithms, e.g. circulant,binomial,fibonacci,ktree,rotation",
-              "circulant,binomial")
+      .option("algorithms", "LIST", "broadcast algorithms: " + algorithm_names(collective::broadcast), "circulant,binomial")
       .option("blocks", "N", "block count (0: automatic)", "0")
       .option("ports", "K", "ports per rank (k-port algorithms ktree and rotation need 2 or more)", "1")
       .option("iterations", "K", "timed runs per size (0: by size)", "0")
@@ -287,9 +290,10 @@ int bench_p2p(int argc, char** argv) {
   const double total = static_cast<double>(bytes) * count;
   const double gf = total / median(tf) / 1e9, gs = total / median(ts) / 1e9;
   if (args.get_flag("json")) {
-    std::printf("{\"benchmark\":\"p2p\",\"fabric\":\"%s\",\"bytes\":%zu,\"count\":%d,\"optcast_GBps\":%.4f,"
-                "\"socket_GBps\":%.4f,\"ratio\":%.4f,\"latency_8B_us\":%.3f}\n",
-                described.c_str(), bytes, count, gf, gs, gf / gs, median(lat) * 1e6);
+    const nlohmann::ordered_json j = {{"benchmark", "p2p"},  {"fabric", described}, {"bytes", bytes},
+                                      {"count", count},      {"optcast_GBps", gf}, {"socket_GBps", gs},
+                                      {"ratio", gf / gs},    {"latency_8B_us", median(lat) * 1e6}};
+    std::puts(j.dump().c_str());
   } else {
     std::printf("point-to-point on loopback, %d messages of %s, median of %d runs\n", count, cli::format_size(bytes).c_str(), runs);
     std::printf("  optcast %-22s: %.3f GB/s\n  plain socket copy             : %.3f GB/s\n  ratio                         : %.3f\n",
@@ -403,13 +407,20 @@ int bench_model(int argc, char** argv) {
   };
   const auto print = [&](const std::string& what, int p) {
     if (json) {
-      std::printf("{\"benchmark\":\"model\",\"fabric\":\"%s\",\"p\":%d,\"model\":{\"L\":%.9g,\"o\":%.9g,\"g\":%.9g,\"G\":%.9g},\"results\":[",
-                  what.c_str(), p, used.L, used.o, used.g, used.G);
-      for (std::size_t i = 0; i < rows.size(); ++i)
-        std::printf("%s{\"collective\":\"%s\",\"algorithm\":\"%s\",\"bytes\":%zu,\"blocks\":%d,\"predicted_s\":%.9g,\"measured_s\":%.9g}",
-                    i ? "," : "", rows[i].collective.c_str(), rows[i].algorithm.c_str(), rows[i].bytes, rows[i].blocks, rows[i].predicted,
-                    rows[i].measured);
-      std::printf("],\"automatic_misses\":%zu}\n", misses.size());
+      nlohmann::ordered_json j = {{"benchmark", "model"},
+                                  {"fabric", what},
+                                  {"p", p},
+                                  {"model", {{"L", used.L}, {"o", used.o}, {"g", used.g}, {"G", used.G}}}};
+      auto& out = j["results"] = nlohmann::ordered_json::array();
+      for (const auto& r : rows)
+        out.push_back({{"collective", r.collective},
+                       {"algorithm", r.algorithm},
+                       {"bytes", r.bytes},
+                       {"blocks", r.blocks},
+                       {"predicted_s", r.predicted},
+                       {"measured_s", r.measured}});
+      j["automatic_misses"] = misses.size();
+      std::puts(j.dump().c_str());
       return;
     }
     std::printf("LogGP prediction against measurement on %s, p = %d (median time, root's start to the last rank's end)\n", what.c_str(), p);
@@ -566,12 +577,13 @@ int bench_rounds(int argc, char** argv) {
           }
         }
   if (json) {
-    std::printf("{\"benchmark\":\"rounds\",\"results\":[");
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      std::printf("%s{\"algorithm\":\"%s\",\"ports\":%d,\"n\":%d,\"m\":%d,\"rounds\":%d,\"lower_bound\":%d,\"paper_bound\":%d,\"paper\":\"%s\"}",
-                  i ? "," : "", rows[i].alg.c_str(), rows[i].k, rows[i].n, rows[i].m, rows[i].rounds, rows[i].lower, rows[i].paper,
-                  rows[i].paper_name.c_str());
-    std::printf("]}\n");
+    nlohmann::ordered_json j = {{"benchmark", "rounds"}};
+    auto& out = j["results"] = nlohmann::ordered_json::array();
+    for (const auto& r : rows)
+      out.push_back({{"algorithm", r.alg}, {"ports", r.k},           {"n", r.n},
+                     {"m", r.m},           {"rounds", r.rounds},     {"lower_bound", r.lower},
+                     {"paper_bound", r.paper}, {"paper", r.paper_name}});
+    std::puts(j.dump().c_str());
     return 0;
   }
   if (every) {

@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   optcast::cli::parser args("optcast-demo", "Broadcasts a buffer among the ranks of a job and checks every byte on every rank.");
   args.option("bytes", "SIZE", "bytes to broadcast", "64MiB")
       .option("root", "RANK", "the broadcasting rank", "0")
-      .option("algorithm", "NAME", "automatic, circulant or binomial", "automatic")
+      .option("algorithm", "NAME", "automatic or a broadcast algorithm: " + optcast::algorithm_names(optcast::collective::broadcast),
+              "automatic")
       .option("blocks", "N", "circulant pipelining depth (0: from the cost model)", "0")
       .option("iterations", "K", "timed broadcasts; the median is reported", "5")
       .option("fabric", "NAME", "tcp or ofi (libfabric; provider from FI_PROVIDER or the best available)", "tcp")
@@ -34,7 +35,8 @@ int main(int argc, char** argv) {
   const std::size_t bytes = args.get_size("bytes");
   const int iterations = static_cast<int>(args.get_int("iterations", 1, 1000));
   auto alg = optcast::parse_algorithm(args.get("algorithm"));
-  if (!alg) args.die("--algorithm must be automatic, circulant or binomial");
+  if (!alg || (*alg != optcast::algorithm::automatic && !optcast::find(optcast::collective::broadcast, *alg)))
+    args.die("--algorithm: automatic or one of " + optcast::algorithm_names(optcast::collective::broadcast));
   const int blocks = static_cast<int>(args.get_int("blocks", 0, 1 << 24));
 
   try {

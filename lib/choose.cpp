@@ -11,67 +11,49 @@
 #include "optcast/logp.hpp"
 #include "optcast/multiport.hpp"
 #include "optcast/schedule.hpp"
+#include "registry.hpp"
 
 namespace optcast {
 
-namespace {
+namespace detail {
 
-double step(double b, const loggp_params& m) {
+double round_time(double b, const loggp_params& m) {
   const double extra = std::max(b - 1, 0.0) * m.G;
   return std::max(m.L + 2 * m.o + extra, std::max(m.g, m.o) + extra);
 }
 
-bool pipelines(algorithm a) {
-  return a == algorithm::circulant || a == algorithm::fibonacci || a == algorithm::ktree || a == algorithm::rotation;
+prediction_shape::prediction_shape(int procs, int k) : p(procs), q(circulant::ceil_log2(procs)), ports(k) {}
+int prediction_shape::fibonacci_rounds(int n) {
+  if (fib_depth < 0) fib_depth = fibonacci::rounds(fibonacci::choose(p, 1), 1) - 1;  // rounds = depth + n, any n >= 1
+  return fib_depth + n;
+}
+int prediction_shape::ktree_rounds(int n) {
+  if (ktree_height < 0) ktree_height = multiport::ktree_height(p, ports);
+  return (n + ports - 1) / ports + ktree_height - 1;
+}
+int prediction_shape::rotation_rounds(int n) {
+  if (chain < 0) chain = multiport::chain_time(multiport::best_chain(p, ports), ports);
+  return (n + ports - 1) / ports + chain;
 }
 
-}  // namespace
+}  // namespace detail
 
 namespace {
 
-// What the predictions need of p and k beyond the model, each computed once per choice:
-// the rounds of the static schedules grow by one per block (fibonacci) or per k blocks
-// (ktree, rotation) over a depth that depends on p alone.
-struct shape {
-  int p, q, ports;
-  int fib_depth = -1, ktree_height = -1, chain = -1;
-  shape(int procs, int k) : p(procs), q(circulant::ceil_log2(procs)), ports(k) {}
-  int fibonacci_rounds(int n) {
-    if (fib_depth < 0) fib_depth = fibonacci::rounds(fibonacci::choose(p, 1), 1) - 1;  // rounds = depth + n, any n >= 1
-    return fib_depth + n;
-  }
-  int ktree_rounds(int n) {
-    if (ktree_height < 0) ktree_height = multiport::ktree_height(p, ports);
-    return (n + ports - 1) / ports + ktree_height - 1;
-  }
-  int rotation_rounds(int n) {
-    if (chain < 0) chain = multiport::chain_time(multiport::best_chain(p, ports), ports);
-    return (n + ports - 1) / ports + chain;
-  }
-};
+using detail::round_time;
 
-double predict(algorithm alg, shape& sh, std::size_t bytes, int n, const loggp_params& m) {
+double predict(const detail::entry& row, detail::prediction_shape& sh, std::size_t bytes, int n, const loggp_params& m) {
   if (sh.p <= 1) return 0;
-  const double b = std::ceil(static_cast<double>(bytes) / std::max(n, 1));
-  switch (alg) {
-    case algorithm::circulant: return (n - 1 + sh.q) * step(b, m);
-    case algorithm::binomial: return sh.q * step(static_cast<double>(bytes), m);
-    case algorithm::fibonacci: return sh.fibonacci_rounds(n) * step(b, m);
-    case algorithm::ktree: return sh.ports < 2 ? INFINITY : sh.ktree_rounds(n) * step(b, m);
-    case algorithm::rotation: return sh.ports < 2 ? INFINITY : sh.rotation_rounds(n) * step(b, m);
-    case algorithm::logp_tree: {
-      const double extra = std::max(static_cast<double>(bytes) - 1, 0.0) * m.G;
-      return logp::B(sh.p, {m.L + extra, m.o, m.g + extra});
-    }
-    default: return INFINITY;
-  }
+  if (!row.predict || sh.ports < row.info.needs.ports) return INFINITY;
+  return row.predict(sh, bytes, n, m);
 }
 
 }  // namespace
 
 double predict_broadcast(algorithm alg, int p, std::size_t bytes, int n, const loggp_params& m, int ports) {
-  shape sh(p, ports);
-  return predict(alg, sh, bytes, n, m);
+  detail::prediction_shape sh(p, ports);
+  const auto* row = detail::find_entry(collective::broadcast, alg);
+  return row ? predict(*row, sh, bytes, n, m) : INFINITY;
 }
 
 namespace {
@@ -90,15 +72,18 @@ std::vector<int> block_counts(std::size_t bytes, std::size_t min_block_bytes) {
 broadcast_choice compute_choice(int p, std::size_t bytes, const loggp_params& m, int ports, std::size_t min_block_bytes,
                                 int blocks) {
   const std::vector<int> ns = blocks > 0 ? std::vector<int>{blocks} : block_counts(bytes, min_block_bytes);
-  shape sh(p, ports);
+  detail::prediction_shape sh(p, ports);
   broadcast_choice out;
   out.predicted = INFINITY;
-  for (auto alg : {algorithm::circulant, algorithm::binomial, algorithm::fibonacci, algorithm::ktree, algorithm::rotation,
-                   algorithm::logp_tree}) {
-    if ((alg == algorithm::ktree || alg == algorithm::rotation) && ports < 2) continue;
-    broadcast_choice::candidate best{alg, 1, INFINITY};
-    for (int n : pipelines(alg) ? ns : std::vector<int>{1})
-      if (const double t = predict(alg, sh, bytes, n, m); t < best.predicted) best = {alg, n, t};
+  // The registry's broadcast candidates that have a prediction, in its order (ties go
+  // to the earlier row).
+  for (const auto& row : detail::entries()) {
+    if (row.info.coll != collective::broadcast || !row.info.automatic || !row.predict || ports < row.info.needs.ports)
+      continue;
+    const bool pipelines = row.blocks == detail::block_rule::broadcast_model;
+    broadcast_choice::candidate best{row.info.alg, 1, INFINITY};
+    for (int n : pipelines ? ns : std::vector<int>{1})
+      if (const double t = predict(row, sh, bytes, n, m); t < best.predicted) best = {row.info.alg, n, t};
     out.considered.push_back(best);
     if (best.predicted < out.predicted) {
       out.alg = best.alg;
@@ -137,7 +122,7 @@ double predict_circulant(circulant_collective what, int p, std::size_t bytes, st
   if (what == circulant_collective::reduce) {
     // Each round combines the block it received before the next can go on.
     const double b = std::ceil(static_cast<double>(bytes) / n);
-    return rounds * (step(b, m) + m.gamma * b);
+    return rounds * (round_time(b, m) + m.gamma * b);
   }
   if (what == circulant_collective::allreduce) {
     largest = (bytes + static_cast<std::size_t>(p) - 1) / static_cast<std::size_t>(p);
@@ -162,10 +147,7 @@ block_choice choose_circulant_blocks(circulant_collective what, int p, std::size
   return best;
 }
 
-logp::params combining_params(std::size_t bytes, const loggp_params& m) {
-  const double extra = std::max(static_cast<double>(bytes) - 1, 0.0) * m.G;
-  return {m.L + extra, m.o, m.g + extra};
-}
+logp::params combining_params(std::size_t bytes, const loggp_params& m) { return detail::lengthened(bytes, m); }
 
 double predict_combining(int p, std::size_t bytes, const loggp_params& m) {
   if (p <= 1) return 0;

@@ -1,4 +1,6 @@
-// What every collective's entry point shares: its deadline, and what a failure does.
+// The one entry path every collective takes: its sequence number, the broken check,
+// the caller's options against the registry, the model, the deadline, and what a
+// failure does. Each entry point adds only its own argument checks and buffers.
 #pragma once
 
 #include <chrono>
@@ -7,6 +9,7 @@
 
 #include "optcast/collectives.hpp"
 #include "optcast/communicator.hpp"
+#include "registry.hpp"
 
 namespace optcast::detail {
 
@@ -25,7 +28,7 @@ private:
 };
 
 // A failed collective leaves ranks in different places of its schedule, so nothing
-// later on this communicator could match up: it is broken from here on (DESIGN.md).
+// later on this communicator could match up: it is broken from here on (docs/DESIGN.md).
 inline result<void> finish(communicator& c, result<void> r) {
   if (!r && r.error() != errc::invalid_argument) {
     auto& f = c.get_fabric();
@@ -43,17 +46,63 @@ inline result<void> refuse(communicator& c, std::string why) {
 // The LogP(GP) parameters an algorithm shaped by them uses: the caller's, else the
 // fabric's own (the simulator's), else the communicator's. Nothing if the caller's are
 // impossible; `why` then says so.
-inline std::optional<loggp_params> model_for(communicator& c, const collective_options& o, const char* what,
-                                             std::string& why) {
-  if (o.model) {
-    const auto& m = *o.model;
-    if (!(m.L >= 0 && m.o >= 0 && m.g >= 0 && m.G >= 0) || m.L + 2 * m.o <= 0 || std::max(m.g, m.o) <= 0) {
-      why = std::string(what) + ": model parameters must be >= 0, with L + 2o > 0 and max(g, o) > 0";
-      return std::nullopt;
-    }
-    return m;
-  }
-  return c.get_fabric().cost_model().value_or(c.options().model);
-}
+std::optional<loggp_params> model_for(communicator& c, const collective_options& o, std::string_view what,
+                                      std::string& why);
+
+// Virtual processor numbers with the root as 0: what every rooted round loop works in.
+struct rooted {
+  int p, root;
+  int virt(int rank) const noexcept { return (rank - root + p) % p; }
+  int real(int v) const noexcept { return (v + root) % p; }
+};
+
+// What a call runs, once refusal() has accepted its options: the caller's algorithm, or
+// the automatic choice: broadcast by plan_broadcast's model rule; allreduce with an
+// order-free operator the circulant pair or the combining broadcast by their predictions
+// (choose_allreduce); every other collective the first row flagged automatic that the
+// traits allow (registry order is preference order). The block count by the row's rule
+// unless the caller gave one.
+struct resolved {
+  const entry* row;
+  int blocks;
+};
+// The start of a collective call, in the order every entry point needs it. Each check
+// returns false after recording the refusal; the entry point then co_returns `early`.
+class call_start {
+public:
+  // Takes the sequence number before any check, so that a call refused on one rank does
+  // not shift the numbering of later collectives against the other ranks; then the
+  // broken check and the block count's sign.
+  call_start(communicator& c, collective coll, const collective_options& o);
+
+  communicator& comm;
+  const collective coll;
+  const collective_options& opts;
+  const std::uint32_t seq;
+  result<void> early;  // what the call returns when a check failed
+
+  bool ok() const noexcept { return static_cast<bool>(early); }
+  // Records "<collective>: why" and fails the call.
+  bool refuse(const std::string& why);
+  bool check_root(int root);
+  // One count per rank, none negative (checked_counts makes one too large for int64
+  // negative); empty after a refusal.
+  std::vector<std::size_t> counts(const std::vector<std::int64_t>& given);
+  // The caller's algorithm checked against the registry for this call's traits (ports,
+  // operator); false after a refusal.
+  bool accepts(const call_traits& traits);
+  // The model (model_for), checked; a refusal if the caller's is impossible.
+  std::optional<loggp_params> model();
+  // The row and block count the call runs (resolve() below).
+  resolved resolve(const call_traits& traits, const loggp_params& m, const call_shape& shape) const;
+  // Runs `body` (the round loop) under the call's deadline, and breaks the communicator
+  // if it fails.
+  task<result<void>> run(task<result<void>> body);
+
+  call_traits traits(const erased_reduction* op = nullptr) const noexcept;
+};
+
+resolved resolve(const communicator& c, collective coll, const collective_options& o, const call_traits& traits,
+                 const loggp_params& m, const call_shape& shape);
 
 }  // namespace optcast::detail

@@ -13,36 +13,6 @@
 
 namespace optcast {
 
-std::string_view to_string(algorithm a) noexcept {
-  switch (a) {
-    case algorithm::automatic: return "automatic";
-    case algorithm::circulant: return "circulant";
-    case algorithm::binomial: return "binomial";
-    case algorithm::logp_tree: return "logp_tree";
-    case algorithm::staggered: return "staggered";
-    case algorithm::combining: return "combining";
-    case algorithm::buffered: return "buffered";
-    case algorithm::single_sending: return "single_sending";
-    case algorithm::fibonacci: return "fibonacci";
-    case algorithm::ktree: return "ktree";
-    case algorithm::rotation: return "rotation";
-    case algorithm::short_message: return "short_message";
-    case algorithm::long_message: return "long_message";
-    case algorithm::split_tree: return "split_tree";
-  }
-  return "?";
-}
-
-result<algorithm> parse_algorithm(std::string_view name) {
-  for (auto a : {algorithm::automatic, algorithm::circulant, algorithm::binomial, algorithm::logp_tree,
-                 algorithm::staggered, algorithm::combining, algorithm::buffered,
-                 algorithm::single_sending, algorithm::fibonacci,
-                 algorithm::ktree, algorithm::rotation, algorithm::short_message, algorithm::long_message,
-                 algorithm::split_tree})
-    if (name == to_string(a)) return a;
-  return fail(errc::invalid_argument);
-}
-
 int automatic_block_count(std::size_t bytes, int p, const communicator_options& o) noexcept {
   const int q = circulant::ceil_log2(std::max(p, 1));
   if (q <= 1 || bytes == 0) return 1;
@@ -53,6 +23,127 @@ int automatic_block_count(std::size_t bytes, int p, const communicator_options& 
 }
 
 
+namespace detail {
+
+std::optional<loggp_params> model_for(communicator& c, const collective_options& o, std::string_view what,
+                                      std::string& why) {
+  if (o.model) {
+    const auto& m = *o.model;
+    if (!(m.L >= 0 && m.o >= 0 && m.g >= 0 && m.G >= 0) || m.L + 2 * m.o <= 0 || std::max(m.g, m.o) <= 0) {
+      why = std::string(what) + ": model parameters must be >= 0, with L + 2o > 0 and max(g, o) > 0";
+      return std::nullopt;
+    }
+    return m;
+  }
+  return c.get_fabric().cost_model().value_or(c.options().model);
+}
+
+call_start::call_start(communicator& c, collective what, const collective_options& o)
+    : comm(c), coll(what), opts(o), seq(c.next_seq()) {
+  if (c.broken())
+    early = fail(errc::broken);
+  else if (o.blocks < 0)
+    refuse("blocks must not be negative");
+}
+
+bool call_start::refuse(const std::string& why) {
+  early = detail::refuse(comm, std::string(to_string(coll)) + ": " + why);
+  return false;
+}
+
+bool call_start::check_root(int root) {
+  if (root >= 0 && root < comm.size()) return true;
+  return refuse("root " + std::to_string(root) + " is not a rank of this " + std::to_string(comm.size()) +
+                "-rank communicator");
+}
+
+std::vector<std::size_t> call_start::counts(const std::vector<std::int64_t>& given) {
+  if (given.size() != static_cast<std::size_t>(comm.size())) {
+    refuse(std::to_string(given.size()) + " counts for " + std::to_string(comm.size()) + " ranks");
+    return {};
+  }
+  std::vector<std::size_t> out;
+  out.reserve(given.size());
+  for (std::size_t j = 0; j < given.size(); ++j) {
+    if (given[j] < 0) {
+      refuse("counts[" + std::to_string(j) + "] = " + std::to_string(given[j]) + " is negative (or too large)");
+      return {};
+    }
+    out.push_back(static_cast<std::size_t>(given[j]));
+  }
+  return out;
+}
+
+call_traits call_start::traits(const erased_reduction* op) const noexcept {
+  return {comm.ports(), op ? op->commutative : true, op ? op->order_free : true};
+}
+
+bool call_start::accepts(const call_traits& t) {
+  auto why = refusal(coll, opts.alg, t);
+  if (why.empty()) return true;
+  early = detail::refuse(comm, std::move(why));
+  return false;
+}
+
+std::optional<loggp_params> call_start::model() {
+  std::string why;
+  auto m = model_for(comm, opts, to_string(coll), why);
+  if (!m) early = detail::refuse(comm, std::move(why));
+  return m;
+}
+
+resolved call_start::resolve(const call_traits& t, const loggp_params& m, const call_shape& shape) const {
+  return detail::resolve(comm, coll, opts, t, m, shape);
+}
+
+resolved resolve(const communicator& c, collective coll, const collective_options& o, const call_traits& t,
+                 const loggp_params& m, const call_shape& shape) {
+  const entry* row = nullptr;
+  if (o.alg != algorithm::automatic) {
+    row = find_entry(coll, o.alg);
+  } else {
+    for (const auto& e : entries())
+      if (e.info.coll == coll && e.info.automatic && refusal(coll, e.info.alg, t).empty()) {
+        row = &e;
+        break;
+      }
+  }
+  const auto circ = [&](circulant_collective what) {
+    return o.blocks ? o.blocks
+                    : choose_circulant_blocks(what, c.size(), shape.bytes, shape.largest, shape.smallest, m,
+                                              c.options().min_block_bytes)
+                          .blocks;
+  };
+  int n = o.blocks ? o.blocks : 1;
+  switch (row->blocks) {
+    case block_rule::one: n = 1; break;
+    case block_rule::given_or_one: break;
+    case block_rule::kitem_linear: n = o.blocks ? o.blocks : automatic_block_count(shape.bytes, c.size(), c.options()); break;
+    case block_rule::circulant_reduce: n = circ(circulant_collective::reduce); break;
+    case block_rule::circulant_all_roots: n = circ(circulant_collective::all_roots); break;
+    case block_rule::circulant_allreduce: n = circ(circulant_collective::allreduce); break;
+    case block_rule::broadcast_model: break;  // plan_broadcast: the candidates' predictions
+  }
+  // Allreduce with an operator whose result does not depend on the order (integers): the
+  // circulant pair or the combining broadcast, whichever the model predicts sooner.
+  // Floating-point sums stay circulant, whose every element is reduced on one rank, so
+  // that all ranks get the same bits.
+  if (o.alg == algorithm::automatic && coll == collective::allreduce && row->info.alg == algorithm::circulant &&
+      t.order_free) {
+    const auto ch = choose_allreduce(c.size(), shape.bytes, m, c.options().min_block_bytes, o.blocks);
+    row = find_entry(coll, ch.alg);
+    n = ch.blocks;
+  }
+  return {row, n};
+}
+
+task<result<void>> call_start::run(task<result<void>> body) {
+  deadline_scope deadline(comm.get_fabric(), seq, opts.timeout.value_or(comm.options().timeout));
+  co_return finish(comm, co_await std::move(body));
+}
+
+}  // namespace detail
+
 result<broadcast_choice> plan_broadcast(communicator& c, std::size_t bytes, const broadcast_options& opts, std::string* why) {
   std::string w;
   const auto refused = [&](std::string text) -> result<broadcast_choice> {
@@ -62,78 +153,62 @@ result<broadcast_choice> plan_broadcast(communicator& c, std::size_t bytes, cons
   if (opts.blocks < 0) return refused("broadcast: blocks must not be negative");
   const auto model = detail::model_for(c, opts, "broadcast", w);
   if (!model) return refused(w);
-  algorithm alg = opts.alg == algorithm::automatic ? c.options().broadcast_algorithm : opts.alg;
-  if (alg == algorithm::staggered || alg == algorithm::combining || alg == algorithm::short_message ||
-      alg == algorithm::long_message || alg == algorithm::split_tree)
-    return refused("broadcast: the algorithms are circulant, binomial, logp_tree, buffered, single_sending, fibonacci, "
-                   "ktree and rotation");
+  const algorithm alg = opts.alg == algorithm::automatic ? c.options().broadcast_algorithm : opts.alg;
   if (c.ports() > c.get_fabric().ports())
     return refused("broadcast: the communicator asks for " + std::to_string(c.ports()) + " ports, the " +
                    std::string(c.get_fabric().name()) + " fabric has " + std::to_string(c.get_fabric().ports()));
-  if ((alg == algorithm::ktree || alg == algorithm::rotation) && c.ports() < 2)
-    return refused("broadcast: " + std::string(to_string(alg)) +
-                   " is a k-port algorithm (Bar-Noy and Ho) and needs at least 2 ports; the " +
-                   std::string(c.get_fabric().name()) + " fabric gives " + std::to_string(c.ports()) +
-                   " (make it with more ports: OPTCAST_PORTS, or the world's ports argument)");
+  if (auto no = refusal(collective::broadcast, alg, {c.ports()}); !no.empty()) return refused(std::move(no));
   // optcast/choose.hpp: every candidate's LogGP prediction with its best block count.
-  auto ch = choose_broadcast(c.size(), bytes, *model, std::min(c.ports(), c.get_fabric().ports()), c.options().min_block_bytes,
-                             opts.blocks);
+  auto ch = choose_broadcast(c.size(), bytes, *model, c.ports(), c.options().min_block_bytes, opts.blocks);
   if (alg == algorithm::automatic) return ch;
-  // A fixed algorithm: its own best block count (or the caller's); the k-item ones, which
-  // the rule does not predict, take the linear cost model's.
+  // A fixed algorithm: its own best block count (or the caller's) by its row's rule.
+  const auto& row = *detail::find_entry(collective::broadcast, alg);
   ch.alg = alg;
-  ch.blocks = opts.blocks ? opts.blocks : automatic_block_count(bytes, c.size(), c.options());
   ch.predicted = 0;
+  if (row.blocks == detail::block_rule::one)
+    ch.blocks = 1;
+  else if (row.blocks == detail::block_rule::kitem_linear)
+    ch.blocks = opts.blocks ? opts.blocks : automatic_block_count(bytes, c.size(), c.options());
   for (const auto& cand : ch.considered)
-    if (cand.alg == alg) ch.blocks = cand.blocks, ch.predicted = cand.predicted;
-  if (alg == algorithm::binomial || alg == algorithm::logp_tree) ch.blocks = 1;
+    if (cand.alg == alg) ch.blocks = row.blocks == detail::block_rule::one ? 1 : cand.blocks, ch.predicted = cand.predicted;
   return ch;
 }
 
-task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int root,
-                             broadcast_options opts) {
-  // The sequence number is taken before any check, so that a call refused on one rank
-  // does not shift the numbering of later collectives against the other ranks.
-  const std::uint32_t seq = c.next_seq();
-  if (c.broken()) co_return fail(errc::broken);
-  if (root < 0 || root >= c.size())
-    co_return detail::refuse(c, "broadcast: root " + std::to_string(root) + " is not a rank of this " +
-                                    std::to_string(c.size()) + "-rank communicator");
+result<collective_plan> plan_collective(communicator& c, collective coll, const call_shape& shape,
+                                        const collective_options& opts, std::string* why) {
+  const auto refused = [&](std::string text) -> result<collective_plan> {
+    if (why) *why = std::move(text);
+    return fail(errc::invalid_argument);
+  };
+  if (coll == collective::broadcast) {
+    auto b = plan_broadcast(c, shape.bytes, opts, why);
+    if (!b) return fail(b.error());
+    return collective_plan{b->alg, b->blocks};
+  }
+  if (opts.blocks < 0) return refused(std::string(to_string(coll)) + ": blocks must not be negative");
+  const call_traits t{c.ports(), shape.commutative, shape.order_free};
+  if (auto no = refusal(coll, opts.alg, t); !no.empty()) return refused(std::move(no));
+  std::string w;
+  const auto m = detail::model_for(c, opts, to_string(coll), w);
+  if (!m) return refused(w);
+  const auto r = detail::resolve(c, coll, opts, t, *m, shape);
+  return collective_plan{r.row->info.alg, r.blocks};
+}
+
+task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int root, broadcast_options opts) {
+  detail::call_start call(c, collective::broadcast, opts);
+  if (!call.ok() || !call.check_root(root)) co_return call.early;
   std::string why;
   const auto chosen = plan_broadcast(c, data.size(), opts, &why);
   if (!chosen) co_return detail::refuse(c, why);
-  const algorithm alg = chosen->alg;
-  const int n = chosen->blocks;
-  const auto model = detail::model_for(c, opts, "broadcast", why);  // valid: plan_broadcast checked it
+  const auto model = call.model();  // valid: plan_broadcast checked it
   if (log_enabled(log_level::debug) && c.rank() == root && opts.alg == algorithm::automatic &&
       c.options().broadcast_algorithm == algorithm::automatic)
     log(log_level::debug, "broadcast of " + std::to_string(data.size()) + " B on " + std::to_string(c.size()) +
                               " ranks: automatic chose " + chosen->explain());
-
-  detail::deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
-  auto& f = c.get_fabric();
-  result<void> r;
-  if (alg == algorithm::binomial) {
-    r = co_await algorithms::broadcast_binomial(f, seq, data, root);
-  } else if (alg == algorithm::buffered || alg == algorithm::single_sending) {
-    const int L = logp::postal_steps({model->L, model->o, model->g});
-    const auto plan = alg == algorithm::buffered ? logp::kitem_buffered_for(c.size(), L, n) : logp::kitem_single_for(c.size(), L, n);
-    r = co_await algorithms::broadcast_kitem(f, seq, data, root, *plan, std::max(model->g, model->o));
-  } else if (alg == algorithm::fibonacci) {
-    const auto plan = fibonacci::schedule_for(c.size(), n);
-    r = co_await algorithms::broadcast_packets(f, seq, data, root, *plan);
-  } else if (alg == algorithm::ktree || alg == algorithm::rotation) {
-    const auto plan = alg == algorithm::ktree ? multiport::ktree_for(c.size(), n, c.ports()) : multiport::rotation_for(c.size(), n, c.ports());
-    r = co_await algorithms::broadcast_packets(f, seq, data, root, *plan);
-  } else if (alg == algorithm::logp_tree) {
-    // LogGP: a message of b bytes keeps its sender busy (b - 1) G longer and arrives that
-    // much later, so the tree is the LogP tree for L + (b-1) G and g + (b-1) G (G = 0: LogP's).
-    const double extra = std::max<double>(static_cast<double>(data.size()) - 1, 0) * model->G;
-    r = co_await algorithms::broadcast_logp_tree(f, seq, data, root, {model->L + extra, model->o, model->g + extra});
-  } else {
-    r = co_await algorithms::broadcast_circulant(f, seq, data, root, n);
-  }
-  co_return detail::finish(c, std::move(r));
+  const auto& row = *detail::find_entry(collective::broadcast, chosen->alg);
+  co_return co_await call.run(row.runner_for<detail::broadcast_call>()(
+      {&c.get_fabric(), call.seq, data, root, chosen->blocks, c.ports(), *model}));
 }
 
 namespace {

@@ -12,24 +12,22 @@ namespace optcast::detail {
 
 task<result<void>> alltoall_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
                                   std::size_t elem, collective_options opts) {
-  const std::uint32_t seq = c.next_seq();
-  if (c.broken()) co_return fail(errc::broken);
+  call_start call(c, collective::alltoall, opts);
+  if (!call.ok()) co_return call.early;
   const auto p = static_cast<std::size_t>(c.size());
-  if (opts.blocks < 0) co_return refuse(c, "alltoall: blocks must not be negative");
-  if (opts.alg != algorithm::automatic && opts.alg != algorithm::staggered)
-    co_return refuse(c, "alltoall: the algorithm is staggered (Karp et al. 4.1)");
-  if (in.size() % (p * elem) != 0)
-    co_return refuse(c, "alltoall: in has " + std::to_string(in.size() / elem) + " elements, not a multiple of " +
-                            std::to_string(p) + " ranks");
-  if (out.size() != in.size())
-    co_return refuse(c, "alltoall: out has " + std::to_string(out.size() / elem) + " elements, in has " +
-                            std::to_string(in.size() / elem));
+  if (!call.accepts(call.traits())) co_return call.early;
+  if (in.size() % (p * elem) != 0 &&
+      !call.refuse("in has " + std::to_string(in.size() / elem) + " elements, not a multiple of " + std::to_string(p) + " ranks"))
+    co_return call.early;
+  if (out.size() != in.size() &&
+      !call.refuse("out has " + std::to_string(out.size() / elem) + " elements, in has " + std::to_string(in.size() / elem)))
+    co_return call.early;
   const std::size_t count = in.size() / elem / p;
   // k items per rank pair: the caller's block count, else one message per pair (under
   // LogP more items only add overheads).
-  const int k = opts.blocks ? opts.blocks : 1;
   const std::vector<std::size_t> counts(p, count);
-  const algorithms::segment_layout lay(elem, k, counts);
+  const auto [row, n] = call.resolve(call.traits(), {}, {in.size()});
+  const algorithms::segment_layout lay(elem, n, counts);
 
   // Sends read `in` while receives write `out`: if they share memory, send from a copy.
   std::vector<std::byte> copy;
@@ -41,9 +39,7 @@ task<result<void>> alltoall_bytes(communicator& c, std::span<const std::byte> in
   }
   const auto mine = static_cast<std::size_t>(c.rank()) * count * elem;
   if (count) std::memmove(out.data() + mine, from.data() + mine, count * elem);
-  deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
-  auto r = co_await algorithms::alltoall_staggered(c.get_fabric(), seq, from, out, lay);
-  co_return finish(c, std::move(r));
+  co_return co_await call.run(row->runner_for<segments_call>()({&c.get_fabric(), call.seq, from, out, &lay, nullptr}));
 }
 
 }  // namespace optcast::detail
@@ -76,7 +72,7 @@ std::vector<logp::summation_plan::segment> summation_share(communicator& c, std:
                                                           collective_options opts) {
   if (root < 0 || root >= c.size()) throw std::invalid_argument("summation_share: root is not a rank of the communicator");
   const auto plan = summation_plan_for(c, n, opts);
-  const auto v = static_cast<std::size_t>((c.rank() - root + c.size()) % c.size());
+  const auto v = static_cast<std::size_t>(detail::rooted{c.size(), root}.virt(c.rank()));
   std::vector<logp::summation_plan::segment> out;
   if (v < plan.nodes.size())
     for (const auto& s : plan.nodes[v].local)
@@ -88,23 +84,16 @@ namespace detail {
 
 task<result<void>> summation_bytes(communicator& c, std::int64_t n, operand_loader load, std::span<std::byte> out,
                                    erased_reduction op, int root, collective_options opts) {
-  const std::uint32_t seq = c.next_seq();
-  if (c.broken()) co_return fail(errc::broken);
-  if (root < 0 || root >= c.size())
-    co_return refuse(c, "summation: root " + std::to_string(root) + " is not a rank of this " +
-                            std::to_string(c.size()) + "-rank communicator");
-  if (n < 1) co_return refuse(c, "summation: n is " + std::to_string(n) + "; there must be at least one operand");
-  if (!load) co_return refuse(c, "summation: no operands (an empty generator)");
-  if (opts.alg != algorithm::automatic && opts.alg != algorithm::logp_tree)
-    co_return refuse(c, "summation: the algorithm is logp_tree (Karp et al. 5, the reversed broadcast tree)");
+  call_start call(c, collective::summation, opts);
+  if (!call.ok() || !call.check_root(root)) co_return call.early;
+  if (n < 1 && !call.refuse("n is " + std::to_string(n) + "; there must be at least one operand")) co_return call.early;
+  if (!load && !call.refuse("no operands (an empty generator)")) co_return call.early;
+  if (!call.accepts(call.traits(&op))) co_return call.early;
   std::string why;
   const auto m = summation_model(c, opts, why);
   if (!why.empty()) co_return refuse(c, why);
-  // Summation plans differ with n, so they are not cached; O(P log n) to build.
-  const auto plan = logp::summation_schedule(n, c.size(), m);
-  deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
-  auto r = co_await algorithms::summation_tree(c.get_fabric(), seq, plan, root, out, op, load);
-  co_return finish(c, std::move(r));
+  const auto [row, blocks] = call.resolve(call.traits(&op), {}, {});
+  co_return co_await call.run(row->runner_for<summation_call>()({&c.get_fabric(), call.seq, out, root, n, m, &op, &load}));
 }
 
 }  // namespace detail

@@ -16,56 +16,40 @@ namespace {
 struct scatter_setup {
   std::vector<std::size_t> offset;  // virtual processor v's bytes: [offset[v], offset[v+1])
   std::size_t total = 0;
-  algorithm alg = algorithm::split_tree;
-  std::shared_ptr<const loggp::split_table> table;
-  loggp::cost cost;
+  const entry* row = nullptr;
+  loggp_params model{};
 };
 
 // Checks what scatter(v) and gather(v) share; `many` is the root's whole buffer, `one`
-// this rank's part. An empty string is fine; otherwise the reason to refuse.
-std::string prepare(communicator& c, const char* what, std::size_t many, std::size_t one,
-                    const std::vector<std::int64_t>& counts, std::size_t elem, int root, const collective_options& opts,
-                    scatter_setup& s) {
+// this rank's part. False after a refusal.
+bool prepare(call_start& call, std::size_t many, std::size_t one, const std::vector<std::int64_t>& given, std::size_t elem,
+             int root, scatter_setup& s) {
+  communicator& c = call.comm;
   const int p = c.size();
-  const std::string w(what);
-  if (root < 0 || root >= p)
-    return w + ": root " + std::to_string(root) + " is not a rank of this " + std::to_string(p) + "-rank communicator";
-  if (static_cast<int>(counts.size()) != p)
-    return w + ": " + std::to_string(counts.size()) + " counts for " + std::to_string(p) + " ranks";
-  for (std::size_t j = 0; j < counts.size(); ++j)
-    if (counts[j] < 0) return w + ": counts[" + std::to_string(j) + "] = " + std::to_string(counts[j]) + " is negative";
-  if (opts.blocks < 0) return w + ": blocks must not be negative";
-  switch (opts.alg) {
-    case algorithm::automatic: s.alg = algorithm::split_tree; break;
-    case algorithm::short_message:
-    case algorithm::long_message:
-    case algorithm::binomial:
-    case algorithm::split_tree: s.alg = opts.alg; break;
-    default: return w + ": the algorithms are split_tree (A_t^k), binomial, long_message and short_message";
-  }
+  if (!call.check_root(root)) return false;
+  const auto counts = call.counts(given);
+  if (!call.ok()) return false;
+  if (!call.accepts(call.traits())) return false;
+  s.row = call.resolve(call.traits(), {}, {}).row;
+  const rooted ranks{p, root};
   s.offset.assign(static_cast<std::size_t>(p) + 1, 0);
   for (int v = 0; v < p; ++v)
-    s.offset[static_cast<std::size_t>(v) + 1] = s.offset[static_cast<std::size_t>(v)] +
-                                                 static_cast<std::size_t>(counts[static_cast<std::size_t>((v + root) % p)]) * elem;
+    s.offset[static_cast<std::size_t>(v) + 1] =
+        s.offset[static_cast<std::size_t>(v)] + counts[static_cast<std::size_t>(ranks.real(v))] * elem;
   s.total = s.offset.back();
-  const auto mine = static_cast<std::size_t>(counts[static_cast<std::size_t>(c.rank())]) * elem;
+  const auto mine = counts[static_cast<std::size_t>(c.rank())] * elem;
   if (one != mine)
-    return w + ": rank " + std::to_string(c.rank()) + "'s part has " + std::to_string(one / elem) + " elements, counts say " +
-           std::to_string(mine / elem);
+    return call.refuse("rank " + std::to_string(c.rank()) + "'s part has " + std::to_string(one / elem) +
+                       " elements, counts say " + std::to_string(mine / elem));
   if (c.rank() == root && many != s.total)
-    return w + ": the root's buffer has " + std::to_string(many / elem) + " elements, the counts add up to " +
-           std::to_string(s.total / elem);
-  if (s.alg == algorithm::split_tree || s.alg == algorithm::binomial) {
-    std::string why;
-    const auto m = model_for(c, opts, what, why);
-    if (!m) return why;
-    // Item sets of the mean size: the recurrence's optimality (Theorem 1) is for equal
-    // ones; with irregular counts the same splits are used.
-    const double set = static_cast<double>(s.total) / p;
-    s.cost = {m->L, m->o, m->g, m->G};
-    s.table = loggp::split_table_for(p, s.cost, set, s.alg == algorithm::binomial);
+    return call.refuse("the root's buffer has " + std::to_string(many / elem) + " elements, the counts add up to " +
+                       std::to_string(s.total / elem));
+  if (s.row->uses_model) {
+    const auto m = call.model();
+    if (!m) return false;
+    s.model = *m;
   }
-  return {};
+  return true;
 }
 
 // Rank order (ranks 0..root-1, then root..p-1) to virtual order (root..p-1, then
@@ -86,11 +70,9 @@ bool overlap(std::span<const std::byte> a, std::span<const std::byte> b) {
 
 task<result<void>> scatterv_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
                                   std::vector<std::int64_t> counts, std::size_t elem, int root, collective_options opts) {
-  const std::uint32_t seq = c.next_seq();
-  if (c.broken()) co_return fail(errc::broken);
+  call_start call(c, collective::scatter, opts);
   scatter_setup s;
-  if (auto why = prepare(c, "scatter", in.size(), out.size(), counts, elem, root, opts, s); !why.empty())
-    co_return refuse(c, std::move(why));
+  if (!call.ok() || !prepare(call, in.size(), out.size(), counts, elem, root, s)) co_return call.early;
   // The algorithms read the root's segments in virtual order (root first): rotate a
   // copy unless the root is rank 0. `in` and `out` may overlap at the root.
   scratch_pool::lease rotated;
@@ -100,29 +82,15 @@ task<result<void>> scatterv_bytes(communicator& c, std::span<const std::byte> in
     rotate(in, rotated.span(), s, c.size(), root, true);
     all = rotated.span();
   }
-  deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
-  auto& f = c.get_fabric();
-  result<void> r;
-  if (s.alg == algorithm::short_message || s.alg == algorithm::long_message) {
-    r = co_await algorithms::scatter_direct(f, seq, all, out, root, s.offset, s.alg == algorithm::short_message ? elem : 0);
-  } else if (opts.split_sets && s.alg == algorithm::split_tree) {
-    std::vector<std::size_t> segment(static_cast<std::size_t>(c.size()));
-    for (std::size_t v = 0; v < segment.size(); ++v) segment[v] = s.offset[v + 1] - s.offset[v];
-    const auto plan = loggp::split_sets_plan_for(*s.table, c.size(), segment, s.cost);
-    r = co_await algorithms::scatter_pieces(f, seq, all, out, root, *plan, s.offset);
-  } else {
-    r = co_await algorithms::scatter_tree(f, seq, all, out, root, *s.table, s.offset);
-  }
-  co_return finish(c, std::move(r));
+  co_return co_await call.run(s.row->runner_for<scatter_call>()(
+      {&c.get_fabric(), call.seq, all, out, root, s.offset, elem, s.model, opts.split_sets}));
 }
 
 task<result<void>> gatherv_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
                                  std::vector<std::int64_t> counts, std::size_t elem, int root, collective_options opts) {
-  const std::uint32_t seq = c.next_seq();
-  if (c.broken()) co_return fail(errc::broken);
+  call_start call(c, collective::gather, opts);
   scatter_setup s;
-  if (auto why = prepare(c, "gather", out.size(), in.size(), counts, elem, root, opts, s); !why.empty())
-    co_return refuse(c, std::move(why));
+  if (!call.ok() || !prepare(call, out.size(), in.size(), counts, elem, root, s)) co_return call.early;
   // Gathered in virtual order, straight into `out` when the root is rank 0 and `in` is
   // not inside it; rotated into place afterwards otherwise.
   scratch_pool::lease rotated;
@@ -131,15 +99,10 @@ task<result<void>> gatherv_bytes(communicator& c, std::span<const std::byte> in,
     rotated = c.get_fabric().scratch().take(s.total);
     all = rotated.span();
   }
-  deadline_scope deadline(c.get_fabric(), seq, opts.timeout.value_or(c.options().timeout));
-  auto& f = c.get_fabric();
-  result<void> r;
-  if (s.alg == algorithm::short_message || s.alg == algorithm::long_message)
-    r = co_await algorithms::gather_direct(f, seq, in, all, root, s.offset, s.alg == algorithm::short_message ? elem : 0);
-  else
-    r = co_await algorithms::gather_tree(f, seq, in, all, root, *s.table, s.offset);
+  auto r = co_await call.run(
+      s.row->runner_for<scatter_call>()({&c.get_fabric(), call.seq, in, all, root, s.offset, elem, s.model, false}));
   if (r && c.rank() == root && rotated.size() > 0) rotate(rotated.span(), out, s, c.size(), root, false);
-  co_return finish(c, std::move(r));
+  co_return r;
 }
 
 }  // namespace optcast::detail

@@ -31,7 +31,7 @@ long allocations_of(testing::test_world& w, std::vector<std::vector<std::byte>>&
 
 }  // namespace
 
-TEST_CASE("a broadcast's allocations do not grow with its messages", "[local][tcp][ofi][alloc]") {
+TEST_CASE("a broadcast's allocations do not grow with its messages", "[local][tcp][fabrics][alloc]") {
   const std::string kind = GENERATE(from_range(testing::fabric_kinds()));
   const int p = 8;
   auto w = testing::make_world(kind, p);

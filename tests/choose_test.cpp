@@ -153,7 +153,7 @@ double simulated(coll k, int p, std::int64_t elems, int n, const sim::model& m) 
 
 }  // namespace
 
-TEST_CASE("circulant collectives: the model's block count against simulated runs", "[choose][sim]") {
+TEST_CASE("circulant collectives: the model's block count against simulated runs", "[choose][sim][full]") {
   struct params {
     double L, o, g, G;
   };
@@ -263,7 +263,7 @@ TEST_CASE("plan_broadcast: what broadcast runs, refusals with the reason", "[cho
   CHECK(why.find("model parameters") != std::string::npos);
 }
 
-TEST_CASE("automatic allreduce: circulant pair or combining broadcast, against simulated runs", "[choose][sim]") {
+TEST_CASE("automatic allreduce: circulant pair or combining broadcast, against simulated runs", "[choose][sim][full]") {
   struct params {
     double L, o, g, G;
   };

@@ -71,7 +71,7 @@ std::vector<testing::world_case> world_cases() { return testing::world_cases({1,
 
 }  // namespace
 
-TEST_CASE("circulant family: every result checked element by element", "[local][tcp][collectives]") {
+TEST_CASE("circulant family: every result checked element by element", "[local][tcp][fabrics][collectives]") {
   const auto wc = GENERATE(from_range(world_cases()));
   const int p = wc.p;
   const auto P = static_cast<std::size_t>(p);

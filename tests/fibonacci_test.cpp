@@ -171,7 +171,7 @@ TEST_CASE("Lemma 4.8: m + f_d((n-1)/d) + 2d - 2 rounds for every n from d^2 + d 
   CHECK(failure == "");
 }
 
-TEST_CASE("Theorem 4.9 and the choice of d: never above m + log n + 3 log log n + 15", "[fibonacci]") {
+TEST_CASE("Theorem 4.9 and the choice of d: never above m + log n + 3 log log n + 15", "[fibonacci][full]") {
   std::string failure;
   for (int n = 2; n <= 3000 && failure.empty(); ++n)
     for (int m : {1, 2, 5, 32, 200}) {

@@ -19,7 +19,7 @@ std::vector<testing::world_case> world_cases() { return testing::world_cases({1,
 
 }  // namespace
 
-TEST_CASE("alltoall: block j of rank i's in lands in block i of rank j's out", "[local][tcp][logp]") {
+TEST_CASE("alltoall: block j of rank i's in lands in block i of rank j's out", "[local][tcp][fabrics][logp]") {
   const auto wc = GENERATE(from_range(world_cases()));
   const int p = wc.p;
   const auto P = static_cast<std::size_t>(p);
@@ -77,7 +77,7 @@ TEST_CASE("alltoall: bad arguments are refused with the reason", "[local][logp]"
   }
 }
 
-TEST_CASE("allreduce combining: every rank the exact reduction, any P", "[local][tcp][logp]") {
+TEST_CASE("allreduce combining: every rank the exact reduction, any P", "[local][tcp][fabrics][logp]") {
   const auto wc = GENERATE(from_range(world_cases()));
   const int p = wc.p;
   const auto P = static_cast<std::size_t>(p);
@@ -140,7 +140,7 @@ TEST_CASE("allreduce combining refuses what it cannot do", "[local][logp]") {
 using testing::mat2;
 using testing::mul;
 
-TEST_CASE("summation: the ordered product at the root, each operand read once", "[local][tcp][logp]") {
+TEST_CASE("summation: the ordered product at the root, each operand read once", "[local][tcp][fabrics][logp]") {
   const auto wc = GENERATE(from_range(world_cases()));
   const int p = wc.p;
   const auto P = static_cast<std::size_t>(p);
@@ -208,7 +208,7 @@ TEST_CASE("summation: bad arguments are refused with the reason", "[local][logp]
   CHECK_THROWS_AS(summation_share(w.comms()[0], 0), std::invalid_argument);
 }
 
-TEST_CASE("k-item broadcasts, buffered and single-sending: every rank the root's bytes", "[local][tcp][logp]") {
+TEST_CASE("k-item broadcasts, buffered and single-sending: every rank the root's bytes", "[local][tcp][fabrics][logp]") {
   const auto wc = GENERATE(from_range(world_cases()));
   const auto alg = GENERATE(algorithm::buffered, algorithm::single_sending);
   const int p = wc.p;

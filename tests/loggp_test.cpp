@@ -81,7 +81,7 @@ TEST_CASE("Table 3 from simulated runs, each cell", "[loggp][sim]") {
   CHECK(time == table[row][col]);
 }
 
-TEST_CASE("A_t (and A_t^k) and the Binomial Tree in the simulator take their recurrences' time", "[loggp][sim]") {
+TEST_CASE("A_t (and A_t^k) and the Binomial Tree in the simulator take their recurrences' time", "[loggp][sim][full]") {
   std::string failure;
   double time = 0;
   // Every P to 1024 for one item, to 200 and a sample beyond for three, over a grid of
@@ -170,7 +170,7 @@ TEST_CASE("Figure 10: split item sets finish at 61, and never later than A_t^k",
   CHECK(failure == "");
 }
 
-TEST_CASE("scatter, scatterv, gather, gatherv: every rank's elements, every algorithm", "[loggp][local][tcp]") {
+TEST_CASE("scatter, scatterv, gather, gatherv: every rank's elements, every algorithm", "[loggp][local][tcp][fabrics]") {
   const auto wc = GENERATE(from_range(testing::world_cases({1, 2, 3, 5, 8, 13}, {2, 5})));
   INFO(wc.kind << " p " << wc.p);
   auto w = testing::make_world(wc.kind, wc.p);

@@ -426,7 +426,7 @@ TEST_CASE("buffered k-item plans reach B(P-1) + L + k - 1, every rule of the mod
   CHECK(failure == "");
 }
 
-TEST_CASE("Theorem 3.7: single-sending plans within B(P-1) + 2L + k - 2, every message received as it arrives", "[logp]") {
+TEST_CASE("Theorem 3.7: single-sending plans within B(P-1) + 2L + k - 2, every message received as it arrives", "[logp][full]") {
   // Every P <= 200, L <= 8, k <= 40. The plans promise more than the theorem: at most
   // one step above the single-sending lower bound B(P-1) + L + k - 1 (logp.hpp). A plan
   // below that bound would mean a broken checker.
@@ -516,7 +516,7 @@ TEST_CASE("continuous broadcast: block-cyclic words where the paper proves them,
   for (int L = 4; L <= 10; L += 2) CHECK_FALSE(logp::continuous_schedule(L + 4, L).block_cyclic());
 }
 
-TEST_CASE("Corollary 3.1: k items of a continuous schedule in L + B(P-1) + k - 1, received as they arrive", "[logp]") {
+TEST_CASE("Corollary 3.1: k items of a continuous schedule in L + B(P-1) + k - 1, received as they arrive", "[logp][full]") {
   // Every P <= 120 with words (searched or induced), and the paper's P - 1 = P(t) up
   // to about 400; the plan's rules checked as for Theorem 3.7, the finish exact.
   std::string failure;

@@ -46,7 +46,7 @@ std::string simulate(algorithm alg, int p, int m, int k, int root, int& rounds) 
 
 }  // namespace
 
-TEST_CASE("k-tree: Theorem 6's schedule, every n <= 1000, within Section 3.6's bounds", "[multimessage]") {
+TEST_CASE("k-tree: Theorem 6's schedule, every n <= 1000, within Section 3.6's bounds", "[multimessage][full]") {
   std::string failure;
   for (int k : {2, 3, 4, 5})
     for (int n = 1; n <= 1000 && failure.empty(); ++n)
@@ -134,7 +134,7 @@ TEST_CASE("rotation: Proposition 8's decomposition and the chains", "[multimessa
     }
 }
 
-TEST_CASE("rotation: Theorem 10 for every n <= 1000, optimal where Lemma 3 says so", "[multimessage]") {
+TEST_CASE("rotation: Theorem 10 for every n <= 1000, optimal where Lemma 3 says so", "[multimessage][full]") {
   std::string failure;
   int optimal = 0, lemma3_cases = 0;
   for (int k : {2, 3, 4, 5})
@@ -167,7 +167,7 @@ TEST_CASE("rotation: Theorem 10 for every n <= 1000, optimal where Lemma 3 says 
   CHECK(lemma3_cases > 1000);
 }
 
-TEST_CASE("the round loop in the simulator: bounds, ports and bytes", "[multimessage][sim]") {
+TEST_CASE("the round loop in the simulator: bounds, ports and bytes", "[multimessage][sim][full]") {
   std::string failure;
   int rounds = 0;
   // Fibonacci trees, one port: Lemma 4.8 where it applies, Lemma 2.1 below it.
@@ -193,7 +193,7 @@ TEST_CASE("the round loop in the simulator: bounds, ports and bytes", "[multimes
   CHECK(failure == "");
 }
 
-TEST_CASE("the k-port round loops in the simulator: every n <= 1000", "[multimessage][sim]") {
+TEST_CASE("the k-port round loops in the simulator: every n <= 1000", "[multimessage][sim][full]") {
   // Every n with m = 1 and k; 3k + 1 and 50 on every n up to 100 and a sample beyond
   // (packets::verify has checked those schedules for every n).
   std::string failure;

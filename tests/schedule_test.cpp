@@ -126,7 +126,7 @@ TEST_CASE("the four correctness conditions hold for a sample of large p", "[sche
   }
 }
 
-TEST_CASE("Algorithm 1 replayed round by round for every p <= 2048", "[schedule]") {
+TEST_CASE("Algorithm 1 replayed round by round for every p <= 2048", "[schedule][full]") {
   for (int n : {1, 2, 3, 7, 16}) {
     for (int p = 1; p <= 2048; ++p) {
       const auto rep = replay_broadcast(p, n);

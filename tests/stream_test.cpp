@@ -110,7 +110,7 @@ TEST_CASE("stream in the simulator: every item L + B(P-1) after its push where b
     }
 }
 
-TEST_CASE("stream on local, TCP and libfabric: every item in order, any length", "[stream][local][tcp]") {
+TEST_CASE("stream on local, TCP and libfabric: every item in order, any length", "[stream][local][tcp][fabrics]") {
   const auto wc = GENERATE(from_range(testing::world_cases({1, 2, 3, 6, 13}, {2, 3, 7})));
   const int p = wc.p;
   INFO(wc.kind << " p " << p);

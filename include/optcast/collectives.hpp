@@ -62,6 +62,26 @@ int automatic_block_count(std::size_t bytes, int p, const communicator_options& 
 result<broadcast_choice> plan_broadcast(communicator& c, std::size_t bytes, const broadcast_options& opts = {},
                                         std::string* why = nullptr);
 
+// What a call of another collective moves, for plan_collective: `bytes` in all (what a
+// reduction reduces, what allgather(v) gathers), the largest and smallest rank's part
+// for the all-roots ones, and the operator's properties (call_traits::ports is filled
+// from the communicator).
+struct call_shape {
+  std::size_t bytes = 0;
+  std::size_t largest = 0, smallest = 0;
+  bool commutative = true, order_free = true;
+};
+struct collective_plan {
+  algorithm alg = algorithm::automatic;
+  int blocks = 1;
+};
+// What a call of `coll` with `opts` runs on this communicator (the automatic choice
+// resolved, the block count by its algorithm's rule), without running it; an error,
+// with the reason in *why, where the call would refuse the options. Broadcast: as
+// plan_broadcast.
+result<collective_plan> plan_collective(communicator& c, collective coll, const call_shape& shape,
+                                        const collective_options& opts = {}, std::string* why = nullptr);
+
 // Point-to-point messages outside any collective, matched by (peer, user_tag) in order.
 // Both ranks must agree on the size, as for the fabric.
 task<result<void>> send(communicator& c, int peer, std::uint32_t user_tag,

@@ -10,37 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "optcast/algorithm.hpp"
 #include "optcast/fabric.hpp"
 #include "optcast/task.hpp"
 
 namespace optcast {
-
-enum class algorithm {
-  automatic,  // chosen per call (today: circulant with a model-driven n, or the ordered
-              // binomial tree for a non-commutative reduction)
-  circulant,  // Träff: n - 1 + ceil(log2 p) rounds per phase
-  binomial,   // binomial tree of the whole buffer: the baseline, ceil(log2 p) rounds of m;
-              // for reductions the rank-ordered tree (any associative operator)
-  logp_tree,  // Karp et al.: the universal optimal tree B(P) for the LogP parameters
-  staggered,  // Karp et al. 4.1: all-to-all, rank i sends to i+1, ..., i+P-1, one every g
-  combining,  // Karp et al. 4.2: allreduce as P overlapping reductions, the time of one
-  buffered,   // Karp et al. 3.5: k-item broadcast, single-sending, B(P-1) + L + k - 1 where
-              // receivers choose among arrived messages
-  single_sending,  // Karp et al. 3.4: k-item broadcast, single-sending, every message
-                   // received as it arrives; within B(P-1) + 2L + k - 2 (Theorem 3.7)
-  fibonacci,  // Bruck, Cypher and Ho: n blocks on d generalized Fibonacci trees, one port;
-              // n + f_d((p-1)/d) + 2d - 2 rounds (Lemma 4.8), about n + log p + 3 log log p
-  ktree,      // Bar-Noy and Ho 3: k ports, k spanning trees; ceil(n/k) + height - 1 rounds
-  rotation,   // Bar-Noy and Ho 4: k ports, chained broadcasting black boxes;
-              // ceil(n/k) + ceil(log_{k+1} p) rounds (Theorem 10)
-  short_message,  // Alexandrov et al. 4.2 (scatter, gather): one message per element
-  long_message,   // 4.3: one message per rank, all from (to) the root
-  split_tree,     // 4.5-4.7: A_t^k, the scatter tree whose splits minimise the LogGP time
-                  // (optimal for one item per rank, Theorem 1); gather runs it backwards
-};
-
-std::string_view to_string(algorithm a) noexcept;
-result<algorithm> parse_algorithm(std::string_view name);
 
 // The linear cost of one message, alpha + beta * bytes, used to pick the block count
 // until measured parameters take over (LogGP calibration).
@@ -64,10 +38,17 @@ struct communicator_options {
   loggp_params model{20e-6, 2e-6, 4e-6, 1 / 1.5e9, 1 / 1e9};
 };
 
+// Move-only: a copy would number its collectives apart from the original on the same
+// fabric, and the ranks' calls would no longer match up.
 class communicator {
 public:
   explicit communicator(std::shared_ptr<fabric> f, communicator_options o = {})
       : fabric_(std::move(f)), options_(o) {}
+  communicator(const communicator&) = delete;
+  communicator& operator=(const communicator&) = delete;
+  communicator(communicator&&) noexcept = default;
+  communicator& operator=(communicator&&) noexcept = default;
+  ~communicator() = default;
 
   int rank() const noexcept { return fabric_->rank(); }
   int size() const noexcept { return fabric_->size(); }

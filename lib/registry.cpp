@@ -1,0 +1,525 @@
+// Every algorithm optcast has: one row each (registry.hpp says what a row holds). A row's
+// adapter turns the checked call into the round loop's arguments, building the plan the
+// loop runs on; it is a coroutine where it builds one, so that the plan lives as long
+// as the loop.
+#include "registry.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "optcast/fibonacci.hpp"
+#include "optcast/logp.hpp"
+#include "optcast/multiport.hpp"
+#include "optcast/scatter.hpp"
+#include "optcast/schedule.hpp"
+
+namespace optcast::detail {
+
+namespace {
+
+constexpr std::string_view traff = "Träff 2024";
+constexpr std::string_view karp = "Karp et al. 1993";
+constexpr std::string_view bch = "Bruck, Cypher, Ho 1992";
+constexpr std::string_view bnh = "Bar-Noy, Ho 1998";
+constexpr std::string_view loggp_paper = "Alexandrov et al. 1995";
+constexpr std::string_view baseline = "baseline";
+
+constexpr requirements any{};
+constexpr requirements k_ports{.ports = 2};
+constexpr requirements commutative{.commutative = true};
+constexpr requirements order_free{.commutative = true, .order_free = true};
+
+bool logp_like(const sim::model& m) { return m.kind == sim::model_kind::logp || m.kind == sim::model_kind::postal; }
+bool whole_postal(const sim::model& m) { return m.kind == sim::model_kind::postal && m.L == std::floor(m.L); }
+std::string num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.10g", v);
+  return b;
+}
+
+// ---- the bounds the papers prove, as the simulator measures them -----------------------
+
+// Träff's Algorithm 1 and 7 and their reversals: n - 1 + ceil(log2 p) rounds per phase.
+template <int Phases>
+std::optional<proven_time> circulant_rounds(const sim::model& m, const run_shape& s) {
+  if (m.kind != sim::model_kind::rounds || s.p < 2) return std::nullopt;
+  return proven_time{Phases == 1 ? "n - 1 + ceil(log2 p)" : "2 (n - 1 + ceil(log2 p))",
+               static_cast<double>(Phases * (s.blocks - 1 + circulant::ceil_log2(s.p))), proven_time::exact};
+}
+
+// Karp et al. 4.1: L + 2o + g (n (P - 1) - 1), with g read as max(g, o), for n items
+// per pair of ranks (an item cut from fewer bytes than blocks is empty and not sent).
+std::optional<proven_time> staggered_time(const sim::model& m, const run_shape& s) {
+  if (!logp_like(m) || s.p < 2 || s.bytes == 0) return std::nullopt;
+  const auto n = static_cast<double>(std::min<std::uint64_t>(static_cast<std::uint64_t>(s.blocks), s.bytes));
+  return proven_time{"L + 2o + g(n(P-1)-1)", m.L + 2 * m.o + std::max(m.g, m.o) * (n * (s.p - 1) - 1), proven_time::exact};
+}
+
+// Alexandrov et al.'s times for a scatter of k = bytes items per rank: the recurrences
+// under any LogGP model; Table 2's closed forms in the simplified one (o = 0, G = 1).
+template <algorithm A>
+std::optional<proven_time> scatter_time(const sim::model& m, const run_shape& s) {
+  if (m.kind == sim::model_kind::rounds) return std::nullopt;
+  const auto k = static_cast<int>(s.bytes);
+  if (A == algorithm::split_tree || A == algorithm::binomial)
+    return proven_time{A == algorithm::split_tree ? "t^k(P), the A_t^k recurrence" : "the Binomial Tree recurrence (Lemma 2)",
+                 loggp::split_table(s.p, {m.L, m.o, m.g, m.G}, static_cast<double>(s.bytes), A == algorithm::binomial).t(s.p),
+                 proven_time::exact, true};
+  if (m.o != 0 || m.G != 1) return std::nullopt;
+  if (A == algorithm::long_message)
+    return proven_time{"(P-2)g + (P-1)(k-1) + L (Table 2)", loggp::long_message_time(s.p, k, m.L, m.g), proven_time::exact, true};
+  return proven_time{"((P-1)k - 1)g + L (Table 2)", loggp::short_message_time(s.p, k, m.L, m.g), proven_time::exact, true};
+}
+
+// ---- broadcast ------------------------------------------------------------------------
+
+task<result<void>> bcast_circulant(broadcast_call c) {
+  return algorithms::broadcast_circulant(*c.f, c.seq, c.data, c.root, c.blocks);
+}
+task<result<void>> bcast_binomial(broadcast_call c) { return algorithms::broadcast_binomial(*c.f, c.seq, c.data, c.root); }
+task<result<void>> bcast_logp_tree(broadcast_call c) {
+  // LogGP: a message of b bytes keeps its sender busy (b - 1) G longer and arrives that
+  // much later, so the tree is the LogP tree for L + (b-1) G and g + (b-1) G (G = 0: LogP's).
+  return algorithms::broadcast_logp_tree(*c.f, c.seq, c.data, c.root, lengthened(c.data.size(), c.model));
+}
+template <bool Buffered>
+task<result<void>> bcast_kitem(broadcast_call c) {
+  const int L = logp::postal_steps({c.model.L, c.model.o, c.model.g});
+  const int p = c.f->size();
+  const auto plan = Buffered ? logp::kitem_buffered_for(p, L, c.blocks) : logp::kitem_single_for(p, L, c.blocks);
+  co_return co_await algorithms::broadcast_kitem(*c.f, c.seq, c.data, c.root, *plan, std::max(c.model.g, c.model.o));
+}
+task<result<void>> bcast_fibonacci(broadcast_call c) {
+  const auto plan = fibonacci::schedule_for(c.f->size(), c.blocks);
+  co_return co_await algorithms::broadcast_packets(*c.f, c.seq, c.data, c.root, *plan);
+}
+template <bool Rotation>
+task<result<void>> bcast_multiport(broadcast_call c) {
+  const auto plan = Rotation ? multiport::rotation_for(c.f->size(), c.blocks, c.ports) : multiport::ktree_for(c.f->size(), c.blocks, c.ports);
+  co_return co_await algorithms::broadcast_packets(*c.f, c.seq, c.data, c.root, *plan);
+}
+
+double block_bytes(std::size_t bytes, int n) { return std::ceil(static_cast<double>(bytes) / std::max(n, 1)); }
+
+// ---- scatter and gather ---------------------------------------------------------------
+
+std::shared_ptr<const loggp::split_table> table_of(const scatter_call& c, bool binomial) {
+  // Item sets of the mean size: the recurrence's optimality (Theorem 1) is for equal
+  // ones; with irregular counts the same splits are used.
+  const int p = c.f->size();
+  return loggp::split_table_for(p, {c.model.L, c.model.o, c.model.g, c.model.G},
+                                static_cast<double>(c.offset.back()) / p, binomial);
+}
+template <bool Binomial>
+task<result<void>> scatter_split(scatter_call c) {
+  const auto table = table_of(c, Binomial);
+  if (!Binomial && c.split_sets) {
+    std::vector<std::size_t> segment(static_cast<std::size_t>(c.f->size()));
+    for (std::size_t v = 0; v < segment.size(); ++v) segment[v] = c.offset[v + 1] - c.offset[v];
+    const auto plan = loggp::split_sets_plan_for(*table, c.f->size(), segment, {c.model.L, c.model.o, c.model.g, c.model.G});
+    co_return co_await algorithms::scatter_pieces(*c.f, c.seq, c.from, c.to, c.root, *plan, c.offset);
+  }
+  co_return co_await algorithms::scatter_tree(*c.f, c.seq, c.from, c.to, c.root, *table, c.offset);
+}
+template <bool Short>
+task<result<void>> scatter_root(scatter_call c) {
+  return algorithms::scatter_direct(*c.f, c.seq, c.from, c.to, c.root, c.offset, Short ? c.elem : 0);
+}
+template <bool Binomial>
+task<result<void>> gather_split(scatter_call c) {
+  const auto table = table_of(c, Binomial);
+  co_return co_await algorithms::gather_tree(*c.f, c.seq, c.from, c.to, c.root, *table, c.offset);
+}
+template <bool Short>
+task<result<void>> gather_root(scatter_call c) {
+  return algorithms::gather_direct(*c.f, c.seq, c.from, c.to, c.root, c.offset, Short ? c.elem : 0);
+}
+
+// ---- the all-roots collectives and reductions ----------------------------------------
+
+task<result<void>> allgather_circulant(segments_call c) {
+  return algorithms::allgatherv_circulant(*c.f, c.seq, 0, c.out, *c.lay);
+}
+task<result<void>> allgather_staggered(segments_call c) { return algorithms::allgatherv_staggered(*c.f, c.seq, c.out, *c.lay); }
+task<result<void>> alltoall_staggered(segments_call c) {
+  return algorithms::alltoall_staggered(*c.f, c.seq, c.in, c.out, *c.lay);
+}
+
+// Tags of a second phase start here, past any first phase's rounds.
+constexpr std::uint32_t second_phase = 1u << 30;
+
+task<result<void>> reduce_circ(reduction_call c) {
+  return algorithms::reduce_circulant(*c.f, c.seq, c.work, c.root, c.blocks, *c.op);
+}
+task<result<void>> reduce_ord(reduction_call c) { return algorithms::reduce_ordered(*c.f, c.seq, c.work, c.root, *c.op); }
+
+// Rank order: the ordered tree to rank 0, then its result broadcast (n blocks).
+task<result<void>> allreduce_ordered(reduction_call c) {
+  if (auto r = co_await algorithms::reduce_ordered(*c.f, c.seq, c.work, 0, *c.op); !r) co_return r;
+  co_return co_await algorithms::broadcast_circulant(*c.f, c.seq, c.work, 0, c.blocks, second_phase);
+}
+// Observation 1.4: reduce-scatter then all-broadcast of the p segments (balanced, whole elements).
+task<result<void>> allreduce_circ(reduction_call c) {
+  const std::size_t count = c.work.size() / c.op->elem;
+  const block_partition parts(count, static_cast<std::size_t>(c.f->size()));
+  std::vector<std::size_t> counts(static_cast<std::size_t>(c.f->size()));
+  for (std::size_t j = 0; j < counts.size(); ++j) counts[j] = parts.size(j);
+  const algorithms::segment_layout lay(c.op->elem, c.blocks, counts);
+  if (auto r = co_await algorithms::reduce_scatter_circulant(*c.f, c.seq, 0, c.work, lay, *c.op); !r) co_return r;
+  co_return co_await algorithms::allgatherv_circulant(*c.f, c.seq, second_phase, c.work, lay);
+}
+task<result<void>> allreduce_comb(reduction_call c) {
+  // Every message carries the whole vector: LogP with L and g lengthened by (b - 1) G.
+  const logp::params m = lengthened(c.work.size(), c.model);
+  const auto plan = logp::combining_for(c.f->size(), logp::postal_steps(m));
+  co_return co_await algorithms::allreduce_combining(*c.f, c.seq, c.work, *c.op, *plan, m.gap());
+}
+
+task<result<void>> reduce_scatter_circ(segments_call c) {
+  return algorithms::reduce_scatter_circulant(*c.f, c.seq, 0, c.out, *c.lay, *c.op);
+}
+// Rank order: the whole reduction everywhere, then each rank reads its part.
+task<result<void>> reduce_scatter_ord(segments_call c) {
+  return allreduce_ordered({c.f, c.seq, c.out, 0, c.lay->n, c.op, {}});
+}
+
+task<result<void>> summation_logp(summation_call c) {
+  // Summation plans differ with n, so they are not cached; O(P log n) to build.
+  const auto plan = logp::summation_schedule(c.n, c.f->size(), c.model);
+  co_return co_await algorithms::summation_tree(*c.f, c.seq, plan, c.root, c.acc, *c.op, *c.load);
+}
+
+// ---- the table ------------------------------------------------------------------------
+
+using C = collective;
+using A = algorithm;
+using M = paper_model;
+
+const std::vector<entry>& table() {
+  static const std::vector<entry> rows = {
+      // Broadcast: the automatic choice's candidates in the order ties are broken.
+      {{C::broadcast, A::circulant, traff, "Algorithm 1",
+        "n blocks in n - 1 + ceil(log2 p) rounds on the circulant graph, any p and root", M::rounds, any, true},
+       runner_of<broadcast_call>{bcast_circulant}, block_rule::broadcast_model, true,
+       [](prediction_shape& sh, std::size_t bytes, int n, const loggp_params& m) {
+         return (n - 1 + sh.q) * round_time(block_bytes(bytes, n), m);
+       },
+       circulant_rounds<1>},
+      {{C::broadcast, A::binomial, baseline, "binomial tree", "the whole message down a binomial tree, ceil(log2 p) rounds",
+        M::rounds, any, true},
+       runner_of<broadcast_call>{bcast_binomial}, block_rule::one, true,
+       [](prediction_shape& sh, std::size_t bytes, int, const loggp_params& m) {
+         return sh.q * round_time(static_cast<double>(bytes), m);
+       },
+       [](const sim::model& m, const run_shape& s) -> std::optional<proven_time> {
+         if (m.kind != sim::model_kind::rounds || s.p < 2) return std::nullopt;
+         return proven_time{"ceil(log2 p)", static_cast<double>(circulant::ceil_log2(s.p)), proven_time::exact};
+       }},
+      {{C::broadcast, A::fibonacci, bch, "Section 4",
+        "n packets on d generalized Fibonacci trees (d odd, chosen per p and n), one port; Lemma 4.8's "
+        "n + f_d((p-1)/d) + 2d - 2 where p >= d^2 + d + 1, lower bound n + ceil(log2 p) - 1",
+        M::rounds, any, true},
+       runner_of<broadcast_call>{bcast_fibonacci}, block_rule::broadcast_model, true,
+       [](prediction_shape& sh, std::size_t bytes, int n, const loggp_params& m) {
+         return sh.fibonacci_rounds(n) * round_time(block_bytes(bytes, n), m);
+       },
+       [](const sim::model& m, const run_shape& s) -> std::optional<proven_time> {
+         if (m.kind != sim::model_kind::rounds || s.p < 2) return std::nullopt;
+         const auto lay = fibonacci::choose(s.p, s.blocks);
+         if (lay.d >= 3 && s.p >= lay.d * lay.d + lay.d + 1)
+           return proven_time{"n + f_d((p-1)/d) + 2d - 2, d = " + std::to_string(lay.d) + " (Lemma 4.8)",
+                        static_cast<double>(fibonacci::lemma_4_8(s.p, s.blocks, lay.d))};
+         return proven_time{"n + ceil(log2 p) - 1 (Lemma 2.1, a lower bound; p is below the paper's range)",
+                      static_cast<double>(s.blocks + circulant::ceil_log2(s.p) - 1), proven_time::at_least};
+       }},
+      {{C::broadcast, A::ktree, bnh, "Section 3",
+        "k ports, k spanning trees of height h; ceil(n/k) + h - 1 rounds (Theorem 6), lower bound "
+        "ceil(n/k) - 1 + ceil(log_{k+1} p) (Lemma 2)",
+        M::rounds, k_ports, true},
+       runner_of<broadcast_call>{bcast_multiport<false>}, block_rule::broadcast_model, true,
+       [](prediction_shape& sh, std::size_t bytes, int n, const loggp_params& m) {
+         return sh.ktree_rounds(n) * round_time(block_bytes(bytes, n), m);
+       },
+       [](const sim::model& m, const run_shape& s) -> std::optional<proven_time> {
+         if (m.kind != sim::model_kind::rounds || m.ports < 2 || s.p < 2) return std::nullopt;
+         const int h = multiport::ktree_height(s.p, m.ports);
+         return proven_time{"ceil(n/k) + h - 1, h = " + std::to_string(h) + " (Theorem 6)",
+                      static_cast<double>((s.blocks + m.ports - 1) / m.ports + h - 1)};
+       }},
+      {{C::broadcast, A::rotation, bnh, "Section 4",
+        "k ports, chained broadcasting black boxes; ceil(n/k) + ceil(log_{k+1} p) rounds (Theorem 10), lower bound "
+        "Lemma 3",
+        M::rounds, k_ports, true},
+       runner_of<broadcast_call>{bcast_multiport<true>}, block_rule::broadcast_model, true,
+       [](prediction_shape& sh, std::size_t bytes, int n, const loggp_params& m) {
+         return sh.rotation_rounds(n) * round_time(block_bytes(bytes, n), m);
+       },
+       [](const sim::model& m, const run_shape& s) -> std::optional<proven_time> {
+         if (m.kind != sim::model_kind::rounds || m.ports < 2 || s.p < 2) return std::nullopt;
+         return proven_time{"ceil(n/k) + ceil(log_{k+1} p) (Theorem 10; Lemma 3's lower bound " +
+                          std::to_string(multiport::lemma_3(s.p, s.blocks, m.ports)) + ")",
+                      static_cast<double>((s.blocks + m.ports - 1) / m.ports + multiport::ceil_log(m.ports + 1, s.p))};
+       }},
+      {{C::broadcast, A::logp_tree, karp, "Theorem 2.1",
+        "one item on the universal optimal tree B(P) for the model's L, o, g", M::logp, any, true},
+       runner_of<broadcast_call>{bcast_logp_tree}, block_rule::one, true,
+       [](prediction_shape& sh, std::size_t bytes, int, const loggp_params& m) { return logp::B(sh.p, lengthened(bytes, m)); },
+       [](const sim::model& m, const run_shape& s) -> std::optional<proven_time> {
+         if (!logp_like(m)) return std::nullopt;
+         return proven_time{"B(P; L, o, g)", logp::B(s.p, {m.L, m.o, m.g}), proven_time::exact};
+       }},
+      {{C::broadcast, A::buffered, karp, "Section 3.5",
+        "n items single-sending on block-cyclic optimal trees; B(P-1) + L + n - 1 with choosing receivers", M::postal, any, false},
+       runner_of<broadcast_call>{bcast_kitem<true>}, block_rule::kitem_linear, true, nullptr,
+       [](const sim::model& m, const run_shape& s) -> std::optional<proven_time> {
+         if (!whole_postal(m) || s.p < 2) return std::nullopt;
+         return proven_time{std::string("B(P-1) + L + n - 1") + (m.choose ? "" : ", with --choose"),
+                      logp::B(s.p - 1, {m.L, 0, 1}) + m.L + s.blocks - 1, m.choose ? proven_time::exact : proven_time::reference};
+       }},
+      {{C::broadcast, A::single_sending, karp, "Theorem 3.7",
+        "n items single-sending, each received as it arrives; the paper's bound B(P-1) + 2L + n - 2, the "
+        "single-sending lower bound B(P-1) + L + n - 1",
+        M::postal, any, false},
+       runner_of<broadcast_call>{bcast_kitem<false>}, block_rule::kitem_linear, true, nullptr,
+       [](const sim::model& m, const run_shape& s) -> std::optional<proven_time> {
+         if (!whole_postal(m) || s.p < 2) return std::nullopt;
+         return proven_time{"B(P-1) + 2L + n - 2", logp::B(s.p - 1, {m.L, 0, 1}) + 2 * m.L + s.blocks - 2};
+       }},
+
+      // Scatter and gather (gather runs each tree backwards).
+      {{C::scatter, A::split_tree, loggp_paper, "4.5-4.7",
+        "A_t^k, the split tree of least LogGP time (optimal for one item per rank, Theorem 1); split_sets: Figures 9-10",
+        M::loggp, any, true},
+       runner_of<scatter_call>{scatter_split<false>}, block_rule::one, true, nullptr, scatter_time<A::split_tree>},
+      {{C::scatter, A::binomial, loggp_paper, "4.4", "the Binomial Tree, halves at every split (Lemma 2)", M::loggp, any, false},
+       runner_of<scatter_call>{scatter_split<true>}, block_rule::one, true, nullptr, scatter_time<A::binomial>},
+      {{C::scatter, A::long_message, loggp_paper, "4.3", "Simple Long-Message: the root sends every rank its segment", M::loggp, any,
+        false},
+       runner_of<scatter_call>{scatter_root<false>}, block_rule::one, false, nullptr, scatter_time<A::long_message>},
+      {{C::scatter, A::short_message, loggp_paper, "4.2", "Short-Message: one message per element", M::loggp, any, false},
+       runner_of<scatter_call>{scatter_root<true>}, block_rule::one, false, nullptr, scatter_time<A::short_message>},
+      {{C::gather, A::split_tree, loggp_paper, "4.5-4.7", "A_t^k reversed", M::loggp, any, true},
+       runner_of<scatter_call>{gather_split<false>}, block_rule::one, true},
+      {{C::gather, A::binomial, loggp_paper, "4.4", "the Binomial Tree reversed", M::loggp, any, false},
+       runner_of<scatter_call>{gather_split<true>}, block_rule::one, true},
+      {{C::gather, A::long_message, loggp_paper, "4.3", "Simple Long-Message reversed: every rank sends the root its segment",
+        M::loggp, any, false},
+       runner_of<scatter_call>{gather_root<false>}, block_rule::one, false},
+      {{C::gather, A::short_message, loggp_paper, "4.2", "Short-Message reversed: one message per element", M::loggp, any, false},
+       runner_of<scatter_call>{gather_root<true>}, block_rule::one, false},
+
+      // All-roots.
+      {{C::allgather, A::circulant, traff, "Algorithm 7 (Appendix A)",
+        "all p broadcasts at once, n - 1 + ceil(log2 p) rounds", M::rounds, any, true},
+       runner_of<segments_call>{allgather_circulant}, block_rule::circulant_all_roots, true, nullptr, circulant_rounds<1>},
+      {{C::allgather, A::staggered, karp, "Section 4.1",
+        "rank i sends to i+1, ..., i+P-1 one every g; L + 2o + g(n(P-1)-1) for n items", M::logp, any, false},
+       runner_of<segments_call>{allgather_staggered}, block_rule::circulant_all_roots, true, nullptr, staggered_time},
+      {{C::allgatherv, A::circulant, traff, "Algorithm 7, Observation 1.2",
+        "irregular counts; empty contributions skipped; n - 1 + ceil(log2 p) rounds", M::rounds, any, true},
+       runner_of<segments_call>{allgather_circulant}, block_rule::circulant_all_roots, true, nullptr, circulant_rounds<1>},
+      {{C::allgatherv, A::staggered, karp, "Section 4.1", "the staggered schedule with irregular counts", M::logp, any, false},
+       runner_of<segments_call>{allgather_staggered}, block_rule::circulant_all_roots, true},
+      {{C::alltoall, A::staggered, karp, "Section 4.1",
+        "all-to-all personalized on the staggered schedule, L + 2o + g(n(P-1)-1) for n items per pair", M::logp, any, true},
+       runner_of<segments_call>{alltoall_staggered}, block_rule::given_or_one, false, nullptr, staggered_time},
+
+      // Reductions: the commutative algorithms first; the rank-ordered tree serves any
+      // associative operator.
+      {{C::reduce, A::circulant, traff, "Observation 1.3",
+        "Algorithm 1 backwards, n - 1 + ceil(log2 p) rounds; commutative operators", M::rounds, commutative, true},
+       runner_of<reduction_call>{reduce_circ}, block_rule::circulant_reduce, true, nullptr, circulant_rounds<1>},
+      {{C::reduce, A::binomial, baseline, "rank-ordered binomial tree",
+        "any associative operator: ceil(log2 p) rounds, one more if the root is not rank 0", M::rounds, any, true},
+       runner_of<reduction_call>{reduce_ord}, block_rule::one, true, nullptr,
+       [](const sim::model& m, const run_shape& s) -> std::optional<proven_time> {
+         if (m.kind != sim::model_kind::rounds || s.p < 2) return std::nullopt;
+         return proven_time{"ceil(log2 p), + 1 if the root is not rank 0",
+                            static_cast<double>(circulant::ceil_log2(s.p) + (s.root != 0 ? 1 : 0)), proven_time::exact};
+       }},
+      {{C::allreduce, A::circulant, traff, "Observation 1.4",
+        "reduce_scatter then allgather, 2 (n - 1 + ceil(log2 p)) rounds; commutative operators", M::rounds, commutative, true},
+       runner_of<reduction_call>{allreduce_circ}, block_rule::circulant_allreduce, true, nullptr, circulant_rounds<2>},
+      {{C::allreduce, A::combining, karp, "Section 4.2",
+        "combining broadcast, P overlapping reductions: B(P) steps for P = P(T), a searched chain or a fold otherwise; "
+        "operators whose result does not depend on the order",
+        M::postal, order_free, true},
+       runner_of<reduction_call>{allreduce_comb}, block_rule::one, true, nullptr,
+       [](const sim::model& m, const run_shape& s) -> std::optional<proven_time> {
+         if (!whole_postal(m) || m.L < 1) return std::nullopt;
+         const auto plan = logp::combining_for(s.p, static_cast<int>(m.L));
+         return proven_time{"T (" + std::string(logp::to_string(plan->how)) + "; B(P) = " + num(logp::B(s.p, {m.L, 0, 1})) + ")",
+                      static_cast<double>(plan->T)};
+       }},
+      {{C::allreduce, A::binomial, baseline, "rank-ordered binomial tree",
+        "any associative operator: the ordered tree to rank 0, then Träff's circulant broadcast", M::rounds, any, true},
+       runner_of<reduction_call>{allreduce_ordered}, block_rule::circulant_reduce, true},
+      {{C::reduce_scatter_block, A::circulant, traff, "Observation 1.4",
+        "Algorithm 7 backwards, n - 1 + ceil(log2 p) rounds; commutative operators", M::rounds, commutative, true},
+       runner_of<segments_call>{reduce_scatter_circ}, block_rule::circulant_all_roots, true, nullptr, circulant_rounds<1>},
+      {{C::reduce_scatter_block, A::binomial, baseline, "rank-ordered binomial tree",
+        "any associative operator: the rank-ordered allreduce, then each rank's part", M::rounds, any, true},
+       runner_of<segments_call>{reduce_scatter_ord}, block_rule::circulant_reduce, true},
+      {{C::reduce_scatter, A::circulant, traff, "Observation 1.4",
+        "Algorithm 7 backwards with irregular counts; commutative operators", M::rounds, commutative, true},
+       runner_of<segments_call>{reduce_scatter_circ}, block_rule::circulant_all_roots, true, nullptr, circulant_rounds<1>},
+      {{C::reduce_scatter, A::binomial, baseline, "rank-ordered binomial tree",
+        "any associative operator: the rank-ordered allreduce, then each rank's part", M::rounds, any, true},
+       runner_of<segments_call>{reduce_scatter_ord}, block_rule::circulant_reduce, true},
+
+      {{C::summation, A::logp_tree, karp, "Section 5",
+        "n operands summed in least time with unit-time additions: the broadcast tree for L + 1 reversed; any "
+        "associative operator",
+        M::logp, any, true},
+       runner_of<summation_call>{summation_logp}, block_rule::one, true, nullptr,
+       [](const sim::model& m, const run_shape& s) -> std::optional<proven_time> {
+         if (!logp_like(m) || s.bytes < 1) return std::nullopt;
+         const auto plan = logp::summation_schedule(static_cast<std::int64_t>(s.bytes), s.p, {m.L, m.o, m.g});
+         return proven_time{"least t with N(t) >= n (Lemma 5.1)", plan.t, proven_time::exact};
+       }},
+      {{C::stream, A::continuous, karp, "Sections 3.1-3.3",
+        "continuous broadcast (broadcast_stream): block-cyclic words give every item the delay L + B(P-1), else "
+        "windows of the Theorem 3.7 plan",
+        M::postal, any, true},
+       std::monostate{}, block_rule::one, true},
+  };
+  return rows;
+}
+
+}  // namespace
+
+logp::params lengthened(std::size_t bytes, const loggp_params& m) {
+  const double extra = std::max(static_cast<double>(bytes) - 1, 0.0) * m.G;
+  return {m.L + extra, m.o, m.g + extra};
+}
+
+std::span<const entry> entries() noexcept { return table(); }
+
+const entry* find_entry(collective coll, algorithm alg) noexcept {
+  for (const auto& e : table())
+    if (e.info.coll == coll && e.info.alg == alg) return &e;
+  return nullptr;
+}
+
+}  // namespace optcast::detail
+
+namespace optcast {
+
+std::optional<proven_time> proven(collective coll, algorithm alg, const sim::model& m, const run_shape& s) {
+  const auto* e = detail::find_entry(coll, alg);
+  return e && e->proves ? e->proves(m, s) : std::nullopt;
+}
+
+namespace {
+
+constexpr std::pair<algorithm, std::string_view> algorithm_name_table[] = {
+    {algorithm::automatic, "automatic"},
+    {algorithm::circulant, "circulant"},
+    {algorithm::binomial, "binomial"},
+    {algorithm::logp_tree, "logp_tree"},
+    {algorithm::staggered, "staggered"},
+    {algorithm::combining, "combining"},
+    {algorithm::buffered, "buffered"},
+    {algorithm::single_sending, "single_sending"},
+    {algorithm::fibonacci, "fibonacci"},
+    {algorithm::ktree, "ktree"},
+    {algorithm::rotation, "rotation"},
+    {algorithm::short_message, "short_message"},
+    {algorithm::long_message, "long_message"},
+    {algorithm::split_tree, "split_tree"},
+    {algorithm::continuous, "continuous"},
+};
+constexpr std::pair<collective, std::string_view> collective_name_table[] = {
+    {collective::broadcast, "broadcast"},
+    {collective::scatter, "scatter"},
+    {collective::gather, "gather"},
+    {collective::allgather, "allgather"},
+    {collective::allgatherv, "allgatherv"},
+    {collective::alltoall, "alltoall"},
+    {collective::reduce, "reduce"},
+    {collective::allreduce, "allreduce"},
+    {collective::reduce_scatter_block, "reduce_scatter_block"},
+    {collective::reduce_scatter, "reduce_scatter"},
+    {collective::summation, "summation"},
+    {collective::stream, "stream"},
+};
+
+template <class E, std::size_t N>
+std::string_view name_of(const std::pair<E, std::string_view> (&names)[N], E v) noexcept {
+  for (const auto& [e, name] : names)
+    if (e == v) return name;
+  return "?";
+}
+template <class E, std::size_t N>
+result<E> parse(const std::pair<E, std::string_view> (&names)[N], std::string_view s) {
+  for (const auto& [e, name] : names)
+    if (name == s) return e;
+  return fail(errc::invalid_argument);
+}
+
+}  // namespace
+
+std::string_view to_string(algorithm a) noexcept { return name_of(algorithm_name_table, a); }
+std::string_view to_string(collective c) noexcept { return name_of(collective_name_table, c); }
+result<algorithm> parse_algorithm(std::string_view name) { return parse(algorithm_name_table, name); }
+result<collective> parse_collective(std::string_view name) { return parse(collective_name_table, name); }
+
+std::span<const algorithm_info> registry() noexcept {
+  static const std::vector<algorithm_info> infos = [] {
+    std::vector<algorithm_info> v;
+    for (const auto& e : detail::entries()) v.push_back(e.info);
+    return v;
+  }();
+  return infos;
+}
+
+const algorithm_info* find(collective coll, algorithm alg) noexcept {
+  const auto* e = detail::find_entry(coll, alg);
+  return e ? &registry()[static_cast<std::size_t>(e - detail::entries().data())] : nullptr;
+}
+
+std::string algorithm_names(collective coll) {
+  std::vector<std::string_view> names;
+  for (const auto& a : registry())
+    if (a.coll == coll) names.push_back(to_string(a.alg));
+  std::string s;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    s += std::string(i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + std::string(names[i]);
+  return s;
+}
+
+std::string_view to_string(paper_model m) noexcept {
+  switch (m) {
+    case paper_model::rounds: return "rounds";
+    case paper_model::postal: return "postal";
+    case paper_model::logp: return "LogP";
+    case paper_model::loggp: return "LogGP";
+  }
+  return "?";
+}
+
+std::string collective_names() {
+  std::string s;
+  for (const auto& [c, name] : collective_name_table) s += (s.empty() ? "" : ", ") + std::string(name);
+  return s;
+}
+
+std::string refusal(collective coll, algorithm alg, const call_traits& t) {
+  if (alg == algorithm::automatic) return {};
+  const std::string what(to_string(coll));
+  const auto* a = find(coll, alg);
+  if (!a)
+    return what + ": " + std::string(to_string(alg)) + " is not an algorithm of " + what + "; the algorithms are " +
+           algorithm_names(coll);
+  const std::string name(to_string(alg));
+  if (t.ports < a->needs.ports)
+    return what + ": " + name + " is a k-port algorithm (" + std::string(a->paper) + ") and needs at least " +
+           std::to_string(a->needs.ports) + " ports; the communicator gives " + std::to_string(t.ports) +
+           " (make it with more ports: OPTCAST_PORTS, or the world's ports argument)";
+  if (a->needs.commutative && !t.commutative)
+    return what + ": " + name + " combines operands out of rank order; the operator is non-commutative (use "
+           "algorithm::automatic or binomial, the rank-ordered tree)";
+  return {};
+}
+
+}  // namespace optcast

@@ -1,0 +1,129 @@
+// The registry behind optcast/algorithm.hpp: each row is an algorithm_info plus what the
+// library does with it: the round loop to run (through a small adapter per row, which
+// builds the algorithm's plan), the block-count rule, the LogGP prediction the automatic
+// choice compares, and the time its paper proves, which the simulator and the registry
+// test hold every run to.
+//
+// Adding an algorithm: its round loop (and plan) in a file of its own, declared in
+// algorithms.hpp; one row in registry.cpp. CONTRIBUTING.md says it step by step.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+
+#include "algorithms.hpp"
+#include "optcast/algorithm.hpp"
+#include "optcast/bounds.hpp"
+#include "optcast/fabric.hpp"
+#include "optcast/net/sim.hpp"
+#include "optcast/reduction.hpp"
+
+namespace optcast::detail {
+
+// What each collective's round loops take, after the entry point has checked the call,
+// resolved the algorithm and block count, and prepared the buffers. Passed by value: an
+// adapter that builds a plan is a coroutine, and its frame keeps the copy.
+struct broadcast_call {
+  fabric* f;
+  std::uint32_t seq;
+  std::span<std::byte> data;
+  int root, blocks, ports;
+  loggp_params model;
+};
+struct scatter_call {  // scatter: from the root's whole to each part; gather: back
+  fabric* f;
+  std::uint32_t seq;
+  std::span<const std::byte> from;  // scatter: the root's segments in virtual order (root first)
+  std::span<std::byte> to;          // gather: the root's, in virtual order
+  int root;
+  std::span<const std::size_t> offset;  // virtual processor v's bytes: [offset[v], offset[v+1])
+  std::size_t elem;
+  loggp_params model;
+  bool split_sets;
+};
+struct segments_call {  // allgather(v), alltoall, reduce_scatter(_block)
+  fabric* f;
+  std::uint32_t seq;
+  std::span<std::byte> in, out;  // allgather, reduce_scatter: one buffer, in == out
+  const algorithms::segment_layout* lay;
+  const erased_reduction* op;  // reductions only
+};
+struct reduction_call {  // reduce, allreduce
+  fabric* f;
+  std::uint32_t seq;
+  std::span<std::byte> work;
+  int root, blocks;
+  const erased_reduction* op;
+  loggp_params model;
+};
+struct summation_call {
+  fabric* f;
+  std::uint32_t seq;
+  std::span<std::byte> acc;
+  int root;
+  std::int64_t n;
+  logp::params model;  // in operator applications
+  const erased_reduction* op;
+  const operand_loader* load;
+};
+
+template <class Call>
+using runner_of = task<result<void>> (*)(Call);
+using runner = std::variant<std::monostate, runner_of<broadcast_call>, runner_of<scatter_call>, runner_of<segments_call>,
+                            runner_of<reduction_call>, runner_of<summation_call>>;
+
+// How a call without .blocks gets its block count.
+enum class block_rule {
+  one,                  // the algorithm does not pipeline (the caller's count is ignored)
+  given_or_one,         // the caller's count of items, else 1
+  broadcast_model,      // the least LogGP prediction over n (choose.hpp)
+  kitem_linear,         // the k-item broadcasts: the linear cost model's n
+  circulant_reduce,     // choose_circulant_blocks(reduce)
+  circulant_all_roots,  // choose_circulant_blocks(all_roots)
+  circulant_allreduce,  // choose_circulant_blocks(allreduce)
+};
+
+// The rounds of the schedules that depend on p and k alone, computed once per choice:
+// the static schedules grow by one round per block (fibonacci) or per k blocks (ktree,
+// rotation) over a depth that depends on p.
+struct prediction_shape {
+  int p, q, ports;
+  int fib_depth = -1, ktree_height = -1, chain = -1;
+  prediction_shape(int procs, int k);
+  int fibonacci_rounds(int n);
+  int ktree_rounds(int n);
+  int rotation_rounds(int n);
+};
+// A round of a round-based schedule whose sends forward what earlier rounds received:
+// max(L + 2o + (b-1)G, max(g, o) + (b-1)G) for blocks of b bytes (choose.hpp).
+double round_time(double b, const loggp_params& m);
+
+struct entry {
+  algorithm_info info;
+  runner run;
+  block_rule blocks = block_rule::one;
+  bool uses_model = false;  // shaped by the LogGP parameters (so the caller's are checked)
+  // The broadcast prediction the automatic choice compares (null: not predicted).
+  double (*predict)(prediction_shape&, std::size_t bytes, int n, const loggp_params&) = nullptr;
+  // The paper's time under `m` for a run of this shape, where it states one.
+  std::optional<proven_time> (*proves)(const sim::model& m, const run_shape& s) = nullptr;
+
+  template <class Call>
+  runner_of<Call> runner_for() const {
+    auto* r = std::get_if<runner_of<Call>>(&run);
+    return r ? *r : nullptr;
+  }
+};
+
+// The LogP parameters of a LogGP message of `bytes`: L and g lengthened by (bytes - 1) G,
+// the time its sender stays busy and its arrival is delayed beyond a one-byte message's.
+logp::params lengthened(std::size_t bytes, const loggp_params& m);
+
+std::span<const entry> entries() noexcept;
+const entry* find_entry(collective coll, algorithm alg) noexcept;
+
+}  // namespace optcast::detail
