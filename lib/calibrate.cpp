@@ -1,5 +1,7 @@
 #include "optcast/calibrate.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -128,23 +130,16 @@ double measure_gamma() {
   return best / static_cast<double>(count * sizeof(double));
 }
 
-std::string number(double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.9g", v);
-  return b;
-}
-
 }  // namespace
 
 std::string calibration::json() const {
-  std::string j = "{\"fabric\":\"" + fabric + "\",\"ranks\":" + std::to_string(ranks) + ",\"model\":{\"L\":" + number(model.L) +
-                  ",\"o\":" + number(model.o) + ",\"g\":" + number(model.g) + ",\"G\":" + number(model.G) +
-                  ",\"gamma\":" + number(model.gamma) + "},\"spread\":{";
+  nlohmann::ordered_json j;
+  j["fabric"] = fabric;
+  j["ranks"] = ranks;
+  j["model"] = {{"L", model.L}, {"o", model.o}, {"g", model.g}, {"G", model.G}, {"gamma", model.gamma}};
   const std::pair<const char*, const spread*> parts[] = {{"L", &L}, {"o", &o}, {"g", &g}, {"G", &G}, {"gamma", &gamma}};
-  for (std::size_t i = 0; i < 5; ++i)
-    j += std::string(i ? "," : "") + "\"" + parts[i].first + "\":[" + number(parts[i].second->min) + "," +
-         number(parts[i].second->median) + "," + number(parts[i].second->max) + "]";
-  return j + "}}";
+  for (const auto& [name, sp] : parts) j["spread"][name] = {sp->min, sp->median, sp->max};
+  return j.dump();
 }
 
 task<result<calibration>> calibrate(communicator& c, calibrate_options opt) {
@@ -198,38 +193,28 @@ task<result<calibration>> calibrate(communicator& c, calibrate_options opt) {
   co_return out;
 }
 
-result<loggp_params> parse_calibration(std::string_view json, std::string* why) {
+result<loggp_params> parse_calibration(std::string_view text, std::string* why) {
   const auto bad = [&](std::string w) -> result<loggp_params> {
     if (why) *why = std::move(w);
     return fail(errc::invalid_argument);
   };
-  const auto at = json.find("\"model\"");
-  if (at == std::string_view::npos) return bad("no \"model\" object");
-  const auto open = json.find('{', at), close = json.find('}', at);
-  if (open == std::string_view::npos || close == std::string_view::npos || close < open) return bad("\"model\" is not an object");
-  const std::string body(json.substr(open, close - open + 1));
-  loggp_params m;
-  double* fields[4] = {&m.L, &m.o, &m.g, &m.G};
-  const char* names[4] = {"\"L\"", "\"o\"", "\"g\"", "\"G\""};
-  for (int i = 0; i < 4; ++i) {
-    const auto k = body.find(names[i]);
-    if (k == std::string::npos) return bad(std::string("\"model\" has no ") + names[i]);
-    const auto colon = body.find(':', k);
-    char* end = nullptr;
-    const double v = std::strtod(body.c_str() + colon + 1, &end);
-    if (colon == std::string::npos || end == body.c_str() + colon + 1 || !std::isfinite(v) || v < 0)
-      return bad(std::string(names[i]) + " is not a non-negative number");
-    *fields[i] = v;
-  }
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) return bad("not JSON (optcast calibrate --output writes the file)");
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) return bad("no \"model\" object");
+  const auto& model = j["model"];
   // gamma came later than L, o, g, G: a file without it keeps the default.
+  loggp_params m;
   m.gamma = communicator_options{}.model.gamma;
-  if (const auto k = body.find("\"gamma\""); k != std::string::npos) {
-    const auto colon = body.find(':', k);
-    char* end = nullptr;
-    const double v = colon == std::string::npos ? -1 : std::strtod(body.c_str() + colon + 1, &end);
-    if (colon == std::string::npos || end == body.c_str() + colon + 1 || !std::isfinite(v) || v < 0)
-      return bad("\"gamma\" is not a non-negative number");
-    m.gamma = v;
+  const std::pair<const char*, double*> fields[] = {{"L", &m.L}, {"o", &m.o}, {"g", &m.g}, {"G", &m.G}, {"gamma", &m.gamma}};
+  for (const auto& [name, field] : fields) {
+    if (!model.contains(name)) {
+      if (std::string_view(name) == "gamma") continue;
+      return bad(std::string("\"model\" has no \"") + name + "\"");
+    }
+    const auto& v = model[name];
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+      return bad(std::string("\"") + name + "\" is not a non-negative number");
+    *field = v.get<double>();
   }
   if (m.L + 2 * m.o <= 0 || std::max(m.g, m.o) <= 0) return bad("L + 2o and max(g, o) must be positive");
   return m;

@@ -30,13 +30,6 @@ inline std::optional<std::uint64_t> parse_size(const std::string& s) {
   return static_cast<std::uint64_t>(bytes);
 }
 
-// A number for JSON: shortest form that reads back the same double.
-inline std::string json_number(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
 inline std::string format_size(std::uint64_t b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB"};
   int u = 0;

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli.hpp"
 #include "simulate.hpp"
 #include "optcast/schedule.hpp"
@@ -28,12 +30,6 @@ const char* usage =
     "  simulate   run a collective on P simulated ranks under a cost model (--list: all)\n"
     "  calibrate  measure a fabric's LogGP parameters L, o, g, G (and save them for reuse)\n\n"
     "Run 'optcast <command> --help' for the options of a command.\n";
-
-std::string json_row(const std::vector<int>& v) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
 
 int cmd_schedule(int argc, char** argv) {
   optcast::cli::parser args("optcast schedule",
@@ -59,11 +55,8 @@ int cmd_schedule(int argc, char** argv) {
   std::vector<int> sk;
   for (int k = 0; k <= q; ++k) sk.push_back(static_cast<int>(s[k]));
   if (args.get_flag("json")) {
-    std::printf("{\"p\":%d,\"q\":%d,\"skips\":%s,\"baseblock\":%s,\"recvblock\":[", p, q, json_row(sk).c_str(), json_row(base).c_str());
-    for (int k = 0; k < q; ++k) std::printf("%s%s", k ? "," : "", json_row(recv[static_cast<std::size_t>(k)]).c_str());
-    std::printf("],\"sendblock\":[");
-    for (int k = 0; k < q; ++k) std::printf("%s%s", k ? "," : "", json_row(send[static_cast<std::size_t>(k)]).c_str());
-    std::printf("]}\n");
+    const nlohmann::ordered_json j = {{"p", p}, {"q", q}, {"skips", sk}, {"baseblock", base}, {"recvblock", recv}, {"sendblock", send}};
+    std::puts(j.dump().c_str());
     return 0;
   }
   std::printf("p = %d, q = %d, skip[0..q] =", p, q);
@@ -113,11 +106,10 @@ int schedule_timing(bool json, bool quiet) {
     if (!quiet && !json) std::fprintf(stderr, "timing: p near 2^%d done\n", k);
   }
   if (json) {
-    std::string j = "{\"mean_schedule_us_per_rank\":[";
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      j += (i ? "," : "") + std::string("{\"pmin\":") + std::to_string(rows[i].lo) + ",\"pmax\":" + std::to_string(rows[i].hi) +
-           ",\"us\":" + std::to_string(rows[i].mean_us) + "}";
-    std::puts((j + "]}").c_str());
+    nlohmann::ordered_json j;
+    auto& out = j["mean_schedule_us_per_rank"] = nlohmann::ordered_json::array();
+    for (const auto& r : rows) out.push_back({{"pmin", r.lo}, {"pmax", r.hi}, {"us", r.mean_us}});
+    std::puts(j.dump().c_str());
     return 0;
   }
   std::printf("mean time per rank to compute its receive and send schedules (all ranks of every p in range)\n");
@@ -181,10 +173,16 @@ int cmd_verify(int argc, char** argv) {
   }
   const double mean_us = ranks ? sched_seconds / static_cast<double>(ranks) * 1e6 : 0;
   if (json) {
-    std::printf("{\"pmin\":%d,\"pmax\":%d,\"ok\":%s,\"failure\":\"%s\",\"ranks_checked\":%lld,\"replays\":%lld,"
-                "\"blocks_moved\":%lld,\"max_send_violations\":%d,\"mean_schedule_us_per_rank\":%.4f}\n",
-                pmin, pmax, failure.empty() ? "true" : "false", failure.c_str(), ranks, replays, messages,
-                worst_violations, mean_us);
+    const nlohmann::ordered_json j = {{"pmin", pmin},
+                                      {"pmax", pmax},
+                                      {"ok", failure.empty()},
+                                      {"failure", failure},
+                                      {"ranks_checked", ranks},
+                                      {"replays", replays},
+                                      {"blocks_moved", messages},
+                                      {"max_send_violations", worst_violations},
+                                      {"mean_schedule_us_per_rank", mean_us}};
+    std::puts(j.dump().c_str());
   } else if (failure.empty()) {
     std::printf("verified p = %d..%d: four conditions hold for all %lld ranks, at most %d send-schedule violations per rank\n",
                 pmin, pmax, ranks, worst_violations);

@@ -1,5 +1,7 @@
 #include "optcast/net/sim.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -660,29 +662,23 @@ std::string model::describe() const {
 }
 
 std::string report::json() const {
-  auto esc = [](const std::string& s) {
-    std::string o;
-    for (char c : s) {
-      if (c == '"' || c == '\\') o += '\\';
-      if (static_cast<unsigned char>(c) < 0x20) {
-        o += ' ';
-        continue;
-      }
-      o += c;
-    }
-    return o;
-  };
-  std::string o = "{\"model\":\"" + esc(model) + "\",\"finish_time\":" + fmt_time(finish_time) +
-                  ",\"comm_finish_time\":" + fmt_time(comm_finish_time) +
-                  ",\"rounds\":" + std::to_string(rounds) + ",\"messages\":" + std::to_string(messages) +
-                  ",\"bytes\":" + std::to_string(bytes) + ",\"longest_chain\":" + std::to_string(longest_chain) +
-                  ",\"unreceived\":" + std::to_string(unreceived) + ",\"error\":";
-  o += error ? "\"" + esc(describe(error, error_detail)) + "\"" : std::string("null");
-  o += ",\"per_rank_finish\":[";
-  for (std::size_t i = 0; i < ranks.size(); ++i) o += (i ? "," : "") + fmt_time(ranks[i].finish);
-  o += "],\"per_rank_steps\":[";
-  for (std::size_t i = 0; i < ranks.size(); ++i) o += (i ? "," : "") + std::to_string(ranks[i].steps);
-  return o + "]}";
+  nlohmann::ordered_json j;
+  j["model"] = model;
+  j["finish_time"] = finish_time;
+  j["comm_finish_time"] = comm_finish_time;
+  j["rounds"] = rounds;
+  j["messages"] = messages;
+  j["bytes"] = bytes;
+  j["longest_chain"] = longest_chain;
+  j["unreceived"] = unreceived;
+  j["error"] = error ? nlohmann::ordered_json(describe(error, error_detail)) : nlohmann::ordered_json(nullptr);
+  auto& finish = j["per_rank_finish"] = nlohmann::ordered_json::array();
+  auto& steps = j["per_rank_steps"] = nlohmann::ordered_json::array();
+  for (const auto& r : ranks) {
+    finish.push_back(r.finish);
+    steps.push_back(r.steps);
+  }
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 world::world(int p, sim::model m, world_options o) : state_(make_state(p, m, o)) {}
