@@ -97,6 +97,11 @@ TEST_CASE("calibrate: one rank, bad options and bad files are refused with the r
   CHECK(why.find("no \"model\"") != std::string::npos);
   CHECK_FALSE(parse_calibration("{\"model\":{\"L\":1,\"o\":-1,\"g\":1,\"G\":0}}", &why));
   CHECK(why.find("\"o\"") != std::string::npos);
+  // A file cut short, and a number written as a string: both refused with what is wrong.
+  CHECK_FALSE(parse_calibration("{\"model\":{\"L\":1,\"o\":1", &why));
+  CHECK(why.find("not JSON") != std::string::npos);
+  CHECK_FALSE(parse_calibration("{\"model\":{\"L\":\"2\",\"o\":1,\"g\":1,\"G\":0}}", &why));
+  CHECK(why.find("\"L\" is not a non-negative number") != std::string::npos);
   CHECK_FALSE(load_calibration("/nonexistent/optcast.json", &why));
   CHECK(why.find("cannot read") != std::string::npos);
   const auto ok = parse_calibration("{\"model\":{\"L\":2.5e-05,\"o\":1e-06,\"g\":3e-06,\"G\":7e-10}}");
