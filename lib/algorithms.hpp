@@ -16,6 +16,17 @@
 #include "optcast/fabric.hpp"
 #include "optcast/task.hpp"
 
+namespace optcast::detail {
+
+// Processor numbers with the root as 0, what every rooted round loop works in, and back.
+struct rooted {
+  int p, root;
+  int virt(int rank) const noexcept { return (rank - root + p) % p; }
+  int real(int v) const noexcept { return (v + root) % p; }
+};
+
+}  // namespace optcast::detail
+
 namespace optcast::algorithms {
 
 // Träff, Algorithm 1: n blocks from `root` in n - 1 + ceil(log2 p) rounds.

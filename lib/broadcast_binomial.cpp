@@ -8,13 +8,13 @@ namespace optcast::algorithms {
 task<result<void>> broadcast_binomial(fabric& f, std::uint32_t seq, std::span<std::byte> buf,
                                       int root) {
   const int p = f.size();
-  const int v = (f.rank() - root + p) % p;
-  auto real = [&](int u) { return (u + root) % p; };
+  const detail::rooted ranks{p, root};
+  const int v = ranks.virt(f.rank());
 
   int mask = 1;
   while (mask < p) {
     if (v & mask) {
-      if (auto res = co_await f.recv(real(v - mask), {seq, 0}, buf); !res)
+      if (auto res = co_await f.recv(ranks.real(v - mask), {seq, 0}, buf); !res)
         co_return fail(res.error());
       break;
     }
@@ -22,7 +22,7 @@ task<result<void>> broadcast_binomial(fabric& f, std::uint32_t seq, std::span<st
   }
   for (mask >>= 1; mask > 0; mask >>= 1)
     if (v + mask < p)
-      if (auto res = co_await f.send(real(v + mask), {seq, 0}, buf); !res)
+      if (auto res = co_await f.send(ranks.real(v + mask), {seq, 0}, buf); !res)
         co_return fail(res.error());
   co_return result<void>{};
 }

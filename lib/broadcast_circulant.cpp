@@ -12,8 +12,8 @@ task<result<void>> broadcast_circulant(fabric& f, std::uint32_t seq, std::span<s
                                        int root, int n, std::uint32_t step0) {
   const int p = f.size();
   if (p == 1) co_return result<void>{};
-  const int r = (f.rank() - root + p) % p;  // root renumbered to 0
-  auto real = [&](int v) { return (v + root) % p; };
+  const detail::rooted ranks{p, root};
+  const int r = ranks.virt(f.rank());
 
   const circulant::skips s(p);
   circulant::broadcast_plan plan(s, r, n);
@@ -24,8 +24,8 @@ task<result<void>> broadcast_circulant(fabric& f, std::uint32_t seq, std::span<s
     const auto st = plan.round(i);
     const tag t{seq, step0 + static_cast<std::uint32_t>(i)};
     op_batch<2> round;  // Send(buf[sendblock[k]], t) || Recv(buf[recvblock[k]], f)
-    if (st.send_block >= 0) round.add(f.send(real(st.to), t, block(st.send_block)));
-    if (st.recv_block >= 0) round.add(f.recv(real(st.from), t, block(st.recv_block)));
+    if (st.send_block >= 0) round.add(f.send(ranks.real(st.to), t, block(st.send_block)));
+    if (st.recv_block >= 0) round.add(f.recv(ranks.real(st.from), t, block(st.recv_block)));
     if (round.empty()) round.add(f.idle_round());
     if (auto res = co_await round; !res) co_return res;
   }

@@ -19,9 +19,9 @@ namespace optcast::algorithms {
 task<result<void>> broadcast_kitem(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root,
                                    const logp::kitem_plan& plan, double step) {
   const int P = f.size();
-  const int q = (f.rank() - root + P) % P;
+  const detail::rooted ranks{P, root};
+  const int q = ranks.virt(f.rank());
   const double t0 = f.model_time().value_or(0);  // step 0: when this rank enters
-  const auto rank_of = [&](int proc) { return (proc + root) % P; };
   const block_partition parts(buf.size(), static_cast<std::size_t>(plan.k));
   const auto item = [&](int i) { return buf.subspan(parts.offset(static_cast<std::size_t>(i)), parts.size(static_cast<std::size_t>(i))); };
 
@@ -29,7 +29,7 @@ task<result<void>> broadcast_kitem(fabric& f, std::uint32_t seq, std::span<std::
   const auto pending = std::make_unique<posted_op[]>(rs.size());
   std::vector<int> slot(static_cast<std::size_t>(plan.k), -1);  // item -> its receive
   for (std::size_t j = 0; j < rs.size(); ++j) {
-    pending[j].start(f.recv(rank_of(rs[j].peer), {seq, static_cast<std::uint32_t>(rs[j].item)}, item(rs[j].item)));
+    pending[j].start(f.recv(ranks.real(rs[j].peer), {seq, static_cast<std::uint32_t>(rs[j].item)}, item(rs[j].item)));
     slot[static_cast<std::size_t>(rs[j].item)] = static_cast<int>(j);
   }
   std::vector<char> have(static_cast<std::size_t>(plan.k), q == 0);
@@ -41,7 +41,7 @@ task<result<void>> broadcast_kitem(fabric& f, std::uint32_t seq, std::span<std::
     }
     if (const auto now = f.model_time(); now && *now < t0 + static_cast<double>(s.time) * step)
       if (auto r = co_await f.compute(t0 + static_cast<double>(s.time) * step - *now); !r) co_return fail(r.error());
-    if (auto r = co_await f.send(rank_of(s.peer), {seq, static_cast<std::uint32_t>(s.item)}, item(s.item)); !r)
+    if (auto r = co_await f.send(ranks.real(s.peer), {seq, static_cast<std::uint32_t>(s.item)}, item(s.item)); !r)
       co_return fail(r.error());
   }
   for (std::size_t j = 0; j < rs.size(); ++j)

@@ -10,13 +10,13 @@ task<result<void>> broadcast_logp_tree(fabric& f, std::uint32_t seq, std::span<s
                                        logp::params m) {
   const int p = f.size();
   if (p == 1) co_return result<void>{};
-  const int v = (f.rank() - root + p) % p;
-  auto real = [&](int u) { return (u + root) % p; };
+  const detail::rooted ranks{p, root};
+  const int v = ranks.virt(f.rank());
   const auto tree = logp::tree_for(p, m);
   if (v != 0)
-    if (auto r = co_await f.recv(real(tree->parent(v)), {seq, 0}, buf); !r) co_return fail(r.error());
+    if (auto r = co_await f.recv(ranks.real(tree->parent(v)), {seq, 0}, buf); !r) co_return fail(r.error());
   for (int c : tree->children(v))
-    if (auto r = co_await f.send(real(c), {seq, 0}, buf); !r) co_return fail(r.error());
+    if (auto r = co_await f.send(ranks.real(c), {seq, 0}, buf); !r) co_return fail(r.error());
   co_return result<void>{};
 }
 

@@ -14,8 +14,8 @@ namespace optcast::algorithms {
 task<result<void>> broadcast_packets(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root,
                                      const packets::schedule& plan) {
   const int P = f.size();
-  const int q = (f.rank() - root + P) % P;
-  const auto rank_of = [&](int proc) { return (proc + root) % P; };
+  const detail::rooted ranks{P, root};
+  const int q = ranks.virt(f.rank());
   const block_partition parts(buf.size(), static_cast<std::size_t>(std::max(plan.m, 1)));
   const auto packet = [&](int i) { return parts.block(buf, static_cast<std::size_t>(i)); };
 
@@ -28,9 +28,9 @@ task<result<void>> broadcast_packets(fabric& f, std::uint32_t seq, std::span<std
   for (int r = 0; r <= last; ++r) {
     ops.clear();
     for (; si < sends.size() && sends[si].round == r; ++si)
-      ops.push_back(f.send(rank_of(sends[si].peer), {seq, static_cast<std::uint32_t>(sends[si].packet)}, packet(sends[si].packet)));
+      ops.push_back(f.send(ranks.real(sends[si].peer), {seq, static_cast<std::uint32_t>(sends[si].packet)}, packet(sends[si].packet)));
     for (; ri < recvs.size() && recvs[ri].round == r; ++ri)
-      ops.push_back(f.recv(rank_of(recvs[ri].peer), {seq, static_cast<std::uint32_t>(recvs[ri].packet)}, packet(recvs[ri].packet)));
+      ops.push_back(f.recv(ranks.real(recvs[ri].peer), {seq, static_cast<std::uint32_t>(recvs[ri].packet)}, packet(recvs[ri].packet)));
     if (ops.empty()) ops.push_back(f.idle_round());
     if (auto res = co_await op_span_awaiter(ops); !res) co_return res;
   }

@@ -49,13 +49,6 @@ inline result<void> refuse(communicator& c, std::string why) {
 std::optional<loggp_params> model_for(communicator& c, const collective_options& o, std::string_view what,
                                       std::string& why);
 
-// Virtual processor numbers with the root as 0: what every rooted round loop works in.
-struct rooted {
-  int p, root;
-  int virt(int rank) const noexcept { return (rank - root + p) % p; }
-  int real(int v) const noexcept { return (v + root) % p; }
-};
-
 // What a call runs, once refusal() has accepted its options: the caller's algorithm, or
 // the automatic choice: broadcast by plan_broadcast's model rule; allreduce with an
 // order-free operator the circulant pair or the combining broadcast by their predictions

@@ -15,8 +15,8 @@ task<result<void>> reduce_circulant(fabric& f, std::uint32_t seq, std::span<std:
                                     int root, int n, const detail::erased_reduction& op) {
   const int p = f.size();
   if (p == 1) co_return result<void>{};
-  const int v = (f.rank() - root + p) % p;
-  auto real = [&](int u) { return (u + root) % p; };
+  const detail::rooted ranks{p, root};
+  const int v = ranks.virt(f.rank());
 
   const circulant::skips s(p);
   const circulant::broadcast_plan plan(s, v, n);
@@ -35,9 +35,9 @@ task<result<void>> reduce_circulant(fabric& f, std::uint32_t seq, std::span<std:
     std::span<std::byte> in;
     if (st.send_block >= 0) {
       in = incoming.first(block(st.send_block).size());
-      round.add(f.recv(real(st.to), t, in));
+      round.add(f.recv(ranks.real(st.to), t, in));
     }
-    if (st.recv_block >= 0) round.add(f.send(real(st.from), t, block(st.recv_block)));
+    if (st.recv_block >= 0) round.add(f.send(ranks.real(st.from), t, block(st.recv_block)));
     if (round.empty()) round.add(f.idle_round());
     if (auto res = co_await round; !res) co_return res;
     if (st.send_block >= 0) {

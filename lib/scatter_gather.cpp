@@ -12,8 +12,6 @@ namespace optcast::algorithms {
 
 namespace {
 
-int rank_of(const fabric& f, int root, int v) { return (v + root) % f.size(); }
-
 // This rank's place in a split tree: its node, and where its group's bytes start and
 // how many there are.
 struct place {
@@ -21,7 +19,7 @@ struct place {
   loggp::tree_node node;
   std::size_t base, group;
   place(const fabric& f, int root, const loggp::split_table& table, std::span<const std::size_t> offset)
-      : v((f.rank() - root + f.size()) % f.size()), node(loggp::node_of(table, f.size(), v)),
+      : v(detail::rooted{f.size(), root}.virt(f.rank())), node(loggp::node_of(table, f.size(), v)),
         base(offset[static_cast<std::size_t>(v)]), group(offset[static_cast<std::size_t>(v + node.size)] - base) {}
 };
 
@@ -54,7 +52,7 @@ task<result<void>> scatter_tree(fabric& f, std::uint32_t seq, std::span<const st
       into = held;
     }
     if (group)
-      if (auto r = co_await f.recv(rank_of(f, root, node.parent), {seq, 0}, into); !r) co_return fail(r.error());
+      if (auto r = co_await f.recv(detail::rooted{f.size(), root}.real(node.parent), {seq, 0}, into); !r) co_return fail(r.error());
     data = held;
   }
   // One child after another, the largest group first, as the recurrence times them.
@@ -62,7 +60,7 @@ task<result<void>> scatter_tree(fabric& f, std::uint32_t seq, std::span<const st
     const std::size_t from = offset[static_cast<std::size_t>(ch.first)] - base;
     const std::size_t bytes = offset[static_cast<std::size_t>(ch.first + ch.size)] - base - from;
     if (bytes)
-      if (auto r = co_await f.send(rank_of(f, root, ch.first), {seq, 0}, data.subspan(from, bytes)); !r) co_return fail(r.error());
+      if (auto r = co_await f.send(detail::rooted{f.size(), root}.real(ch.first), {seq, 0}, data.subspan(from, bytes)); !r) co_return fail(r.error());
   }
   if (node.size > 1 || v == 0) {
     const std::size_t mine = offset[static_cast<std::size_t>(v) + 1] - base;
@@ -79,7 +77,7 @@ task<result<void>> gather_tree(fabric& f, std::uint32_t seq, std::span<const std
   const std::size_t base = me.base, group = me.group;
   if (v != 0 && node.children.empty()) {  // a leaf sends its own bytes up as they are
     if (!in.empty())
-      if (auto r = co_await f.send(rank_of(f, root, node.parent), {seq, 0}, in); !r) co_return fail(r.error());
+      if (auto r = co_await f.send(detail::rooted{f.size(), root}.real(node.parent), {seq, 0}, in); !r) co_return fail(r.error());
     co_return result<void>{};
   }
   scratch_pool::lease held;
@@ -94,18 +92,18 @@ task<result<void>> gather_tree(fabric& f, std::uint32_t seq, std::span<const std
   for (const auto& ch : node.children) {
     const std::size_t from = offset[static_cast<std::size_t>(ch.first)] - base;
     const std::size_t bytes = offset[static_cast<std::size_t>(ch.first + ch.size)] - base - from;
-    if (bytes) recvs.push_back(f.recv(rank_of(f, root, ch.first), {seq, 0}, data.subspan(from, bytes)));
+    if (bytes) recvs.push_back(f.recv(detail::rooted{f.size(), root}.real(ch.first), {seq, 0}, data.subspan(from, bytes)));
   }
   if (auto r = co_await op_span_awaiter(recvs); !r) co_return r;
   if (v != 0 && group)
-    if (auto r = co_await f.send(rank_of(f, root, node.parent), {seq, 0}, data); !r) co_return fail(r.error());
+    if (auto r = co_await f.send(detail::rooted{f.size(), root}.real(node.parent), {seq, 0}, data); !r) co_return fail(r.error());
   co_return result<void>{};
 }
 
 task<result<void>> scatter_pieces(fabric& f, std::uint32_t seq, std::span<const std::byte> all, std::span<std::byte> out,
                                   int root, const loggp::scatter_plan& plan, std::span<const std::size_t> offset) {
   const int P = f.size();
-  const int v = (f.rank() - root + P) % P;
+  const int v = detail::rooted{P, root}.virt(f.rank());
   // Every message to this processor, received into its own buffer, all posted at once.
   std::vector<const loggp::scatter_message*> in;
   std::vector<int> from;
@@ -119,7 +117,7 @@ task<result<void>> scatter_pieces(fabric& f, std::uint32_t seq, std::span<const 
   const auto posted = std::make_unique<posted_op[]>(in.size());
   for (std::size_t i = 0; i < in.size(); ++i) {
     got[i].resize(in[i]->bytes());
-    posted[i].start(f.recv(rank_of(f, root, from[i]), {seq, 0}, got[i]));
+    posted[i].start(f.recv(detail::rooted{f.size(), root}.real(from[i]), {seq, 0}, got[i]));
   }
   std::vector<char> arrived(in.size(), 0);
   const auto wait = [&](std::size_t i) -> task<result<void>> {
@@ -159,7 +157,7 @@ task<result<void>> scatter_pieces(fabric& f, std::uint32_t seq, std::span<const 
       }
       pos += pc.bytes;
     }
-    if (auto r = co_await f.send(rank_of(f, root, m.to), {seq, 0}, buf); !r) co_return fail(r.error());
+    if (auto r = co_await f.send(detail::rooted{f.size(), root}.real(m.to), {seq, 0}, buf); !r) co_return fail(r.error());
   }
   if (v == 0) {
     if (const std::size_t mine = offset[1]; mine) std::memcpy(out.data(), all.data(), mine);
@@ -179,7 +177,7 @@ task<result<void>> scatter_pieces(fabric& f, std::uint32_t seq, std::span<const 
 task<result<void>> scatter_direct(fabric& f, std::uint32_t seq, std::span<const std::byte> all, std::span<std::byte> out,
                                   int root, std::span<const std::size_t> offset, std::size_t item) {
   const int P = f.size();
-  const int v = (f.rank() - root + P) % P;
+  const int v = detail::rooted{P, root}.virt(f.rank());
   const auto seg = [&](int w) {
     return std::pair{offset[static_cast<std::size_t>(w)], offset[static_cast<std::size_t>(w) + 1] - offset[static_cast<std::size_t>(w)]};
   };
@@ -190,7 +188,7 @@ task<result<void>> scatter_direct(fabric& f, std::uint32_t seq, std::span<const 
       const auto [at, bytes] = seg(w);
       for (std::size_t i = 0; i < cut.count(bytes); ++i) {
         const auto [off, len] = cut.at(bytes, i);
-        if (auto r = co_await f.send(rank_of(f, root, w), {seq, 0}, all.subspan(at + off, len)); !r) co_return fail(r.error());
+        if (auto r = co_await f.send(detail::rooted{f.size(), root}.real(w), {seq, 0}, all.subspan(at + off, len)); !r) co_return fail(r.error());
       }
     }
     co_return result<void>{};
@@ -200,7 +198,7 @@ task<result<void>> scatter_direct(fabric& f, std::uint32_t seq, std::span<const 
   recvs.reserve(cut.count(bytes));
   for (std::size_t i = 0; i < cut.count(bytes); ++i) {
     const auto [off, len] = cut.at(bytes, i);
-    recvs.push_back(f.recv(rank_of(f, root, 0), {seq, 0}, out.subspan(off, len)));
+    recvs.push_back(f.recv(detail::rooted{f.size(), root}.real(0), {seq, 0}, out.subspan(off, len)));
   }
   co_return co_await op_span_awaiter(recvs);
 }
@@ -208,12 +206,12 @@ task<result<void>> scatter_direct(fabric& f, std::uint32_t seq, std::span<const 
 task<result<void>> gather_direct(fabric& f, std::uint32_t seq, std::span<const std::byte> in, std::span<std::byte> all,
                                  int root, std::span<const std::size_t> offset, std::size_t item) {
   const int P = f.size();
-  const int v = (f.rank() - root + P) % P;
+  const int v = detail::rooted{P, root}.virt(f.rank());
   const pieces cut{item};
   if (v != 0) {
     for (std::size_t i = 0; i < cut.count(in.size()); ++i) {
       const auto [off, len] = cut.at(in.size(), i);
-      if (auto r = co_await f.send(rank_of(f, root, 0), {seq, 0}, in.subspan(off, len)); !r) co_return fail(r.error());
+      if (auto r = co_await f.send(detail::rooted{f.size(), root}.real(0), {seq, 0}, in.subspan(off, len)); !r) co_return fail(r.error());
     }
     co_return result<void>{};
   }
@@ -223,7 +221,7 @@ task<result<void>> gather_direct(fabric& f, std::uint32_t seq, std::span<const s
     const std::size_t at = offset[static_cast<std::size_t>(w)], bytes = offset[static_cast<std::size_t>(w) + 1] - at;
     for (std::size_t i = 0; i < cut.count(bytes); ++i) {
       const auto [off, len] = cut.at(bytes, i);
-      recvs.push_back(f.recv(rank_of(f, root, w), {seq, 0}, all.subspan(at + off, len)));
+      recvs.push_back(f.recv(detail::rooted{f.size(), root}.real(w), {seq, 0}, all.subspan(at + off, len)));
     }
   }
   co_return co_await op_span_awaiter(recvs);

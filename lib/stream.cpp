@@ -108,7 +108,7 @@ struct broadcast_stream::state {
   // item received in the same step waits for it (a node forwards in the step it
   // receives); otherwise both run at once.
   task<result<void>> run_step() {
-    const auto rank_of = [&](int proc) { return (proc + root) % P; };
+    const detail::rooted ranks{P, root};
     const auto slots = static_cast<std::int64_t>(rx.size());
     for (; posted < t + A; ++posted) {
       const auto s = posted + 1;
@@ -117,7 +117,7 @@ struct broadcast_stream::state {
       rx_item[k] = -1;
       if (!exists(a.recv_item)) continue;
       rx[k] = std::make_unique<posted_op>();
-      rx[k]->start(f->recv(rank_of(a.recv_from), {seq, static_cast<std::uint32_t>(a.recv_item)},
+      rx[k]->start(f->recv(ranks.real(a.recv_from), {seq, static_cast<std::uint32_t>(a.recv_item)},
                            std::span(slot(a.recv_item), message_bytes())));
       rx_item[k] = a.recv_item;
     }
@@ -142,7 +142,7 @@ struct broadcast_stream::state {
       }
       if (exists(a.send_item)) {  // a marker just received may have ended the stream before it
         if (auto r = co_await wait_for_step(t); !r) co_return r;
-        if (auto r = co_await f->send(rank_of(a.send_to), {seq, static_cast<std::uint32_t>(a.send_item)},
+        if (auto r = co_await f->send(ranks.real(a.send_to), {seq, static_cast<std::uint32_t>(a.send_item)},
                                       std::span<const std::byte>(slot(a.send_item), message_bytes()));
             !r)
           co_return fail(r.error());
@@ -164,7 +164,7 @@ struct broadcast_stream::state {
     if (!item.empty()) std::memcpy(out.data() + header, item.data(), item.size());
     if (auto r = co_await wait_for_step(s); !r) co_return r;
     const int to = cs ? cs->at(0, s).send_to : plan->sends[0][static_cast<std::size_t>(pushed % W)].peer;
-    auto r = co_await f->send((to + root) % P, {seq, static_cast<std::uint32_t>(pushed)}, std::span<const std::byte>(out));
+    auto r = co_await f->send(detail::rooted{P, root}.real(to), {seq, static_cast<std::uint32_t>(pushed)}, std::span<const std::byte>(out));
     if (!r) co_return fail(r.error());
     ++pushed;
     co_return result<void>{};
@@ -226,7 +226,7 @@ result<std::unique_ptr<broadcast_stream>> broadcast_stream::open(communicator& c
   s->f = &c.get_fabric();
   s->P = P;
   s->root = root;
-  s->q = (c.rank() - root + P) % P;
+  s->q = detail::rooted{P, root}.virt(c.rank());
   s->item_bytes = item_bytes;
   s->L = logp::postal_steps({model->L, model->o, model->g});
   s->step = std::max(model->g, model->o);

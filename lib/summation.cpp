@@ -15,19 +15,19 @@ task<result<void>> summation_tree(fabric& f, std::uint32_t seq, const logp::summ
                                   std::span<std::byte> acc, const detail::erased_reduction& op,
                                   const detail::operand_loader& load) {
   const int P = f.size();
-  const int v = (f.rank() - root + P) % P;
+  const detail::rooted ranks{P, root};
+  const int v = ranks.virt(f.rank());
   if (v >= static_cast<int>(plan.nodes.size())) co_return result<void>{};  // not worth a message
   const auto& nd = plan.nodes[static_cast<std::size_t>(v)];
   const std::size_t elem = acc.size();
   const std::size_t k = nd.children.size();
-  const auto rank_of = [&](int node) { return (node + root) % P; };
 
   // All receptions posted at once: their senders never wait on this rank otherwise.
   std::vector<std::byte> got(k * elem), x(elem);
   const auto pending = std::make_unique<posted_op[]>(k);
   for (std::size_t m = 0; m < k; ++m) {
     const int c = nd.children[m];
-    pending[m].start(f.recv(rank_of(c), {seq, static_cast<std::uint32_t>(c)}, std::span(got).subspan(m * elem, elem)));
+    pending[m].start(f.recv(ranks.real(c), {seq, static_cast<std::uint32_t>(c)}, std::span(got).subspan(m * elem, elem)));
   }
   bool have = false;
   const auto fold = [&](const std::byte* in) {
@@ -54,7 +54,7 @@ task<result<void>> summation_tree(fabric& f, std::uint32_t seq, const logp::summ
     if (auto r = co_await f.compute(nd.work[m + 1]); !r) co_return fail(r.error());
   }
   if (v == 0) co_return result<void>{};
-  auto r = co_await f.send(rank_of(nd.parent), {seq, static_cast<std::uint32_t>(v)}, acc);
+  auto r = co_await f.send(ranks.real(nd.parent), {seq, static_cast<std::uint32_t>(v)}, acc);
   if (!r) co_return fail(r.error());
   co_return result<void>{};
 }
