@@ -1,4 +1,4 @@
-// The algorithms optcast has, and the collectives they serve: one registry (lib/registry.cpp)
+// The algorithms optcast has, and the collectives they serve: one registry (lib/collectives/registry.cpp)
 // that names each algorithm, says which paper and section it comes from, what it needs
 // of the call (ports, operator properties), and whether the automatic choice considers
 // it. Parsing, refusals, dispatch, the automatic choice, `optcast simulate --list`, the

@@ -1,0 +1,129 @@
+// The public face of the registry (optcast/algorithm.hpp, optcast/bounds.hpp): names,
+// parsing, the rows as algorithm_info, refusals, and the proven times. The rows
+// themselves are in registry.cpp.
+#include "optcast/algorithm.hpp"
+
+#include <vector>
+
+#include "registry.hpp"
+
+namespace optcast {
+
+std::optional<proven_time> proven(collective coll, algorithm alg, const sim::model& m, const run_shape& s) {
+  const auto* e = detail::find_entry(coll, alg);
+  return e && e->proves ? e->proves(m, s) : std::nullopt;
+}
+
+namespace {
+
+constexpr std::pair<algorithm, std::string_view> algorithm_name_table[] = {
+    {algorithm::automatic, "automatic"},
+    {algorithm::circulant, "circulant"},
+    {algorithm::binomial, "binomial"},
+    {algorithm::logp_tree, "logp_tree"},
+    {algorithm::staggered, "staggered"},
+    {algorithm::combining, "combining"},
+    {algorithm::buffered, "buffered"},
+    {algorithm::single_sending, "single_sending"},
+    {algorithm::fibonacci, "fibonacci"},
+    {algorithm::ktree, "ktree"},
+    {algorithm::rotation, "rotation"},
+    {algorithm::short_message, "short_message"},
+    {algorithm::long_message, "long_message"},
+    {algorithm::split_tree, "split_tree"},
+    {algorithm::continuous, "continuous"},
+};
+constexpr std::pair<collective, std::string_view> collective_name_table[] = {
+    {collective::broadcast, "broadcast"},
+    {collective::scatter, "scatter"},
+    {collective::gather, "gather"},
+    {collective::allgather, "allgather"},
+    {collective::allgatherv, "allgatherv"},
+    {collective::alltoall, "alltoall"},
+    {collective::reduce, "reduce"},
+    {collective::allreduce, "allreduce"},
+    {collective::reduce_scatter_block, "reduce_scatter_block"},
+    {collective::reduce_scatter, "reduce_scatter"},
+    {collective::summation, "summation"},
+    {collective::stream, "stream"},
+};
+
+template <class E, std::size_t N>
+std::string_view name_of(const std::pair<E, std::string_view> (&names)[N], E v) noexcept {
+  for (const auto& [e, name] : names)
+    if (e == v) return name;
+  return "?";
+}
+template <class E, std::size_t N>
+result<E> parse(const std::pair<E, std::string_view> (&names)[N], std::string_view s) {
+  for (const auto& [e, name] : names)
+    if (name == s) return e;
+  return fail(errc::invalid_argument);
+}
+
+}  // namespace
+
+std::string_view to_string(algorithm a) noexcept { return name_of(algorithm_name_table, a); }
+std::string_view to_string(collective c) noexcept { return name_of(collective_name_table, c); }
+result<algorithm> parse_algorithm(std::string_view name) { return parse(algorithm_name_table, name); }
+result<collective> parse_collective(std::string_view name) { return parse(collective_name_table, name); }
+
+std::span<const algorithm_info> registry() noexcept {
+  static const std::vector<algorithm_info> infos = [] {
+    std::vector<algorithm_info> v;
+    for (const auto& e : detail::entries()) v.push_back(e.info);
+    return v;
+  }();
+  return infos;
+}
+
+const algorithm_info* find(collective coll, algorithm alg) noexcept {
+  const auto* e = detail::find_entry(coll, alg);
+  return e ? &registry()[static_cast<std::size_t>(e - detail::entries().data())] : nullptr;
+}
+
+std::string algorithm_names(collective coll) {
+  std::vector<std::string_view> names;
+  for (const auto& a : registry())
+    if (a.coll == coll) names.push_back(to_string(a.alg));
+  std::string s;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    s += std::string(i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + std::string(names[i]);
+  return s;
+}
+
+std::string_view to_string(paper_model m) noexcept {
+  switch (m) {
+    case paper_model::rounds: return "rounds";
+    case paper_model::postal: return "postal";
+    case paper_model::logp: return "LogP";
+    case paper_model::loggp: return "LogGP";
+  }
+  return "?";
+}
+
+std::string collective_names() {
+  std::string s;
+  for (const auto& [c, name] : collective_name_table) s += (s.empty() ? "" : ", ") + std::string(name);
+  return s;
+}
+
+std::string refusal(collective coll, algorithm alg, const call_traits& t) {
+  if (alg == algorithm::automatic) return {};
+  const std::string what(to_string(coll));
+  const auto* a = find(coll, alg);
+  if (!a)
+    return what + ": " + std::string(to_string(alg)) + " is not an algorithm of " + what + "; the algorithms are " +
+           algorithm_names(coll);
+  const std::string name(to_string(alg));
+  if (t.ports < a->needs.ports)
+    return what + ": " + name + " is a k-port algorithm (" + std::string(a->paper) + ") and needs at least " +
+           std::to_string(a->needs.ports) + " ports; the communicator gives " + std::to_string(t.ports) +
+           " (make it with more ports: OPTCAST_PORTS, or the world's ports argument)";
+  if (a->needs.commutative && !t.commutative)
+    return what + ": " + name + " combines operands out of rank order; the operator is non-commutative (use "
+           "algorithm::automatic or binomial, the rank-ordered tree)";
+  return {};
+}
+
+}  // namespace optcast
