@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "optcast/calibrate.hpp"
-#include "optcast/net/job.hpp"
+#include "optcast/join.hpp"
 #include "worlds.hpp"
 
 using namespace optcast;
@@ -128,8 +128,9 @@ TEST_CASE("OPTCAST_CALIBRATION: a job's communicators take the saved model", "[c
   }
   local::world w(1);
   job_config cfg;
-  cfg.calibration = path;
-  auto comm = make_communicator(w.fabric(0), cfg);
+  collective_settings s;
+  s.calibration = path;
+  auto comm = make_communicator(w.fabric(0), cfg, s);
   CHECK(comm.options().model.L == 2.5e-05);
   CHECK(comm.options().model.G == 7e-10);
   {
@@ -137,6 +138,6 @@ TEST_CASE("OPTCAST_CALIBRATION: a job's communicators take the saved model", "[c
     out << "{\"model\":{\"L\":1}}\n";
   }
   local::world w2(1);
-  CHECK_THROWS_WITH(make_communicator(w2.fabric(0), cfg), Catch::Contains("OPTCAST_CALIBRATION") && Catch::Contains("no \"o\""));
+  CHECK_THROWS_WITH(make_communicator(w2.fabric(0), cfg, s), Catch::Contains("OPTCAST_CALIBRATION") && Catch::Contains("no \"o\""));
   std::remove(path);
 }

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "optcast/choose.hpp"
-#include "optcast/net/job.hpp"
+#include "optcast/join.hpp"
 #include "worlds.hpp"
 
 using namespace optcast;
@@ -86,11 +86,17 @@ TEST_CASE("automatic broadcast: the choice follows the model", "[choose]") {
 TEST_CASE("OPTCAST_ALGORITHM overrides the automatic choice; a bad name is refused", "[choose][local]") {
   local::world w(1), w2(1);
   job_config cfg;
-  cfg.algorithm = "binomial";
-  auto comm = make_communicator(w.fabric(0), cfg);
+  collective_settings s;
+  s.algorithm = "binomial";
+  auto comm = make_communicator(w.fabric(0), cfg, s);
   CHECK(comm.options().broadcast_algorithm == algorithm::binomial);
-  cfg.algorithm = "fastest";
-  CHECK_THROWS_WITH(make_communicator(w2.fabric(0), cfg), Catch::Contains("OPTCAST_ALGORITHM='fastest'"));
+  s.algorithm = "fastest";
+  CHECK_THROWS_WITH(make_communicator(w2.fabric(0), cfg, s), Catch::Contains("OPTCAST_ALGORITHM='fastest'"));
+  // An algorithm of another collective is refused when the job starts, not at its
+  // first broadcast.
+  local::world w3(1);
+  s.algorithm = "split_tree";
+  CHECK_THROWS_WITH(make_communicator(w3.fabric(0), cfg, s), Catch::Contains("not a broadcast algorithm"));
 }
 
 namespace {

@@ -1,12 +1,19 @@
-// Joining a job on the fabric named at run time: "tcp", "ofi", or empty for the
-// OPTCAST_FABRIC environment variable (default tcp). The job itself comes from the
-// OPTCAST_* environment (optcast/net/job.hpp).
+// Joining a job: the fabric (optcast/net/tcp.hpp, ofi.hpp) connects this process to its
+// job from the OPTCAST_* environment (optcast/net/job.hpp); the communicator on it takes
+// the job's defaults and what the environment says of the collectives:
+//   OPTCAST_TIMEOUT        the default collective deadline, seconds (job_config's)
+//   OPTCAST_CALIBRATION    a JSON file from `optcast calibrate --output`: its L, o, g, G
+//                          (and gamma) become every communicator's cost model
+//   OPTCAST_ALGORITHM      the broadcast algorithm when a call says automatic (default
+//                          automatic: the model's choice, choose.hpp)
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "optcast/communicator.hpp"
+#include "optcast/net/job.hpp"
 
 namespace asio {
 class io_context;
@@ -14,7 +21,31 @@ class io_context;
 
 namespace optcast {
 
+// What a job's communicators take from the environment beyond the bootstrap.
+struct collective_settings {
+  std::string calibration;  // OPTCAST_CALIBRATION: a calibration file
+  std::string algorithm;    // OPTCAST_ALGORITHM: the default broadcast algorithm, by name
+  static collective_settings from_env();
+};
+
+// A communicator on `f` with the job's deadline and `s`; throws setup_error naming the
+// variable whose value is wrong (a file that cannot be read or parsed, an unknown
+// algorithm or one that is not a broadcast's).
+communicator make_communicator(std::shared_ptr<fabric> f, const job_config& cfg,
+                               const collective_settings& s = collective_settings::from_env());
+
+// The common case, on the fabric named at run time: "tcp", "ofi", or empty for the
+// OPTCAST_FABRIC environment variable (default tcp).
 communicator join(asio::io_context& io, std::string_view fabric_name = {});
+
+namespace tcp {
+// make_communicator(tcp::connect(io, job_config::from_env()), ...).
+communicator join(asio::io_context& io);
+}  // namespace tcp
+namespace ofi {
+// The same over libfabric (provider from OPTCAST_OFI_PROVIDER or FI_PROVIDER).
+communicator join(asio::io_context& io);
+}  // namespace ofi
 
 // "tcp", or "ofi (tcp;ofi_rxm)": what a communicator runs on, for printing.
 std::string fabric_description(const communicator& c);

@@ -2,10 +2,53 @@
 
 #include <cstdlib>
 
+#include "optcast/calibrate.hpp"
 #include "optcast/net/ofi.hpp"
 #include "optcast/net/tcp.hpp"
 
 namespace optcast {
+
+collective_settings collective_settings::from_env() {
+  collective_settings s;
+  if (const char* v = std::getenv("OPTCAST_CALIBRATION")) s.calibration = v;
+  if (const char* v = std::getenv("OPTCAST_ALGORITHM")) s.algorithm = v;
+  return s;
+}
+
+communicator make_communicator(std::shared_ptr<fabric> f, const job_config& cfg, const collective_settings& s) {
+  communicator_options o;
+  o.timeout = cfg.timeout;
+  if (!s.calibration.empty()) {
+    std::string why;
+    auto m = load_calibration(s.calibration, &why);
+    if (!m) throw setup_error(m.error(), "OPTCAST_CALIBRATION: " + why);
+    o.model = *m;
+  }
+  if (!s.algorithm.empty()) {
+    const auto a = parse_algorithm(s.algorithm);
+    if (!a) throw setup_error(a.error(), "OPTCAST_ALGORITHM='" + s.algorithm + "' is not an algorithm optcast has");
+    if (*a != algorithm::automatic && !find(collective::broadcast, *a))
+      throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_ALGORITHM='" + s.algorithm +
+                                                                     "' is not a broadcast algorithm (" +
+                                                                     algorithm_names(collective::broadcast) + ")");
+    o.broadcast_algorithm = *a;
+  }
+  return communicator(std::move(f), o);
+}
+
+namespace tcp {
+communicator join(asio::io_context& io) {
+  const auto cfg = job_config::from_env();
+  return make_communicator(connect(io, cfg), cfg);
+}
+}  // namespace tcp
+
+namespace ofi {
+communicator join(asio::io_context& io) {
+  const auto cfg = config::from_env();
+  return make_communicator(connect(io, cfg), cfg);
+}
+}  // namespace ofi
 
 communicator join(asio::io_context& io, std::string_view fabric_name) {
   std::string name(fabric_name);

@@ -1,7 +1,5 @@
 #include "optcast/net/job.hpp"
 
-#include "optcast/calibrate.hpp"
-
 #include <cerrno>
 #include <cstdlib>
 #include <random>
@@ -56,28 +54,9 @@ job_config job_config::from_env() {
       throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_JOB_ID='" + id + "' is not a number");
   }
   c.ports = static_cast<int>(env_int("OPTCAST_PORTS", 1, 1, 64));
-  c.calibration = env("OPTCAST_CALIBRATION");
-  c.algorithm = env("OPTCAST_ALGORITHM");
   c.bootstrap_timeout = std::chrono::seconds(env_int("OPTCAST_BOOTSTRAP_TIMEOUT", 60, 1, 86400));
   c.timeout = std::chrono::seconds(env_int("OPTCAST_TIMEOUT", 120, 1, 86400 * 7));
   return c;
-}
-
-communicator make_communicator(std::shared_ptr<fabric> f, const job_config& cfg) {
-  communicator_options o;
-  o.timeout = cfg.timeout;
-  if (!cfg.calibration.empty()) {
-    std::string why;
-    auto m = load_calibration(cfg.calibration, &why);
-    if (!m) throw setup_error(m.error(), "OPTCAST_CALIBRATION: " + why);
-    o.model = *m;
-  }
-  if (!cfg.algorithm.empty()) {
-    const auto a = parse_algorithm(cfg.algorithm);
-    if (!a) throw setup_error(a.error(), "OPTCAST_ALGORITHM='" + cfg.algorithm + "' is not an algorithm optcast has");
-    o.broadcast_algorithm = *a;
-  }
-  return communicator(std::move(f), o);
 }
 
 job::job(asio::io_context& io, const job_config& cfg) : cfg_(cfg) {

@@ -630,11 +630,6 @@ std::shared_ptr<optcast::fabric> connect(asio::io_context& io, const config& cfg
   return f;
 }
 
-communicator join(asio::io_context& io) {
-  const auto cfg = config::from_env();
-  return make_communicator(connect(io, cfg), cfg);
-}
-
 std::string provider(const optcast::fabric& f) {
   auto* o = dynamic_cast<const ofi_fabric*>(&f);
   return o ? o->provider() : std::string();

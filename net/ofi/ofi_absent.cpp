@@ -19,7 +19,6 @@ config config::from_env() {
   return c;
 }
 std::shared_ptr<optcast::fabric> connect(asio::io_context&, const config&) { absent(); }
-communicator join(asio::io_context&) { absent(); }
 std::string provider(const optcast::fabric&) { return {}; }
 
 }  // namespace optcast::ofi

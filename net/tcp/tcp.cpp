@@ -716,11 +716,6 @@ std::shared_ptr<optcast::fabric> connect(asio::io_context& io, const config& cfg
   return f;
 }
 
-communicator join(asio::io_context& io) {
-  const auto cfg = job_config::from_env();
-  return make_communicator(connect(io, cfg), cfg);
-}
-
 std::string listen_address(const optcast::fabric& f) {
   auto* t = dynamic_cast<const tcp_fabric*>(&f);
   return t ? t->listen_address() : std::string();

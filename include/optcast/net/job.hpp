@@ -1,5 +1,7 @@
 // A rank's place in a job, shared by the fabrics that run one process per rank (TCP,
-// libfabric): where the store is, who hosts it, the job id, timeouts.
+// libfabric): where the store is, who hosts it, the job id, timeouts. What the job's
+// communicators take beyond this (their cost model, default algorithm) is
+// optcast/join.hpp's.
 //
 // Environment (job_config::from_env):
 //   OPTCAST_RANK, OPTCAST_SIZE   this process's rank and the job's size (required)
@@ -11,10 +13,6 @@
 //   OPTCAST_TIMEOUT              default collective deadline, seconds (default 120)
 //   OPTCAST_BOOTSTRAP_TIMEOUT    how long to wait for the store, seconds (60)
 //   OPTCAST_PORTS                k of the k-port model (default 1)
-//   OPTCAST_CALIBRATION          a JSON file from `optcast calibrate --output`: its L, o,
-//                                g, G become every communicator's cost model
-//   OPTCAST_ALGORITHM            the broadcast algorithm when a call says automatic
-//                                (default automatic: the model's choice, choose.hpp)
 //   OPTCAST_STORE_FD             set by the local launcher for rank 0: a listening socket
 //                                to serve the store on
 #pragma once
@@ -25,7 +23,7 @@
 #include <memory>
 #include <string>
 
-#include "optcast/communicator.hpp"
+#include "optcast/error.hpp"
 #include "optcast/net/store.hpp"
 
 namespace asio {
@@ -45,8 +43,6 @@ struct job_config {
   std::string host;          // empty: the local address toward the store
   std::uint64_t job_id = 0;  // 0: chosen by rank 0
   int ports = 1;
-  std::string calibration;  // a calibration file, read by make_communicator
-  std::string algorithm;    // the communicators' default broadcast algorithm, by name
   std::chrono::milliseconds bootstrap_timeout{std::chrono::seconds(60)};
   // The default collective deadline, and how long rank 0 waits, when closing, for the
   // other ranks to finish.
@@ -55,9 +51,6 @@ struct job_config {
   // From the OPTCAST_* environment; throws setup_error naming what is missing or wrong.
   static job_config from_env();
 };
-
-// A communicator on `f` with the job's defaults (the deadline from `timeout`).
-communicator make_communicator(std::shared_ptr<fabric> f, const job_config& cfg);
 
 // Joining a job: rank 0 starts the store; every rank connects to it, learns the job id
 // and keeps the connection, which reports dead peers. leave() says goodbye; on rank 0

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "optcast/communicator.hpp"
+#include "optcast/fabric.hpp"
 #include "optcast/net/job.hpp"
 
 namespace asio {
@@ -41,7 +41,6 @@ std::vector<std::string> providers();
 
 // Joins the job over libfabric; throws setup_error (no provider, setup failed, ...).
 std::shared_ptr<optcast::fabric> connect(asio::io_context& io, const config& cfg);
-communicator join(asio::io_context& io);
 
 // The provider an ofi fabric runs on ("tcp;ofi_rxm"); empty for other fabrics.
 std::string provider(const optcast::fabric& f);

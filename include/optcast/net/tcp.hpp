@@ -17,7 +17,7 @@
 #include <memory>
 #include <string>
 
-#include "optcast/communicator.hpp"
+#include "optcast/fabric.hpp"
 #include "optcast/net/job.hpp"
 
 namespace asio {
@@ -33,10 +33,6 @@ using config = job_config;
 // on `io`'s thread; destroying it says goodbye to the store (rank 0 first waits for the
 // others to finish, up to cfg.timeout).
 std::shared_ptr<optcast::fabric> connect(asio::io_context& io, const config& cfg);
-
-// The common case: connect(io, job_config::from_env()), with the communicator's default
-// deadline from OPTCAST_TIMEOUT.
-communicator join(asio::io_context& io);
 
 // "host:port" a TCP fabric listens on for its peers (empty for other fabrics).
 std::string listen_address(const optcast::fabric& f);
