@@ -5,13 +5,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <asio/io_context.hpp>
 
-#include "cli.hpp"
+#include <CLI/CLI.hpp>
+
 #include "measure.hpp"
-#include "optcast/optcast.hpp"
+#include <optcast/optcast.hpp>
 
 namespace {
 
@@ -20,29 +23,41 @@ std::byte pattern(std::size_t i) { return static_cast<std::byte>((i * 2654435761
 }  // namespace
 
 int main(int argc, char** argv) {
+  CLI::App app{"Broadcasts a buffer among the ranks of a job and checks every byte on every rank.", "optcast-demo"};
+  std::size_t bytes = std::size_t{64} << 20;
+  int root = 0, blocks = 0, iterations = 5, np = 0;
+  std::string alg_name = "automatic", fabric = "tcp";
+  app.add_option("--np", np, "start N ranks on this machine (without it: one rank of a launched job)")->check(CLI::Range(1, 4096));
+  app.add_option("--bytes", bytes, "bytes to broadcast")->transform(CLI::AsSizeValue(true))->capture_default_str();
+  app.add_option("--root", root, "the broadcasting rank")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--algorithm", alg_name, "automatic or a broadcast algorithm: " + optcast::algorithm_names(optcast::collective::broadcast))
+      ->capture_default_str();
+  app.add_option("--blocks", blocks, "pipelining depth (0: from the cost model)")->check(CLI::Range(0, 1 << 24))->capture_default_str();
+  app.add_option("--iterations", iterations, "timed broadcasts; the median is reported")->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("--fabric", fabric, "tcp or ofi (libfabric; provider from FI_PROVIDER or the best available)")
+      ->check(CLI::IsMember({"tcp", "ofi"}))->capture_default_str();
+  app.footer("Start it with --np N to run N ranks on this machine, or under a launcher that sets\n"
+             "OPTCAST_RANK, OPTCAST_SIZE and OPTCAST_STORE (see README).");
+  optcast::result<optcast::algorithm> alg = optcast::algorithm::automatic;
+  try {
+    app.parse(argc, argv);
+    alg = optcast::parse_algorithm(alg_name);
+    if (!alg || (*alg != optcast::algorithm::automatic && !optcast::find(optcast::collective::broadcast, *alg)))
+      throw CLI::ValidationError("--algorithm", "automatic or one of " + optcast::algorithm_names(optcast::collective::broadcast));
+    if (np && root >= np) throw CLI::ValidationError("--root", "must be below --np");
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   if (auto status = optcast::launch_local(argc, argv)) return *status;
-  optcast::cli::parser args("optcast-demo", "Broadcasts a buffer among the ranks of a job and checks every byte on every rank.");
-  args.option("bytes", "SIZE", "bytes to broadcast", "64MiB")
-      .option("root", "RANK", "the broadcasting rank", "0")
-      .option("algorithm", "NAME", "automatic or a broadcast algorithm: " + optcast::algorithm_names(optcast::collective::broadcast),
-              "automatic")
-      .option("blocks", "N", "circulant pipelining depth (0: from the cost model)", "0")
-      .option("iterations", "K", "timed broadcasts; the median is reported", "5")
-      .option("fabric", "NAME", "tcp or ofi (libfabric; provider from FI_PROVIDER or the best available)", "tcp")
-      .note("Start it with --np N to run N ranks on this machine, or under a launcher that sets\n"
-            "OPTCAST_RANK, OPTCAST_SIZE and OPTCAST_STORE (see README).");
-  args.parse(argc, argv);
-  const std::size_t bytes = args.get_size("bytes");
-  const int iterations = static_cast<int>(args.get_int("iterations", 1, 1000));
-  auto alg = optcast::parse_algorithm(args.get("algorithm"));
-  if (!alg || (*alg != optcast::algorithm::automatic && !optcast::find(optcast::collective::broadcast, *alg)))
-    args.die("--algorithm: automatic or one of " + optcast::algorithm_names(optcast::collective::broadcast));
-  const int blocks = static_cast<int>(args.get_int("blocks", 0, 1 << 24));
 
   try {
     asio::io_context io;
-    auto comm = optcast::join(io, args.get("fabric"));
-    const int root = static_cast<int>(args.get_int("root", 0, comm.size() - 1));
+    auto comm = optcast::join(io, fabric);
+    if (root >= comm.size()) {
+      std::fprintf(stderr, "optcast-demo: --root %d: the job has %d ranks\n", root, comm.size());
+      return 2;
+    }
     const optcast::broadcast_options opts{.alg = *alg, .blocks = blocks};
     std::vector<std::byte> buf(bytes);
     auto fail = [&](const char* what, std::error_code ec) {
@@ -75,7 +90,7 @@ int main(int argc, char** argv) {
     // What ran: the automatic choice resolved by the model (optcast/choose.hpp).
     const auto plan = optcast::plan_broadcast(comm, bytes, opts);
     const auto ran = plan ? plan->alg : *alg;
-    std::printf("broadcast of %s from rank %d to %d ranks over %s, %s%s", optcast::cli::format_size(bytes).c_str(), root,
+    std::printf("broadcast of %s from rank %d to %d ranks over %s, %s%s", optcast::format_bytes(bytes).c_str(), root,
                 comm.size(), optcast::fabric_description(comm).c_str(), *alg == optcast::algorithm::automatic ? "automatic: " : "",
                 std::string(optcast::to_string(ran)).c_str());
     if (plan && ran != optcast::algorithm::binomial && ran != optcast::algorithm::logp_tree) std::printf(" (n = %d blocks)", plan->blocks);

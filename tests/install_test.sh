@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The library as others use it: installed (headers, liboptcast, optcast.pc) into a
-# staging root, then (1) hello built with g++ and pkg-config, (2) a Meson project with
-# dependency('optcast') through pkg-config, (3) a Meson project with optcast as a
-# subproject. Each program is run with --np 3 and must greet from all three ranks.
+# staging root, then (1) hello built with g++ and pkg-config, (2) the other examples
+# (the demo, the benchmarks) built the same way, so they need nothing but the installed
+# headers, (3) a Meson project with dependency('optcast') through pkg-config, (4) a
+# Meson project with optcast as a subproject. Each hello is run with --np 3 and must
+# greet from all three ranks; the demo must verify its bytes on three ranks.
 set -euo pipefail
 src=$(cd "$1" && pwd)
 build=$(cd "$2" && pwd)
@@ -26,6 +28,14 @@ export LD_LIBRARY_PATH=$(dirname "$lib")
 echo "== g++ with pkg-config"
 g++ -std=c++20 "$src/examples/hello.cpp" $(pkg-config --cflags --libs optcast) -o "$tmp/hello"
 check "$("$tmp/hello" --np 3)"
+
+echo "== the demo and the benchmarks with pkg-config"
+flags=$(pkg-config --cflags --libs optcast CLI11 nlohmann_json)
+g++ -std=c++20 "$src/examples/broadcast_demo.cpp" $flags -o "$tmp/demo"
+g++ -std=c++20 "$src"/examples/bench/*.cpp $flags -o "$tmp/bench"
+out=$("$tmp/demo" --np 3 --bytes 64KiB --iterations 1)
+grep -q 'every byte verified on all 3 ranks' <<<"$out" || { echo "the demo did not verify:"; echo "$out"; exit 1; }
+"$tmp/bench" rounds --n 13 --m 4 --k 2 --quiet >/dev/null
 
 echo "== Meson project, dependency('optcast')"
 mkdir -p "$tmp/proj"

@@ -5,43 +5,59 @@
 // goodbye, sockets dropped by the kernel) just before its K-th fabric operation.
 #include <cstdio>
 #include <fstream>
+#include <optional>
+#include <string>
 #include <unistd.h>
 #include <vector>
 
 #include <asio/io_context.hpp>
+#include <CLI/CLI.hpp>
 
-#include "cli.hpp"
 #include "fault_fabric.hpp"
 #include "optcast/optcast.hpp"
 
 int main(int argc, char** argv) try {
+  CLI::App app{"A rank of a multi-process broadcast test.", "tcp_rank_helper"};
+  int np = 0, root = 0, blocks = 0, die_rank = -1, die_after = 0, timeout_ms = 60000;
+  std::size_t bytes = 1000;
+  std::string alg_name = "circulant", report_dir = ".", fabric = "tcp";
+  app.add_option("--np", np, "ranks to start on this machine")->check(CLI::Range(1, 4096));
+  app.add_option("--root", root, "root")->check(CLI::NonNegativeNumber);
+  app.add_option("--bytes", bytes, "bytes")->transform(CLI::AsSizeValue(true));
+  app.add_option("--blocks", blocks, "blocks")->check(CLI::Range(0, 1 << 20));
+  app.add_option("--algorithm", alg_name, "algorithm");
+  app.add_option("--report", report_dir, "where each rank writes its outcome");
+  app.add_option("--die-rank", die_rank, "rank that dies")->check(CLI::Range(-1, 1 << 20));
+  app.add_option("--die-after", die_after, "operations before it dies")->check(CLI::Range(0, 1 << 30));
+  app.add_option("--timeout-ms", timeout_ms, "collective deadline")->check(CLI::Range(1, 1 << 30));
+  app.add_option("--fabric", fabric, "tcp or ofi")->check(CLI::IsMember({"tcp", "ofi"}));
+  optcast::result<optcast::algorithm> alg = optcast::algorithm::automatic;
+  try {
+    app.parse(argc, argv);
+    alg = optcast::parse_algorithm(alg_name);
+    if (!alg) throw CLI::ValidationError("--algorithm", "unknown: " + alg_name);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   if (auto status = optcast::launch_local(argc, argv)) return *status;
-  optcast::cli::parser args("tcp_rank_helper", "A rank of a multi-process broadcast test.");
-  args.option("root", "R", "root", "0").option("bytes", "SIZE", "bytes", "1000").option("blocks", "N", "blocks", "0")
-      .option("algorithm", "A", "algorithm", "circulant").option("report", "DIR", "where each rank writes its outcome", ".")
-      .option("die-rank", "D", "rank that dies", "-1").option("die-after", "K", "operations before it dies", "0")
-      .option("timeout-ms", "T", "collective deadline", "60000")
-      .option("fabric", "NAME", "tcp or ofi", "tcp");
-  args.parse(argc, argv);
   asio::io_context io;
   auto cfg = optcast::ofi::config::from_env();
-  auto fab = args.get("fabric") == "ofi" ? optcast::ofi::connect(io, cfg) : optcast::tcp::connect(io, cfg);
-  const int die_rank = static_cast<int>(args.get_int("die-rank", -1, 1 << 20));
+  auto fab = fabric == "ofi" ? optcast::ofi::connect(io, cfg) : optcast::tcp::connect(io, cfg);
   if (cfg.rank == die_rank)
-    fab = std::make_shared<optcast::testing::fault_fabric>(fab, static_cast<int>(args.get_int("die-after", 0, 1 << 30)),
+    fab = std::make_shared<optcast::testing::fault_fabric>(fab, die_after,
                                                             [] { ::_exit(3); });
   optcast::communicator comm(fab);
-  const int root = static_cast<int>(args.get_int("root", 0, cfg.size - 1));
-  const std::size_t bytes = args.get_size("bytes");
+  if (root >= cfg.size) {
+    std::fprintf(stderr, "tcp_rank_helper: --root %d: the job has %d ranks\n", root, cfg.size);
+    return 2;
+  }
   std::vector<std::byte> buf(bytes);
   auto pattern = [&](std::size_t i) { return static_cast<std::byte>((i * 7 + static_cast<std::size_t>(root) * 13 + (i >> 11)) & 0xff); };
   if (cfg.rank == root)
     for (std::size_t i = 0; i < bytes; ++i) buf[i] = pattern(i);
   auto r = optcast::run(comm, optcast::broadcast(comm, std::span(buf), root,
-                                                 {.alg = *optcast::parse_algorithm(args.get("algorithm")),
-                                                  .blocks = static_cast<int>(args.get_int("blocks", 0, 1 << 20)),
-                                                  .timeout = std::chrono::milliseconds(args.get_int("timeout-ms", 1, 1 << 30))}));
-  std::ofstream report(args.get("report") + "/rank-" + std::to_string(cfg.rank) + ".txt");
+                                                 {.alg = *alg, .blocks = blocks, .timeout = std::chrono::milliseconds(timeout_ms)}));
+  std::ofstream report(report_dir + "/rank-" + std::to_string(cfg.rank) + ".txt");
   if (!r) {
     report << "error " << r.error().value() << " " << optcast::describe(r.error(), comm.failure_detail()) << "\n";
     return 1;

@@ -5,8 +5,7 @@
 #include <fstream>
 #include <string>
 
-#include "simulate.hpp"
-#include "cli.hpp"
+#include "tools.hpp"
 #include "optcast/optcast.hpp"
 
 namespace optcast::tools {
@@ -36,41 +35,51 @@ void print(const calibration& c, const std::string& what) {
 }  // namespace
 
 int cmd_calibrate(int argc, char** argv) {
-  cli::parser args("optcast calibrate",
-                   "Measures L, o, g and G between ranks 0 and 1 of a fabric with timing loops (Alexandrov et al.,\n"
-                   "Section 3): ping-pong for L, spaced sends for o, streams of small and large messages for g and G;\n"
-                   "and gamma, the time per byte to combine two operands (the reductions' compute, on rank 0).\n"
-                   "Prints them with their spread over the trials; --output saves them as JSON, which\n"
-                   "OPTCAST_CALIBRATION=FILE then gives every communicator of a job as its cost model.");
-  args.option("fabric", "NAME", "local (ranks in this process), sim, tcp or ofi (one process per rank: start with --np 2)", "local")
-      .option("np", "N", "with --fabric tcp or ofi: start N rank processes on this machine")
-      .option("p", "P", "ranks of the local or simulated fabric", "2")
-      .option("model", "SPEC", "for --fabric sim: loggp:L,o,g,G, logp:L,o,g or postal:L", "loggp:6,2,4,0.01")
-      .option("trials", "T", "independent measurements of every parameter", "5")
-      .option("repetitions", "R", "round trips and spaced sends per trial", "50")
-      .option("stream", "N", "messages per streaming loop", "200")
-      .option("big", "SIZE", "message size for G", "1MiB")
-      .option("output", "FILE", "write the calibration as JSON to FILE")
-      .flag("json", "print the calibration as one JSON object");
-  args.parse(argc, argv, 2);
-  const std::string fabric_name = args.get("fabric");
-  if (fabric_name != "local" && fabric_name != "sim" && fabric_name != "tcp" && fabric_name != "ofi")
-    args.die("--fabric: local, sim, tcp or ofi");
-  if ((fabric_name == "local" || fabric_name == "sim") && args.has("np"))
-    args.die("--np starts processes for --fabric tcp or ofi; the local and sim fabrics take --p");
+  CLI::App app{"Measures L, o, g and G between ranks 0 and 1 of a fabric with timing loops (Alexandrov et al.,\n"
+               "Section 3): ping-pong for L, spaced sends for o, streams of small and large messages for g and G;\n"
+               "and gamma, the time per byte to combine two operands (the reductions' compute, on rank 0).\n"
+               "Prints them with their spread over the trials; --output saves them as JSON, which\n"
+               "OPTCAST_CALIBRATION=FILE then gives every communicator of a job as its cost model.",
+               "optcast calibrate"};
+  std::string fabric_name = "local", model_spec = "loggp:6,2,4,0.01", output;
+  int np = 0, p = 2;
+  bool json = false;
   calibrate_options o;
-  o.trials = static_cast<int>(args.get_int("trials", 1, 1000));
-  o.repetitions = static_cast<int>(args.get_int("repetitions", 1, 1000000));
-  o.stream = static_cast<int>(args.get_int("stream", 8, 1000000));
-  o.big_bytes = static_cast<std::size_t>(args.get_size("big"));
-  if (o.big_bytes < 2 || o.big_bytes > (std::size_t{1} << 30)) args.die("--big: 2 bytes to 1 GiB");
-  const bool json = args.get_flag("json");
+  app.add_option("--fabric", fabric_name, "local (ranks in this process), sim, tcp or ofi (one process per rank: start with --np 2)")
+      ->check(CLI::IsMember({"local", "sim", "tcp", "ofi"}))->capture_default_str();
+  app.add_option("--np", np, "with --fabric tcp or ofi: start N rank processes on this machine")->check(CLI::Range(1, 4096));
+  app.add_option("--p", p, "ranks of the local or simulated fabric")->check(CLI::Range(2, 4096))->capture_default_str();
+  app.add_option("--model", model_spec, "for --fabric sim: loggp:L,o,g,G, logp:L,o,g or postal:L")->capture_default_str();
+  app.add_option("--trials", o.trials, "independent measurements of every parameter")->check(CLI::Range(1, 1000))->capture_default_str();
+  app.add_option("--repetitions", o.repetitions, "round trips and spaced sends per trial")->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app.add_option("--stream", o.stream, "messages per streaming loop")->check(CLI::Range(8, 1000000))->capture_default_str();
+  app.add_option("--big", o.big_bytes, "message size for G (2 bytes to 1 GiB)")
+      ->transform(CLI::AsSizeValue(true))->check(CLI::Range(std::size_t{2}, std::size_t{1} << 30))->capture_default_str();
+  app.add_option("--output", output, "write the calibration as JSON to FILE");
+  app.add_flag("--json", json, "print the calibration as one JSON object");
+  sim::model model = sim::model::rounds();
+  app.callback([&] {
+    if ((fabric_name == "local" || fabric_name == "sim") && np)
+      throw CLI::ValidationError("--np", "starts processes for --fabric tcp or ofi; the local and sim fabrics take --p");
+    std::string bad;
+    auto m = sim::model::parse(model_spec, 1, &bad);
+    if (!m) throw CLI::ValidationError("--model", bad);
+    if (m->kind == sim::model_kind::rounds)
+      throw CLI::ValidationError("--model", "calibrate measures LogGP parameters; the rounds model has none");
+    model = *m;
+  });
+  try {
+    app.parse(argc - 1, argv + 1);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   if (auto status = launch_local(argc, argv)) return *status;
 
   result<calibration> got = fail(errc::invalid_argument);
   std::string what = fabric_name, why;
   bool report = true;
-  const auto run_in_process = [&](auto& world, int p) {
+  const auto run_in_process = [&](auto& world) {
     auto comms = world.communicators();
     std::vector<result<calibration>> res;
     for (int r = 0; r < p; ++r) res.push_back(fail(errc::invalid_argument));
@@ -81,18 +90,13 @@ int cmd_calibrate(int argc, char** argv) {
     got = std::move(res[0]);
     why = comms[0].last_error();
   };
-  const int p = static_cast<int>(args.get_int("p", 1, 4096));
   if (fabric_name == "local") {
     local::world w(p);
-    run_in_process(w, p);
+    run_in_process(w);
   } else if (fabric_name == "sim") {
-    std::string bad;
-    auto m = sim::model::parse(args.get("model"), 1, &bad);
-    if (!m) args.die("--model: " + bad);
-    if (m->kind == sim::model_kind::rounds) args.die("--model: calibrate measures LogGP parameters; the rounds model has none");
-    sim::world w(p, *m);
-    what = "sim " + m->describe();
-    run_in_process(w, p);
+    sim::world w(p, model);
+    what = "sim " + model.describe();
+    run_in_process(w);
   } else {
     asio::io_context io;
     auto comm = join(io, fabric_name);
@@ -110,14 +114,14 @@ int cmd_calibrate(int argc, char** argv) {
     std::printf("%s\n", got->json().c_str());
   else
     print(*got, what);
-  if (args.has("output")) {
-    std::ofstream out(args.get("output"));
+  if (!output.empty()) {
+    std::ofstream out(output);
     out << got->json() << "\n";
     if (!out) {
-      std::fprintf(stderr, "optcast calibrate: cannot write %s\n", args.get("output").c_str());
+      std::fprintf(stderr, "optcast calibrate: cannot write %s\n", output.c_str());
       return 1;
     }
-    if (!json) std::printf("saved to %s (use it with OPTCAST_CALIBRATION=%s)\n", args.get("output").c_str(), args.get("output").c_str());
+    if (!json) std::printf("saved to %s (use it with OPTCAST_CALIBRATION=%s)\n", output.c_str(), output.c_str());
   }
   return 0;
 }

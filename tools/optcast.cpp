@@ -12,8 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli.hpp"
-#include "simulate.hpp"
+#include "tools.hpp"
 #include "optcast/schedule.hpp"
 #include "optcast/schedule_check.hpp"
 
@@ -32,13 +31,18 @@ const char* usage =
     "Run 'optcast <command> --help' for the options of a command.\n";
 
 int cmd_schedule(int argc, char** argv) {
-  optcast::cli::parser args("optcast schedule",
-                            "Prints skips, baseblocks, recvblock[k] and sendblock[k] for every rank of p (root 0),\n"
-                            "laid out like Tables 1-3 of Träff's paper.");
-  args.option("p", "P", "number of processors (1 to 1048576 for text, any int for --json)").flag("json", "one JSON object instead of the table");
-  args.parse(argc, argv, 2);
-  if (!args.has("p")) args.die("--p is required");
-  const int p = static_cast<int>(args.get_int("p", 1, 1 << 30));
+  CLI::App app{"Prints skips, baseblocks, recvblock[k] and sendblock[k] for every rank of p (root 0),\n"
+               "laid out like Tables 1-3 of Träff's paper.",
+               "optcast schedule"};
+  int p = 0;
+  bool json = false;
+  app.add_option("--p", p, "number of processors")->required()->check(CLI::Range(1, 1 << 30));
+  app.add_flag("--json", json, "one JSON object instead of the table");
+  try {
+    app.parse(argc - 1, argv + 1);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   const skips s(p);
   const int q = s.q();
   std::vector<int> base(static_cast<std::size_t>(p));
@@ -54,7 +58,7 @@ int cmd_schedule(int argc, char** argv) {
   }
   std::vector<int> sk;
   for (int k = 0; k <= q; ++k) sk.push_back(static_cast<int>(s[k]));
-  if (args.get_flag("json")) {
+  if (json) {
     const nlohmann::ordered_json j = {{"p", p}, {"q", q}, {"skips", sk}, {"baseblock", base}, {"recvblock", recv}, {"sendblock", send}};
     std::puts(j.dump().c_str());
     return 0;
@@ -121,27 +125,36 @@ int schedule_timing(bool json, bool quiet) {
 }
 
 int cmd_verify(int argc, char** argv) {
-  optcast::cli::parser args("optcast verify",
-                            "For every p from --pmin to --pmax and every rank: Träff's four correctness conditions, at most\n"
-                            "four send-schedule violations (Theorem 3), and a round-by-round replay of Algorithm 1 for each\n"
-                            "block count (each rank sends <= 1 and receives <= 1 block per round, only blocks it has, and\n"
-                            "every rank holds all n blocks after exactly n - 1 + ceil(log2 p) rounds). Exits 1 on any failure.");
-  args.option("pmax", "N", "largest p").option("pmin", "N", "smallest p", "1")
-      .option("blocks", "LIST", "block counts to replay, comma-separated", "1,2,3,7,16")
-      .flag("json", "one JSON object instead of text").flag("quiet", "no progress lines")
-      .flag("timing", "instead: the mean time per rank to compute both schedules, for every rank of every p in\n"
-                      "                            [2^k - 16, 2^k + 16], k = 10, 14, 17, 20 (Träff's Table 4 column O(log p))");
-  args.parse(argc, argv, 2);
-  if (args.get_flag("timing")) return schedule_timing(args.get_flag("json"), args.get_flag("quiet"));
-  if (!args.has("pmax")) args.die("--pmax is required (or --timing)");
-  const int pmax = static_cast<int>(args.get_int("pmax", 1, 1 << 30));
-  const int pmin = static_cast<int>(args.get_int("pmin", 1, pmax));
-  std::vector<int> ns;
-  for (auto n : args.get_sizes("blocks")) {
-    if (n < 1 || n > 1000000) args.die("--blocks: block counts from 1 to 1000000");
-    ns.push_back(static_cast<int>(n));
+  CLI::App app{"For every p from --pmin to --pmax and every rank: Träff's four correctness conditions, at most\n"
+               "four send-schedule violations (Theorem 3), and a round-by-round replay of Algorithm 1 for each\n"
+               "block count (each rank sends <= 1 and receives <= 1 block per round, only blocks it has, and\n"
+               "every rank holds all n blocks after exactly n - 1 + ceil(log2 p) rounds). Exits 1 on any failure.",
+               "optcast verify"};
+  int pmax = 0, pmin = 1;
+  std::vector<int> ns{1, 2, 3, 7, 16};
+  bool json = false, quiet = false, timing = false;
+  app.add_option("--pmax", pmax, "largest p")->check(CLI::Range(1, 1 << 30));
+  app.add_option("--pmin", pmin, "smallest p")->check(CLI::Range(1, 1 << 30))->capture_default_str();
+  app.add_option("--blocks", ns, "block counts to replay, comma-separated")->delimiter(',')->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app.add_flag("--json", json, "one JSON object instead of text");
+  app.add_flag("--quiet", quiet, "no progress lines");
+  app.add_flag("--timing", timing,
+               "instead: the mean time per rank to compute both schedules, for every rank of every p in "
+               "[2^k - 16, 2^k + 16], k = 10, 14, 17, 20 (Träff's Table 4 column O(log p))");
+  app.callback([&] {
+    if (timing) return;
+    if (!pmax) throw CLI::ValidationError("--pmax", "required (or --timing)");
+    if (pmin > pmax) throw CLI::ValidationError("--pmin", "must not exceed --pmax");
+  });
+  try {
+    app.parse(argc - 1, argv + 1);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
   }
-  const bool json = args.get_flag("json"), quiet = args.get_flag("quiet");
+  if (timing) return schedule_timing(json, quiet);
+  std::string blocks_text;
+  for (int n : ns) blocks_text += (blocks_text.empty() ? "" : ",") + std::to_string(n);
 
   using clock = std::chrono::steady_clock;
   double sched_seconds = 0;
@@ -188,7 +201,7 @@ int cmd_verify(int argc, char** argv) {
                 pmin, pmax, ranks, worst_violations);
     std::printf("replayed Algorithm 1 %lld times (n in {%s}): one send and one receive per rank and round at most,\n"
                 "every block sent by a rank that has it, all ranks complete in exactly n - 1 + ceil(log2 p) rounds\n",
-                replays, args.get("blocks").c_str());
+                replays, blocks_text.c_str());
     std::printf("mean time to compute a rank's receive and send schedules: %.3f us\n", mean_us);
   } else {
     std::printf("FAILED: %s\n", failure.c_str());

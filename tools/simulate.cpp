@@ -1,7 +1,7 @@
 // optcast simulate: run one collective on P simulated ranks under a cost model
 // (optcast::sim::simulate) and print what the simulator measured beside the time the
 // algorithm's paper proves. The algorithms are the registry's (--list).
-#include "simulate.hpp"
+#include "tools.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -9,37 +9,75 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli.hpp"
+#include "optcast/log.hpp"
 #include "optcast/simulate.hpp"
 
 namespace optcast::tools {
 
 int cmd_simulate(int argc, char** argv) {
-  cli::parser args("optcast simulate",
-                   "Runs a collective on P simulated ranks (one process, virtual time) under a cost model and prints\n"
-                   "what happened: finish time, rounds, messages, bytes, the longest chain of messages, per-rank\n"
-                   "finish times, and the time the algorithm's paper proves. Every rank's result is checked unless the\n"
-                   "buffers would not fit in memory.");
-  args.option("collective", "C", collective_names())
-      .option("algorithm", "A", "an algorithm of that collective (see --list)", "automatic")
-      .option("p", "P", "number of ranks")
-      .option("bytes", "M", "message size (allgather, scatter, gather: per rank; alltoall: per pair of ranks; allgatherv, "
-                            "reduce_scatter(_block): in total; summation: the operand count n; stream: per item)", "1")
-      .option("blocks", "n", "pipelining depth (default: the library's choice under the model; stream: items, 1)")
-      .option("root", "r", "root rank of broadcast, scatter, gather, reduce, summation, stream", "0")
-      .option("counts", "HOW", "allgatherv / reduce_scatter counts: even, skewed (every 4th rank 0), one (all on the last rank)", "even")
-      .option("model", "MODEL", "rounds, postal:L, logp:L,o,g or loggp:L,o,g,G", "rounds")
-      .option("ports", "k", "ports per rank (k-port model)", "1")
-      .flag("choose", "receivers choose among arrived messages, receives posted first first (Karp et al. 3.5)")
-      .flag("explain", "broadcast, allreduce: print what the automatic choice predicts for every algorithm, and what it picks (allreduce always prints it)")
-      .flag("json", "one JSON object instead of text")
-      .flag("list", "list every collective and algorithm with its source, and exit")
-      .flag("markdown", "with --list: README's algorithm table")
-      .flag("no-verify", "do not check results (and share one buffer among all ranks)");
-  args.note("Units: model time units (rounds, or the cycles of L, o, g, G); G is per byte.\n"
-            "Example: optcast simulate --collective allgather --p 1000 --bytes 64 --blocks 4 --model loggp:5,1,2,0.01");
-  args.parse(argc, argv, 2);
-  if (args.get_flag("list") && args.get_flag("markdown")) {
+  CLI::App app{"Runs a collective on P simulated ranks (one process, virtual time) under a cost model and prints\n"
+               "what happened: finish time, rounds, messages, bytes, the longest chain of messages, per-rank\n"
+               "finish times, and the time the algorithm's paper proves (exit status 1 when it is missed).\n"
+               "Every rank's result is checked unless the buffers would not fit in memory.",
+               "optcast simulate"};
+  sim::run_request req;
+  std::string coll, alg_name = "automatic", model_spec = "rounds";
+  int ports = 1;
+  bool choose = false, json = false, list = false, markdown = false, no_verify = false;
+  app.add_option("--collective", coll, "one of " + collective_names());
+  app.add_option("--algorithm", alg_name, "an algorithm of that collective (see --list)")->capture_default_str();
+  app.add_option("--p", req.p, "number of ranks")->check(CLI::Range(1, 1 << 24));
+  app.add_option("--bytes", req.bytes,
+                 "message size (allgather, scatter, gather: per rank; alltoall: per pair of ranks; allgatherv, "
+                 "reduce_scatter(_block): in total; summation: the operand count n; stream: per item)")
+      ->transform(CLI::AsSizeValue(true))->capture_default_str();
+  app.add_option("--blocks", req.blocks, "pipelining depth (default: the library's choice under the model; stream: items, 1)")
+      ->check(CLI::Range(1, 1 << 24));
+  app.add_option("--root", req.root, "root rank of broadcast, scatter, gather, reduce, summation, stream")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--counts", req.counts, "allgatherv / reduce_scatter counts: even, skewed (every 4th rank 0), one (all on the last rank)")
+      ->check(CLI::IsMember({"even", "skewed", "one"}))->capture_default_str();
+  app.add_option("--model", model_spec, "rounds, postal:L, logp:L,o,g or loggp:L,o,g,G")->capture_default_str();
+  app.add_option("--ports", ports, "ports per rank (k-port model)")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_flag("--choose", choose, "receivers choose among arrived messages, receives posted first first (Karp et al. 3.5)");
+  app.add_flag("--explain", req.explain,
+               "broadcast, allreduce: print what the automatic choice predicts for every algorithm, and what it picks "
+               "(allreduce always prints it)");
+  app.add_flag("--json", json, "one JSON object instead of text");
+  app.add_flag("--list", list, "list every collective and algorithm with its source, and exit");
+  app.add_flag("--markdown", markdown, "with --list: README's algorithm table");
+  app.add_flag("--no-verify", no_verify, "do not check results (and share one buffer among all ranks)");
+  app.footer("Units: model time units (rounds, or the cycles of L, o, g, G); G is per byte.\n"
+             "Example: optcast simulate --collective allgather --p 1000 --bytes 64 --blocks 4 --model loggp:5,1,2,0.01");
+  app.callback([&] {
+    if (list) return;
+    if (coll.empty()) throw CLI::ValidationError("--collective", "required (see --list)");
+    if (app.count("--p") == 0) throw CLI::ValidationError("--p", "required");
+    if (req.root >= req.p) throw CLI::ValidationError("--root", "must be below --p");
+    const auto which = parse_collective(coll);
+    if (!which) throw CLI::ValidationError("--collective", "'" + coll + "': one of " + collective_names());
+    req.coll = *which;
+    const auto alg = parse_algorithm(alg_name);
+    if (!alg || (*alg != algorithm::automatic && !find(*which, *alg)))
+      throw CLI::ValidationError("--algorithm",
+                                 "'" + alg_name + "': for " + coll + " one of automatic, " + algorithm_names(*which) + " (see --list)");
+    req.alg = *alg;
+    std::string why;
+    auto model = sim::model::parse(model_spec, ports, &why);
+    if (!model) throw CLI::ValidationError("--model", why);
+    if (choose && model->kind == sim::model_kind::rounds)
+      throw CLI::ValidationError("--choose", "not under the rounds model (postal, logp or loggp)");
+    model->choose = choose;
+    req.model = *model;
+    if (req.explain && req.coll != collective::broadcast && req.coll != collective::allreduce)
+      throw CLI::ValidationError("--explain", "for --collective broadcast or allreduce");
+  });
+  try {
+    app.parse(argc - 1, argv + 1);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (list && markdown) {
     std::puts("| collective | algorithm | paper | model | needs | automatic | what it does |\n| --- | --- | --- | --- | --- | --- | --- |");
     for (const auto& e : registry()) {
       std::string needs = e.needs.ports > 1 ? std::to_string(e.needs.ports) + " ports" : "";
@@ -52,47 +90,20 @@ int cmd_simulate(int argc, char** argv) {
     }
     return 0;
   }
-  if (args.get_flag("list")) {
+  if (list) {
     for (const auto& e : registry())
       std::printf("%-21s %-15s %s, %s (%s): %s\n", std::string(to_string(e.coll)).c_str(), std::string(to_string(e.alg)).c_str(),
                   std::string(e.paper).c_str(), std::string(e.where).c_str(), std::string(to_string(e.model)).c_str(),
                   std::string(e.summary).c_str());
     return 0;
   }
-  if (!args.has("collective")) args.die("--collective is required (see --list)");
-  if (!args.has("p")) args.die("--p is required");
-  sim::run_request req;
-  req.p = static_cast<int>(args.get_int("p", 1, 1 << 24));
-  req.bytes = args.get_size("bytes");
-  req.root = static_cast<int>(args.get_int("root", 0, req.p - 1));
-  req.counts = args.get("counts");
-  if (req.counts != "even" && req.counts != "skewed" && req.counts != "one") args.die("--counts: even, skewed or one");
-  const int ports = static_cast<int>(args.get_int("ports", 1, 1024));
+  req.verify = !no_verify;
   std::string why;
-  auto model = sim::model::parse(args.get("model"), ports, &why);
-  if (!model) args.die("--model: " + why);
-  if (args.get_flag("choose")) {
-    if (model->kind == sim::model_kind::rounds) args.die("--choose: not under the rounds model (postal, logp or loggp)");
-    model->choose = true;
-  }
-  req.model = *model;
-  const std::string coll = args.get("collective"), alg_name = args.get("algorithm");
-  const auto which = parse_collective(coll);
-  if (!which) args.die("--collective '" + coll + "': one of " + collective_names());
-  req.coll = *which;
-  const auto alg = parse_algorithm(alg_name);
-  if (!alg || (*alg != algorithm::automatic && !find(*which, *alg)))
-    args.die("--algorithm '" + alg_name + "': for " + coll + " one of automatic, " + algorithm_names(*which) + " (see --list)");
-  req.alg = *alg;
-  if (args.has("blocks")) req.blocks = static_cast<int>(args.get_int("blocks", 1, 1 << 24));
-  req.explain = args.get_flag("explain");
-  if (req.explain && req.coll != collective::broadcast && req.coll != collective::allreduce)
-    args.die("--explain: for --collective broadcast or allreduce");
-  req.verify = !args.get_flag("no-verify");
-  const bool json = args.get_flag("json");
-
   const auto ran = sim::simulate(req, &why);
-  if (!ran) args.die(why);
+  if (!ran) {
+    std::fprintf(stderr, "optcast simulate: %s\n", why.c_str());
+    return 2;
+  }
   const auto& out = *ran;
   const auto& rep = out.rep;
   if (req.verify && !out.verified && out.ok && !json)
@@ -119,7 +130,7 @@ int cmd_simulate(int argc, char** argv) {
     std::puts(j.dump().c_str());
   } else {
     std::printf("%s, %s, p = %d, %s, n = %s, model %s\n", coll.c_str(), alg_ran.c_str(), req.p,
-                cli::format_size(req.bytes).c_str(), std::to_string(out.blocks).c_str(), rep.model.c_str());
+                format_bytes(req.bytes).c_str(), std::to_string(out.blocks).c_str(), rep.model.c_str());
     if (row)
       std::printf("  source          %s, %s: %s\n", std::string(row->paper).c_str(), std::string(row->where).c_str(),
                   std::string(row->summary).c_str());
@@ -131,7 +142,7 @@ int cmd_simulate(int argc, char** argv) {
     std::printf("  finish time     %g", rep.finish_time);
     if (paper && !paper->by_communication) paper_note();
     std::printf("\n");
-    if (model->kind != sim::model_kind::rounds) {
+    if (req.model.kind != sim::model_kind::rounds) {
       std::printf("  comm. finish    %g", rep.comm_finish_time);
       if (paper && paper->by_communication) paper_note();
       std::printf("   (every rank free to communicate again)\n");

@@ -59,4 +59,9 @@ struct run_shape {
 // where the row states none for that model.
 std::optional<proven_time> proven(collective coll, algorithm alg, const sim::model& m, const run_shape& s);
 
+// The least time any algorithm can take (how = at_least), where a paper proves one: the
+// broadcast of n blocks under the rounds model with k ports, Bar-Noy and Ho's Lemma 3
+// (for k = 1 it is Bruck, Cypher and Ho's Lemma 2.1, n - 1 + ceil(log2 p)).
+std::optional<proven_time> lower_bound(collective coll, const sim::model& m, const run_shape& s);
+
 }  // namespace optcast

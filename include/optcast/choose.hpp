@@ -47,6 +47,10 @@ broadcast_choice choose_broadcast(int p, std::size_t bytes, const loggp_params& 
 // The rule's prediction for one algorithm and block count (see above).
 double predict_broadcast(algorithm alg, int p, std::size_t bytes, int blocks, const loggp_params& m, int ports);
 
+// Scatter (and gather) of `part` bytes to every rank by Alexandrov et al.'s A_t^k
+// (split_tree, Sections 4.5-4.7): t^k(p), the optimal split recurrence under m.
+double predict_scatter(int p, std::size_t part, const loggp_params& m);
+
 // Träff's other circulant collectives, their block count from the same model. With
 // q = ceil(log2 p), the rounds R(n) = n - 1 + q of one phase, and a = max(L + 2o, g, o):
 //   reduce                     R(n) (step(b) + gamma b)        the broadcast, reversed; b = bytes / n

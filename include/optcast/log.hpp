@@ -3,6 +3,7 @@
 // info, debug, off; default warn); lines go to stderr unless a sink is installed.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -17,5 +18,9 @@ void log(log_level l, std::string_view message);
 using log_sink = std::function<void(log_level, std::string_view)>;
 log_sink set_log_sink(log_sink sink);
 void set_log_level(log_level l) noexcept;
+
+// A byte count as people read it: "64 MiB", "1536 B" (a binary unit only where the
+// count is an exact multiple of it, so nothing printed is rounded).
+std::string format_bytes(std::uint64_t bytes);
 
 }  // namespace optcast

@@ -10,6 +10,7 @@
 #include "optcast/stream.hpp"
 #include "optcast/join.hpp"
 #include "optcast/launch.hpp"
+#include "optcast/log.hpp"
 #include "optcast/net/local.hpp"
 #include "optcast/net/ofi.hpp"
 #include "optcast/net/sim.hpp"

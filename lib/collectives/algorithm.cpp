@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "optcast/multiport.hpp"
 #include "registry.hpp"
 
 namespace optcast {
@@ -12,6 +13,12 @@ namespace optcast {
 std::optional<proven_time> proven(collective coll, algorithm alg, const sim::model& m, const run_shape& s) {
   const auto* e = detail::find_entry(coll, alg);
   return e && e->proves ? e->proves(m, s) : std::nullopt;
+}
+
+std::optional<proven_time> lower_bound(collective coll, const sim::model& m, const run_shape& s) {
+  if (coll != collective::broadcast || m.kind != sim::model_kind::rounds || s.p < 1 || s.blocks < 1) return std::nullopt;
+  return proven_time{m.ports == 1 ? "n - 1 + ceil(log2 p) (Bruck-Cypher-Ho, Lemma 2.1)" : "Bar-Noy-Ho, Lemma 3",
+                     static_cast<double>(multiport::lemma_3(s.p, s.blocks, m.ports)), proven_time::at_least};
 }
 
 namespace {

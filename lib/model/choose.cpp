@@ -1,4 +1,5 @@
 #include "optcast/choose.hpp"
+#include "optcast/scatter.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -49,6 +50,10 @@ double predict(const detail::entry& row, detail::prediction_shape& sh, std::size
 }
 
 }  // namespace
+
+double predict_scatter(int p, std::size_t part, const loggp_params& m) {
+  return loggp::split_table_for(p, {m.L, m.o, m.g, m.G}, static_cast<double>(part), false)->t(p);
+}
 
 double predict_broadcast(algorithm alg, int p, std::size_t bytes, int n, const loggp_params& m, int ports) {
   detail::prediction_shape sh(p, ports);

@@ -69,4 +69,17 @@ log_sink set_log_sink(log_sink sink) {
 
 void set_log_level(log_level l) noexcept { level().store(l); }
 
+std::string format_bytes(std::uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  double v = static_cast<double>(bytes);
+  while (v >= 1024 && u < 4 && static_cast<std::uint64_t>(v) % 1024 == 0) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g %s", v, units[u]);
+  return buf;
+}
+
 }  // namespace optcast

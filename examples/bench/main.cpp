@@ -1,0 +1,37 @@
+// optcast-bench: speed figures.
+//
+//   optcast-bench broadcast --fabric local --p 8          P ranks in this process
+//   optcast-bench broadcast --fabric tcp --np 8           P processes over TCP loopback
+//   optcast-bench p2p                                     TCP point-to-point against a plain
+//                                                         socket copy of the same bytes
+//   optcast-bench model --fabric tcp --np 8               LogGP predictions beside measured
+//                                                         times; automatic against fixed
+//   optcast-bench rounds                                  multi-message broadcasts in the
+//                                                         simulator's rounds model (1 and k
+//                                                         ports) against the papers' bounds
+// Each prints a table (median over iterations, the slowest rank's time) or, with
+// --json, one JSON object. Over TCP the ranks must share a host (one monotonic clock).
+#include <cstdio>
+#include <string>
+
+#include <optcast/optcast.hpp>
+
+#include "bench.hpp"
+
+int main(int argc, char** argv) try {
+  const std::string cmd = argc > 1 ? argv[1] : "";
+  if (cmd == "broadcast") return optcast::bench::broadcast_cmd(argc, argv);
+  if (cmd == "p2p") return optcast::bench::p2p_cmd(argc, argv);
+  if (cmd == "rounds") return optcast::bench::rounds_cmd(argc, argv);
+  if (cmd == "model") return optcast::bench::model_cmd(argc, argv);
+  std::fputs("usage: optcast-bench broadcast [--fabric local|tcp|ofi] [--np N | --p P] [--sizes LIST] [--json]\n"
+             "       optcast-bench p2p [--fabric tcp|ofi] [--bytes SIZE] [--count N] [--json]\n"
+             "       optcast-bench rounds [--n LIST] [--m LIST] [--k LIST] [--every NMAX] [--json]\n"
+             "       optcast-bench model --fabric tcp --np N [--calibrate] [--sizes LIST] [--json]\n"
+             "Run 'optcast-bench <command> --help' for all options.\n",
+             cmd == "--help" || cmd == "-h" ? stdout : stderr);
+  return cmd == "--help" || cmd == "-h" ? 0 : 2;
+} catch (const optcast::setup_error& e) {
+  std::fprintf(stderr, "optcast-bench: %s\n", e.what());
+  return 1;
+}

@@ -1,0 +1,152 @@
+// optcast-bench p2p: a fabric's point-to-point throughput against a plain socket copy of
+// the same bytes, and its small-message latency.
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/write.hpp>
+#include <nlohmann/json.hpp>
+#include <optcast/optcast.hpp>
+
+#include "bench.hpp"
+
+namespace optcast::bench {
+
+// Point-to-point: rank 0 sends `count` messages of `bytes` to rank 1 over the TCP
+// fabric; then the same bytes through a plain blocking socket pair. Both in this
+// process, two threads each, so both see the same machine at the same time.
+int p2p_cmd(int argc, char** argv) {
+  CLI::App app{"Point-to-point throughput of a fabric (two ranks in this process, a thread each) against a plain\n"
+               "socket copy of the same bytes, and the round-trip latency of small messages.",
+               "optcast-bench p2p"};
+  std::string fabric_name = "tcp";
+  std::size_t bytes = std::size_t{16} << 20;
+  int count = 32, runs = 5;
+  bool json = false;
+  app.add_option("--fabric", fabric_name, "tcp or ofi (provider from FI_PROVIDER or the best available)")
+      ->check(CLI::IsMember({"tcp", "ofi"}))->capture_default_str();
+  app.add_option("--bytes", bytes, "message size")->transform(CLI::AsSizeValue(true))->capture_default_str();
+  app.add_option("--count", count, "messages per run")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app.add_option("--runs", runs, "runs of each; the median is reported")->check(CLI::Range(1, 1000))->capture_default_str();
+  app.add_flag("--json", json, "one JSON object");
+  try {
+    app.parse(argc - 1, argv + 1);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  // A store and two ranks, each with its own event loop and thread; built at once (a
+  // libfabric rank waits in its bootstrap for the other's endpoint).
+  store::server server("127.0.0.1", 0, 2, 42);
+  std::vector<std::unique_ptr<asio::io_context>> ios;
+  std::vector<std::shared_ptr<fabric>> fabs(2);
+  for (int r = 0; r < 2; ++r) ios.push_back(std::make_unique<asio::io_context>(1));
+  {
+    std::vector<std::thread> starting;
+    std::string error;
+    for (int r = 0; r < 2; ++r)
+      starting.emplace_back([&, r] {
+        ofi::config c;
+        c.rank = r;
+        c.size = 2;
+        c.store = {"127.0.0.1", server.port()};
+        c.host_store = false;
+        try {
+          fabs[static_cast<std::size_t>(r)] = fabric_name == "ofi" ? ofi::connect(*ios[static_cast<std::size_t>(r)], c)
+                                                                   : tcp::connect(*ios[static_cast<std::size_t>(r)], c);
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+      });
+    for (auto& t : starting) t.join();
+    if (!error.empty()) throw setup_error(make_error_code(errc::invalid_argument), error);
+  }
+  std::vector<communicator> comms;
+  for (auto& f : fabs) comms.emplace_back(f);
+  const std::string described = fabric_description(comms[0]);
+
+  // Round trips of 8 bytes, half of one is the latency.
+  auto pingpong = [&] {
+    const int trips = 2000;
+    std::array<std::byte, 8> a{}, b{};
+    std::thread echo([&] {
+      for (int i = 0; i < trips; ++i) {
+        if (!run(comms[1], recv(comms[1], 0, 2, b))) std::abort();
+        if (!run(comms[1], send(comms[1], 0, 3, b))) std::abort();
+      }
+    });
+    const auto t0 = clock_type::now();
+    for (int i = 0; i < trips; ++i) {
+      if (!run(comms[0], send(comms[0], 1, 2, a))) std::abort();
+      if (!run(comms[0], recv(comms[0], 1, 3, a))) std::abort();
+    }
+    const double t = since(t0) / trips / 2;
+    echo.join();
+    return t;
+  };
+  std::vector<std::byte> src(bytes, std::byte{3}), dst(bytes);
+  auto fabric_run = [&] {
+    double t = 0;
+    std::thread sender([&] {
+      for (int i = 0; i < count; ++i)
+        if (!run(comms[0], send(comms[0], 1, 1, src))) std::abort();
+    });
+    const auto t0 = clock_type::now();
+    for (int i = 0; i < count; ++i)
+      if (!run(comms[1], recv(comms[1], 0, 1, dst))) std::abort();
+    t = since(t0);
+    sender.join();
+    return t;
+  };
+
+  // Plain sockets: blocking write of the same buffer, blocking read into one.
+  auto socket_run = [&] {
+    asio::io_context io;
+    asio::ip::tcp::acceptor acc(io, {asio::ip::make_address("127.0.0.1"), 0});
+    asio::ip::tcp::socket out(io), in(io);
+    std::thread connector([&] { out.connect(acc.local_endpoint()); });
+    acc.accept(in);
+    connector.join();
+    out.set_option(asio::ip::tcp::no_delay(true));
+    std::thread writer([&] {
+      for (int i = 0; i < count; ++i) asio::write(out, asio::buffer(src));
+    });
+    const auto t0 = clock_type::now();
+    for (int i = 0; i < count; ++i) asio::read(in, asio::buffer(dst));
+    const double t = since(t0);
+    writer.join();
+    return t;
+  };
+
+  fabric_run();  // warm up: connections open on first use
+  socket_run();
+  std::vector<double> tf, ts, lat;
+  for (int k = 0; k < runs; ++k) {  // interleaved, so both see the same conditions
+    tf.push_back(fabric_run());
+    ts.push_back(socket_run());
+    lat.push_back(pingpong());
+  }
+  const double total = static_cast<double>(bytes) * count;
+  const double gf = total / median(tf) / 1e9, gs = total / median(ts) / 1e9;
+  if (json) {
+    const nlohmann::ordered_json j = {{"benchmark", "p2p"},  {"fabric", described}, {"bytes", bytes},
+                                      {"count", count},      {"optcast_GBps", gf}, {"socket_GBps", gs},
+                                      {"ratio", gf / gs},    {"latency_8B_us", median(lat) * 1e6}};
+    std::puts(j.dump().c_str());
+  } else {
+    std::printf("point-to-point on loopback, %d messages of %s, median of %d runs\n", count, format_bytes(bytes).c_str(), runs);
+    std::printf("  optcast %-22s: %.3f GB/s\n  plain socket copy             : %.3f GB/s\n  ratio                         : %.3f\n",
+                described.c_str(), gf, gs, gf / gs);
+    std::printf("  8-byte one-way latency        : %.1f us (half a round trip through the collective layer)\n", median(lat) * 1e6);
+  }
+  return 0;
+}
+
+}  // namespace optcast::bench
