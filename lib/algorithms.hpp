@@ -7,10 +7,10 @@
 #include <span>
 #include <vector>
 
-#include "optcast/blocks.hpp"
-#include "optcast/logp.hpp"
-#include "optcast/packet_schedule.hpp"
-#include "optcast/scatter.hpp"
+#include "blocks.hpp"
+#include "karp/plans.hpp"
+#include "static_schedules/packet_schedule.hpp"
+#include "alexandrov/loggp.hpp"
 #include "optcast/reduction.hpp"
 
 #include "optcast/fabric.hpp"

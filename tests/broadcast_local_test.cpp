@@ -17,7 +17,7 @@ std::byte pattern(std::size_t i, std::size_t size, int root) {
 
 bool run_broadcast(int p, int root, int n, std::size_t size, optcast::algorithm alg) {
   optcast::local::world w(p);
-  auto comms = w.communicators();
+  auto comms = optcast::communicators_of(w);
   std::vector<std::vector<std::byte>> bufs(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r) {
     auto& b = bufs[static_cast<std::size_t>(r)];
@@ -25,7 +25,7 @@ bool run_broadcast(int p, int root, int n, std::size_t size, optcast::algorithm 
     if (r == root)
       for (std::size_t i = 0; i < size; ++i) b[i] = pattern(i, size, root);
   }
-  auto results = w.run_all(comms, [&](optcast::communicator& c) {
+  auto results = optcast::run_all(comms, [&](optcast::communicator& c) {
     return optcast::broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), root,
                               {.alg = alg, .blocks = n});
   });

@@ -17,9 +17,9 @@ namespace {
 
 double simulated(algorithm alg, int p, std::size_t bytes, int blocks, const sim::model& m) {
   sim::world w(p, m, {.move_payload = false});
-  auto comms = w.communicators();
+  auto comms = optcast::communicators_of(w);
   std::vector<std::byte> buf(bytes);
-  auto res = w.run_all(comms, [&](communicator& c) { return broadcast(c, std::span(buf), 0, {.alg = alg, .blocks = blocks}); });
+  auto res = optcast::run_all(comms, [&](communicator& c) { return broadcast(c, std::span(buf), 0, {.alg = alg, .blocks = blocks}); });
   for (auto& r : res)
     if (!r) return -1;
   return w.take_report().finish_time;
@@ -131,7 +131,7 @@ double simulated(coll k, int p, std::int64_t elems, int n, const sim::model& m) 
   sim::world w(p, m, {.move_payload = false});
   communicator_options co;
   co.min_block_bytes = 8;
-  auto comms = w.communicators(co);
+  auto comms = optcast::communicators_of(w, co);
   const auto counts = counts_of(k, p, elems);
   std::int64_t total = 0;
   for (auto x : counts) total += x;
@@ -143,7 +143,7 @@ double simulated(coll k, int p, std::int64_t elems, int n, const sim::model& m) 
     out[R].resize(static_cast<std::size_t>(all_roots ? total : elems));
   }
   const collective_options o{.alg = algorithm::circulant, .blocks = n};
-  auto res = w.run_all(comms, [&](communicator& c) -> task<result<void>> {
+  auto res = optcast::run_all(comms, [&](communicator& c) -> task<result<void>> {
     const auto R = static_cast<std::size_t>(c.rank());
     const std::span<const std::int64_t> mine(in[R]);
     switch (k) {
@@ -219,7 +219,7 @@ TEST_CASE("circulant collectives: the model's block count against simulated runs
 TEST_CASE("plan_broadcast: what broadcast runs, refusals with the reason", "[choose][sim]") {
   const auto model = sim::model::loggp(20, 2, 4, 0.001, 1);
   sim::world w(33, model, {.move_payload = false});
-  auto comms = w.communicators();
+  auto comms = optcast::communicators_of(w);
   for (auto& c : comms) c.options().min_block_bytes = 1;
   const std::size_t bytes = 1 << 20;
   const loggp_params lp{20, 2, 4, 0.001};
@@ -245,10 +245,10 @@ TEST_CASE("plan_broadcast: what broadcast runs, refusals with the reason", "[cho
   CHECK(fib->blocks > 1);
   const auto time_of = [&](collective_options o) {
     sim::world w2(33, model, {.move_payload = false});
-    auto cs = w2.communicators();
+    auto cs = optcast::communicators_of(w2);
     for (auto& c : cs) c.options().min_block_bytes = 1;
     std::vector<std::byte> buf(bytes);
-    auto res = w2.run_all(cs, [&](communicator& c) { return broadcast(c, std::span(buf), 0, o); });
+    auto res = optcast::run_all(cs, [&](communicator& c) { return broadcast(c, std::span(buf), 0, o); });
     for (auto& r : res) REQUIRE(r);
     return w2.take_report().finish_time;
   };
@@ -277,9 +277,9 @@ TEST_CASE("automatic allreduce: circulant pair or combining broadcast, against s
     sim::world w(p, m, {.move_payload = false});
     communicator_options co;
     co.min_block_bytes = 8;
-    auto comms = w.communicators(co);
+    auto comms = optcast::communicators_of(w, co);
     std::vector<std::vector<std::int64_t>> buf(static_cast<std::size_t>(p), std::vector<std::int64_t>(elems));
-    auto res = w.run_all(comms, [&](communicator& c) {
+    auto res = optcast::run_all(comms, [&](communicator& c) {
       auto& b = buf[static_cast<std::size_t>(c.rank())];
       return allreduce(c, std::span<const std::int64_t>(b), std::span(b), ops::sum, o);
     });
@@ -328,9 +328,9 @@ TEST_CASE("automatic allreduce: circulant pair or combining broadcast, against s
     const auto model = sim::model::loggp(20, 2, 4, 0.001, 1);
     const auto time_of = [&](collective_options o) {
       sim::world w(64, model, {.move_payload = false});
-      auto comms = w.communicators();
+      auto comms = optcast::communicators_of(w);
       std::vector<double> x(1, 1.5);
-      auto res = w.run_all(comms, [&](communicator& c) { return allreduce(c, std::span<const double>(x), std::span(x), ops::sum, o); });
+      auto res = optcast::run_all(comms, [&](communicator& c) { return allreduce(c, std::span<const double>(x), std::span(x), ops::sum, o); });
       for (auto& r : res) REQUIRE(r);
       return w.take_report().finish_time;
     };

@@ -14,7 +14,7 @@
 
 #include "optcast/collectives.hpp"
 #include "optcast/net/sim.hpp"
-#include "optcast/schedule.hpp"
+#include "traff/circulant.hpp"
 
 using namespace optcast;
 
@@ -37,8 +37,8 @@ struct outcome {
 template <class Make>
 outcome on_sim(int p, Make make) {
   sim::world w(p, sim::model::rounds());
-  auto comms = w.communicators();
-  auto res = w.run_all(comms, make);
+  auto comms = optcast::communicators_of(w);
+  auto res = optcast::run_all(comms, make);
   outcome o{w.take_report()};
   for (std::size_t r = 0; r < res.size(); ++r)
     if (!res[r] && o.all_ok) {

@@ -6,7 +6,7 @@
 #include <set>
 #include <string>
 
-#include "optcast/fibonacci.hpp"
+#include "bruck_cypher_ho/fibonacci.hpp"
 
 using namespace optcast;
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "optcast/scatter.hpp"
+#include "alexandrov/loggp.hpp"
 #include "worlds.hpp"
 
 using namespace optcast;
@@ -21,12 +21,12 @@ namespace {
 std::string simulate_scatter(algorithm alg, int P, int k, double L, double g, int root, double& time, double o = 0,
                              bool split_sets = false) {
   sim::world w(P, sim::model::loggp(L, o, g, 1));
-  auto comms = w.communicators();
+  auto comms = optcast::communicators_of(w);
   const auto n = static_cast<std::size_t>(P) * static_cast<std::size_t>(k);
   std::vector<std::uint8_t> in(n);
   for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<std::uint8_t>(i * 7 + 3);
   std::vector<std::vector<std::uint8_t>> out(static_cast<std::size_t>(P), std::vector<std::uint8_t>(static_cast<std::size_t>(k)));
-  auto res = w.run_all(comms, [&](communicator& c) {
+  auto res = optcast::run_all(comms, [&](communicator& c) {
     return scatter(c, std::span<const std::uint8_t>(in), std::span(out[static_cast<std::size_t>(c.rank())]), root,
                    {.alg = alg, .split_sets = split_sets});
   });
@@ -150,11 +150,11 @@ TEST_CASE("Figure 10: split item sets finish at 61, and never later than A_t^k",
         if (sp.time > tab.t(P)) failure = at + "split sets slower";
         if (failure.empty() && P % 7 == 3) {
           sim::world w(P, sim::model::loggp(c.L, c.o, c.g, c.G));
-          auto comms = w.communicators();
+          auto comms = optcast::communicators_of(w);
           std::vector<std::uint8_t> in(static_cast<std::size_t>(P * k));
           for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint8_t>(i);
           std::vector<std::vector<std::uint8_t>> out(static_cast<std::size_t>(P), std::vector<std::uint8_t>(static_cast<std::size_t>(k)));
-          auto res = w.run_all(comms, [&](communicator& cm) {
+          auto res = optcast::run_all(comms, [&](communicator& cm) {
             return scatter(cm, std::span<const std::uint8_t>(in), std::span(out[static_cast<std::size_t>(cm.rank())]), 0,
                            {.alg = algorithm::split_tree, .model = loggp_params{c.L, c.o, c.g, c.G}, .split_sets = true});
           });

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "optcast/fibonacci.hpp"
-#include "optcast/multiport.hpp"
+#include "bruck_cypher_ho/fibonacci.hpp"
+#include "bar_noy_ho/multiport.hpp"
 #include "worlds.hpp"
 
 using namespace optcast;
@@ -24,11 +24,11 @@ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 // ports; returns "" or what went wrong. `rounds` gets the simulated finish time.
 std::string simulate(algorithm alg, int p, int m, int k, int root, int& rounds) {
   sim::world w(p, sim::model::rounds(k));
-  auto comms = w.communicators();
+  auto comms = optcast::communicators_of(w);
   const std::size_t bytes = static_cast<std::size_t>(m) * 3 + 1;  // blocks of 3 and 4 bytes
   std::vector<std::vector<std::uint8_t>> bufs(static_cast<std::size_t>(p), std::vector<std::uint8_t>(bytes));
   for (std::size_t i = 0; i < bytes; ++i) bufs[static_cast<std::size_t>(root)][i] = static_cast<std::uint8_t>(i * 13 + 7);
-  auto res = w.run_all(comms, [&](communicator& c) {
+  auto res = optcast::run_all(comms, [&](communicator& c) {
     return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), root, {.alg = alg, .blocks = m});
   });
   const auto rep = w.take_report();

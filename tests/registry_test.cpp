@@ -100,7 +100,7 @@ TEST_CASE("every registry row runs in the simulator and reaches the time its pap
 
 TEST_CASE("the registry refuses an algorithm for a collective it does not serve, and requirements", "[registry]") {
   sim::world w(4, sim::model::rounds(2));
-  auto comms = w.communicators();
+  auto comms = optcast::communicators_of(w);
   auto& c = comms[0];
   const std::set<algorithm> all = {algorithm::circulant, algorithm::binomial,      algorithm::logp_tree,
                                    algorithm::staggered, algorithm::combining,     algorithm::buffered,
@@ -149,9 +149,9 @@ TEST_CASE("the registry refuses an algorithm for a collective it does not serve,
 
 TEST_CASE("a collective call refuses an algorithm of another collective before it communicates", "[registry][sim]") {
   sim::world w(3, sim::model::rounds(1));
-  auto comms = w.communicators();
+  auto comms = optcast::communicators_of(w);
   std::vector<std::string> why(3);
-  auto res = w.run_all(comms, [&](communicator& c) -> task<result<void>> {
+  auto res = optcast::run_all(comms, [&](communicator& c) -> task<result<void>> {
     std::vector<int> v(6, 1), out(6);
     auto r = co_await broadcast(c, std::span(v), 0, {.alg = algorithm::split_tree});
     why[static_cast<std::size_t>(c.rank())] = c.last_error();

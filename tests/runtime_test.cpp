@@ -59,7 +59,7 @@ TEST_CASE("a rank that dies mid-broadcast fails the others with peer lost", "[ru
   std::vector<std::vector<std::byte>> bufs(p, std::vector<std::byte>(1 << 16));
   const auto want = bytes(1 << 16, 5);
   bufs[0] = want;
-  auto res = w.run_all(comms, [&](communicator& c) -> task<result<void>> {
+  auto res = optcast::run_all(comms, [&](communicator& c) -> task<result<void>> {
     co_return co_await broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 0,
                                  {.alg = algorithm::circulant, .blocks = 64, .timeout = 30s});
   });
@@ -81,10 +81,10 @@ TEST_CASE("a rank that dies mid-broadcast fails the others with peer lost", "[ru
 
 TEST_CASE("posted_op: a receive posted ahead, awaited later; one never awaited is withdrawn", "[runtime][local]") {
   optcast::local::world w(2);
-  auto comms = w.communicators();
+  auto comms = optcast::communicators_of(w);
   std::vector<std::byte> early(64), late(64);
   const auto a = bytes(64, 1), b = bytes(64, 2);
-  auto res = w.run_all(comms, [&](communicator& c) -> task<result<void>> {
+  auto res = optcast::run_all(comms, [&](communicator& c) -> task<result<void>> {
     auto& f = c.get_fabric();
     if (c.rank() == 1) {
       {  // posted and dropped: it must not take the message meant for the receive below

@@ -6,8 +6,8 @@
 #include <array>
 #include <vector>
 
-#include "optcast/schedule.hpp"
-#include "optcast/schedule_check.hpp"
+#include "traff/circulant.hpp"
+#include "traff/circulant_check.hpp"
 
 using namespace optcast::circulant;
 

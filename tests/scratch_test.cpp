@@ -62,12 +62,12 @@ TEST_CASE("collectives reuse scratch: a repeated call makes no large allocation"
   const int p = 4;
   const std::size_t bytes = 1 << 20;
   local::world w(p);
-  auto comms = w.communicators();
+  auto comms = optcast::communicators_of(w);
   std::vector<std::vector<std::int32_t>> in(p, std::vector<std::int32_t>(bytes / 4, 3)), out(p, std::vector<std::int32_t>(bytes / 4));
   for (int n : {1, 4}) {
     const collective_options o{.alg = algorithm::circulant, .blocks = n};
     const auto each = [&](auto&& call) {
-      auto res = w.run_all(comms, call);
+      auto res = optcast::run_all(comms, call);
       for (auto& r : res) REQUIRE(r);
     };
     const std::function<void()> calls[] = {
@@ -128,7 +128,7 @@ TEST_CASE("collectives reuse scratch: a repeated call makes no large allocation"
   // does see them).
   for (auto& c : comms) c.get_fabric().scratch().set_limit(0);
   const long before = large_allocations.load();
-  auto res = w.run_all(comms, [&](communicator& c) {
+  auto res = optcast::run_all(comms, [&](communicator& c) {
     const auto R = static_cast<std::size_t>(c.rank());
     return allreduce(c, std::span<const std::int32_t>(in[R]), std::span(out[R]), ops::sum, {.alg = algorithm::circulant, .blocks = 1});
   });

@@ -7,7 +7,7 @@
 #include "optcast/collectives.hpp"
 #include "optcast/net/local.hpp"
 #include "optcast/net/sim.hpp"
-#include "optcast/schedule.hpp"
+#include "traff/circulant.hpp"
 #include "optcast/when_all.hpp"
 
 using namespace optcast;
@@ -20,9 +20,9 @@ using rank_body = std::function<task<result<void>>(fabric&, std::vector<std::byt
 sim::report simulate(int p, sim::model m, std::size_t bytes, const rank_body& body,
                      std::vector<result<void>>* results = nullptr) {
   sim::world w(p, m);
-  auto comms = w.communicators();
+  auto comms = optcast::communicators_of(w);
   std::vector<std::vector<std::byte>> bufs(static_cast<std::size_t>(p), std::vector<std::byte>(bytes));
-  auto res = w.run_all(comms, [&](communicator& c) {
+  auto res = optcast::run_all(comms, [&](communicator& c) {
     return body(c.get_fabric(), bufs[static_cast<std::size_t>(c.rank())]);
   });
   if (results) *results = res;
@@ -116,8 +116,8 @@ TEST_CASE("compute: the model charges local work, real fabrics do not wait", "[s
   CHECK(res[0].error() == errc::invalid_argument);
   // Elsewhere it finishes at once.
   optcast::local::world lw(2);
-  auto comms = lw.communicators();
-  auto lres = lw.run_all(comms, [](communicator& c) -> task<result<void>> {
+  auto comms = optcast::communicators_of(lw);
+  auto lres = optcast::run_all(comms, [](communicator& c) -> task<result<void>> {
     co_return ok(co_await c.get_fabric().compute(1e9));
   });
   CHECK(lres[0]);
@@ -222,10 +222,10 @@ TEST_CASE("rounds: a circulant broadcast takes n - 1 + ceil(log2 p) rounds", "[s
     for (int n : {1, 4, 9}) {
       INFO("p " << p << " n " << n);
       sim::world w(p, sim::model::rounds());
-      auto comms = w.communicators();
+      auto comms = optcast::communicators_of(w);
       std::vector<std::vector<int>> bufs(static_cast<std::size_t>(p), std::vector<int>(50));
       for (int i = 0; i < 50; ++i) bufs[3 % static_cast<std::size_t>(p)][static_cast<std::size_t>(i)] = i * 7 + 1;
-      auto res = w.run_all(comms, [&](communicator& c) {
+      auto res = optcast::run_all(comms, [&](communicator& c) {
         return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 3 % p,
                          {.alg = algorithm::circulant, .blocks = n});
       });
@@ -301,9 +301,9 @@ TEST_CASE("a message nobody receives is counted", "[sim]") {
 TEST_CASE("the same program gives the same trace", "[sim]") {
   auto once = [] {
     sim::world w(37, sim::model::loggp(3, 1, 2, 0.25));
-    auto comms = w.communicators();
+    auto comms = optcast::communicators_of(w);
     std::vector<std::vector<std::byte>> bufs(37, std::vector<std::byte>(1000));
-    w.run_all(comms, [&](communicator& c) {
+    optcast::run_all(comms, [&](communicator& c) {
       return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 5, {.alg = algorithm::circulant, .blocks = 7});
     });
     return w.take_report().json();
@@ -313,16 +313,16 @@ TEST_CASE("the same program gives the same trace", "[sim]") {
 
 TEST_CASE("reset starts the clock and the statistics again", "[sim]") {
   sim::world w(4, sim::model::postal(2));
-  auto comms = w.communicators();
+  auto comms = optcast::communicators_of(w);
   std::vector<std::vector<std::byte>> bufs(4, std::vector<std::byte>(10));
   auto bcast = [&](communicator& c) {
     return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 0, {.alg = algorithm::binomial});
   };
-  w.run_all(comms, bcast);
+  optcast::run_all(comms, bcast);
   const auto first = w.take_report();
   w.reset();
   CHECK(w.now() == 0);
-  w.run_all(comms, bcast);
+  optcast::run_all(comms, bcast);
   const auto second = w.take_report();
   CHECK(first.json() == second.json());
   // postal(2), binomial from 0 on 4 ranks: 0 -> 2 at 0 (arrives 2), 0 -> 1 at 1 (3),
@@ -351,9 +351,9 @@ TEST_CASE("model specifications parse, and bad ones say why", "[sim]") {
 TEST_CASE("100,000 simulated ranks broadcast one block", "[sim][scale]") {
   const int p = 100000;
   sim::world w(p, sim::model::rounds(), {.move_payload = false});
-  auto comms = w.communicators();
+  auto comms = optcast::communicators_of(w);
   std::vector<std::byte> shared(8);  // timing only: every rank may use one buffer
-  auto res = w.run_all(comms, [&](communicator& c) {
+  auto res = optcast::run_all(comms, [&](communicator& c) {
     return broadcast(c, std::span(shared), 0, {.alg = algorithm::circulant, .blocks = 1});
   });
   for (auto& r : res) REQUIRE(r);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "optcast/collectives.hpp"
-#include "optcast/logp.hpp"
+#include "karp/plans.hpp"
 #include "optcast/net/sim.hpp"
 #include "optcast/stream.hpp"
 #include "worlds.hpp"
@@ -87,11 +87,11 @@ TEST_CASE("stream in the simulator: every item L + B(P-1) after its push where b
     for (int P : {2, 3, 5, 9, 14, 20, 42, 61}) {
       INFO("L " << L << " P " << P);
       sim::world w(P, sim::model::postal(L));
-      auto comms = w.communicators();
+      auto comms = optcast::communicators_of(w);
       const int root = P / 3;
       const std::int64_t k = 60;
       auto o = sized(static_cast<std::size_t>(P));
-      auto res = w.run_all(comms, [&](communicator& c) { return stream_rank(c, root, k, 5, {}, o); });
+      auto res = optcast::run_all(comms, [&](communicator& c) { return stream_rank(c, root, k, 5, {}, o); });
       for (auto& r : res) REQUIRE(r);
       check_items(o, root, k, 5);
       std::int64_t worst = 0;
@@ -133,7 +133,7 @@ TEST_CASE("stream on local, TCP and libfabric: every item in order, any length",
 
 TEST_CASE("stream misuse is refused with its reason", "[stream]") {
   sim::world w(4, sim::model::postal(3));
-  auto comms = w.communicators();
+  auto comms = optcast::communicators_of(w);
   // Every rank makes the same refused calls, as with any collective: each takes a
   // sequence number, so the ranks stay in step.
   for (auto& c : comms) {
@@ -142,7 +142,7 @@ TEST_CASE("stream misuse is refused with its reason", "[stream]") {
     CHECK_FALSE(broadcast_stream::open(c, 0, 8, {.window = -1}));
     CHECK(c.last_error().find("window") != std::string::npos);
   }
-  auto res = w.run_all(comms, [&](communicator& c) -> task<result<void>> {
+  auto res = optcast::run_all(comms, [&](communicator& c) -> task<result<void>> {
     auto s = broadcast_stream::open(c, 1, 8);
     if (!s) co_return fail(s.error());
     std::vector<std::byte> item(8), small(3);

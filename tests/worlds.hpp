@@ -37,9 +37,9 @@ public:
 
 class local_test_world final : public test_world {
 public:
-  explicit local_test_world(int p, communicator_options o = {}, int ports = 1) : w_(p, ports), comms_(w_.communicators(o)) {}
+  explicit local_test_world(int p, communicator_options o = {}, int ports = 1) : w_(p, ports), comms_(optcast::communicators_of(w_, o)) {}
   std::vector<communicator>& comms() override { return comms_; }
-  std::vector<result<void>> run_all(const rank_fn& fn) override { return w_.run_all(comms_, fn); }
+  std::vector<result<void>> run_all(const rank_fn& fn) override { return optcast::run_all(comms_, fn); }
   local::world& world() { return w_; }
 
 private:
@@ -51,9 +51,9 @@ private:
 class sim_test_world final : public test_world {
 public:
   explicit sim_test_world(int p, communicator_options o = {}, sim::model m = sim::model::rounds())
-      : w_(p, m), comms_(w_.communicators(o)) {}
+      : w_(p, m), comms_(optcast::communicators_of(w_, o)) {}
   std::vector<communicator>& comms() override { return comms_; }
-  std::vector<result<void>> run_all(const rank_fn& fn) override { return w_.run_all(comms_, fn); }
+  std::vector<result<void>> run_all(const rank_fn& fn) override { return optcast::run_all(comms_, fn); }
   sim::world& world() { return w_; }
 
 private:

@@ -80,10 +80,10 @@ int cmd_calibrate(int argc, char** argv) {
   std::string what = fabric_name, why;
   bool report = true;
   const auto run_in_process = [&](auto& world) {
-    auto comms = world.communicators();
+    auto comms = optcast::communicators_of(world);
     std::vector<result<calibration>> res;
     for (int r = 0; r < p; ++r) res.push_back(fail(errc::invalid_argument));
-    auto done = world.run_all(comms, [&](communicator& c) -> task<result<void>> {
+    auto done = optcast::run_all(comms, [&](communicator& c) -> task<result<void>> {
       res[static_cast<std::size_t>(c.rank())] = co_await calibrate(c, o);
       co_return result<void>{};
     });

@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tools.hpp"
-#include "optcast/schedule.hpp"
-#include "optcast/schedule_check.hpp"
+#include "traff/circulant.hpp"
+#include "traff/circulant_check.hpp"
 
 using namespace optcast::circulant;
 

@@ -88,7 +88,7 @@ int broadcast_cmd(int argc, char** argv) {
   std::vector<row> rows;
   if (fabric_name == "local") {
     local::world w(p, ports);
-    auto comms = w.communicators();
+    auto comms = optcast::communicators_of(w);
     for (auto alg : algs)
       for (auto bytes : sizes) {
         std::vector<std::vector<std::byte>> bufs(static_cast<std::size_t>(p), std::vector<std::byte>(bytes, std::byte{1}));
@@ -97,7 +97,7 @@ int broadcast_cmd(int argc, char** argv) {
         std::vector<double> times;
         for (int it = 0; it < iterations_for(bytes, req_iter) + 1; ++it) {
           const auto t0 = clock_type::now();
-          auto res = w.run_all(comms, [&](communicator& c) {
+          auto res = optcast::run_all(comms, [&](communicator& c) {
             return optcast::broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 0, {.alg = alg, .blocks = n});
           });
           const double s = since(t0);

@@ -101,7 +101,7 @@ T run(communicator& c, task<T> t) {
 
 // One communicator per rank of an in-process world (local, sim), in rank order.
 template <class World>
-std::vector<communicator> communicators_of(const World& w, communicator_options o) {
+std::vector<communicator> communicators_of(const World& w, communicator_options o = {}) {
   std::vector<communicator> out;
   out.reserve(static_cast<std::size_t>(w.size()));
   for (int r = 0; r < w.size(); ++r) out.emplace_back(w.fabric(r), o);

@@ -8,7 +8,7 @@
 #include <tuple>
 #include <stdexcept>
 
-#include "optcast/scatter.hpp"
+#include "alexandrov/loggp.hpp"
 
 namespace optcast::loggp {
 

@@ -1,4 +1,4 @@
-#include "optcast/scatter.hpp"
+#include "alexandrov/loggp.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "optcast/multiport.hpp"
+#include "bar_noy_ho/multiport.hpp"
 
 namespace optcast::multiport {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <tuple>
 
-#include "optcast/multiport.hpp"
+#include "bar_noy_ho/multiport.hpp"
 
 namespace optcast::multiport {
 

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "optcast/fibonacci.hpp"
+#include "bruck_cypher_ho/fibonacci.hpp"
 
 namespace optcast::fibonacci {
 

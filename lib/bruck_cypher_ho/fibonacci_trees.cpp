@@ -1,4 +1,4 @@
-#include "optcast/fibonacci.hpp"
+#include "bruck_cypher_ho/fibonacci.hpp"
 
 #include <algorithm>
 #include <queue>

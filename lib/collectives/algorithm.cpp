@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "optcast/multiport.hpp"
+#include "bar_noy_ho/multiport.hpp"
 #include "registry.hpp"
 
 namespace optcast {

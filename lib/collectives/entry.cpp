@@ -5,11 +5,11 @@
 
 #include "algorithms.hpp"
 #include "optcast/choose.hpp"
-#include "optcast/fibonacci.hpp"
+#include "bruck_cypher_ho/fibonacci.hpp"
 #include "optcast/log.hpp"
-#include "optcast/multiport.hpp"
+#include "bar_noy_ho/multiport.hpp"
 #include "collective_common.hpp"
-#include "optcast/schedule.hpp"
+#include "traff/circulant.hpp"
 
 namespace optcast {
 

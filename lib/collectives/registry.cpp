@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "optcast/fibonacci.hpp"
-#include "optcast/logp.hpp"
-#include "optcast/multiport.hpp"
-#include "optcast/scatter.hpp"
-#include "optcast/schedule.hpp"
+#include "bruck_cypher_ho/fibonacci.hpp"
+#include "karp/plans.hpp"
+#include "bar_noy_ho/multiport.hpp"
+#include "alexandrov/loggp.hpp"
+#include "traff/circulant.hpp"
 
 namespace optcast::detail {
 

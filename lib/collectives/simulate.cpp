@@ -48,7 +48,7 @@ run_outcome run_broadcast(world& w, std::vector<communicator>& comms, const run_
   buffers b(sp, sp.bytes);
   if (sp.verify)
     for (std::size_t i = 0; i < sp.bytes; ++i) b.at(sp.root)[i] = byte_of(sp.root, i);
-  auto res = w.run_all(comms, [&](communicator& c) { return broadcast(c, std::span(b.at(c.rank())), sp.root, opts_of(sp, alg)); });
+  auto res = optcast::run_all(comms, [&](communicator& c) { return broadcast(c, std::span(b.at(c.rank())), sp.root, opts_of(sp, alg)); });
   run_outcome o;
   o.error = first_failure(res, comms);
   o.ok = o.error.empty();
@@ -72,7 +72,7 @@ run_outcome run_scatter_gather(world& w, std::vector<communicator>& comms, const
     for (int r = 0; r < sp.p; ++r) std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * sp.bytes), sp.bytes, part.at(r).begin());
   // Without verification the root still needs a buffer of the right size.
   std::vector<std::uint8_t> root_buf(sp.verify ? 0 : P * sp.bytes);
-  auto res = w.run_all(comms, [&](communicator& c) -> task<result<void>> {
+  auto res = optcast::run_all(comms, [&](communicator& c) -> task<result<void>> {
     const bool is_root = c.rank() == sp.root;
     std::span<std::uint8_t> whole = !is_root ? std::span<std::uint8_t>() : sp.verify ? std::span(gather_it ? back : all) : std::span(root_buf);
     if (gather_it) co_return co_await gather(c, std::span<const std::uint8_t>(part.at(c.rank())), whole, sp.root, opts_of(sp, alg));
@@ -99,7 +99,7 @@ run_outcome run_stream(world& w, std::vector<communicator>& comms, const run_req
   std::vector<std::int64_t> push(k);
   std::int64_t bound = 0, stated = 0;
   bool cyclic = false, bad = false;
-  auto res = w.run_all(comms, [&](communicator& c) -> task<result<void>> {
+  auto res = optcast::run_all(comms, [&](communicator& c) -> task<result<void>> {
     auto s = broadcast_stream::open(c, sp.root, sp.bytes, {});
     if (!s) co_return fail(s.error());
     std::vector<std::byte> item(sp.bytes);
@@ -165,7 +165,7 @@ run_outcome run_allgatherv(world& w, std::vector<communicator>& comms, const run
     v.resize(counts[static_cast<std::size_t>(r)]);
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = byte_of(r, i);
   }
-  auto res = w.run_all(comms, [&](communicator& c) {
+  auto res = optcast::run_all(comms, [&](communicator& c) {
     const auto R = static_cast<std::size_t>(c.rank());
     // Timing only: each rank's part of the one shared buffer is its input (in place).
     std::span<const std::uint8_t> mine = sp.verify ? std::span<const std::uint8_t>(in[R])
@@ -198,7 +198,7 @@ run_outcome run_alltoall(world& w, std::vector<communicator>& comms, const run_r
     for (std::size_t r = 0; r < P; ++r)
       for (std::size_t j = 0; j < P; ++j)
         for (std::size_t i = 0; i < m; ++i) in.at(static_cast<int>(r))[j * m + i] = byte_of(static_cast<int>(r * P + j), i);
-  auto res = w.run_all(comms, [&](communicator& c) {
+  auto res = optcast::run_all(comms, [&](communicator& c) {
     return alltoall(c, std::span<const std::uint8_t>(in.at(c.rank())), std::span(out.at(c.rank())), opts_of(sp, sp.alg));
   });
   run_outcome o;
@@ -221,7 +221,7 @@ run_outcome run_alltoall(world& w, std::vector<communicator>& comms, const run_r
 run_outcome run_summation(world& w, std::vector<communicator>& comms, const run_request& sp) {
   std::vector<std::uint8_t> got(static_cast<std::size_t>(sp.p));
   const auto n = static_cast<std::int64_t>(sp.bytes);
-  auto res = w.run_all(comms, [&](communicator& c) -> task<result<void>> {
+  auto res = optcast::run_all(comms, [&](communicator& c) -> task<result<void>> {
     auto r = co_await summation<std::uint8_t>(
         c, n, [](std::int64_t i) { return byte_of(0, static_cast<std::size_t>(i)); }, ops::sum, sp.root);
     if (!r) co_return fail(r.error());
@@ -262,7 +262,7 @@ run_outcome run_reduction(world& w, std::vector<communicator>& comms, const run_
   std::vector<std::vector<std::uint8_t>> part(counts.empty() ? 0 : static_cast<std::size_t>(sp.p));
   for (std::size_t r = 0; r < part.size(); ++r) part[r].resize(counts[r]);
   const auto o_ = opts_of(sp, alg);
-  auto res = w.run_all(comms, [&](communicator& c) -> task<result<void>> {
+  auto res = optcast::run_all(comms, [&](communicator& c) -> task<result<void>> {
     const auto R = static_cast<std::size_t>(c.rank());
     std::span<const std::uint8_t> src(in.at(c.rank()));
     if (which == "reduce") co_return co_await reduce(c, src, std::span(out.at(c.rank())), ops::sum, sp.root, o_);
@@ -379,7 +379,7 @@ result<run_result> simulate(run_request sp, std::string* why) {
   sp.verify = sp.verify && per_rank * static_cast<std::uint64_t>(sp.p) <= (std::uint64_t{2} << 30);
 
   world w(sp.p, sp.model, {.move_payload = sp.verify});
-  auto comms = w.communicators();
+  auto comms = optcast::communicators_of(w);
   for (auto& c : comms) c.options().min_block_bytes = 1;  // simulated bytes are cheap to cut
   // What the library itself will run (the automatic choice resolved), with the n it
   // chooses unless the request gives one.

@@ -1,5 +1,5 @@
 // Karp et al. Section 4.2: the combining broadcast (allreduce) plan for any P.
-#include "optcast/logp.hpp"
+#include "karp/plans.hpp"
 
 #include "logp_check.hpp"
 

@@ -16,7 +16,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "optcast/logp.hpp"
+#include "karp/plans.hpp"
 
 namespace optcast::logp {
 

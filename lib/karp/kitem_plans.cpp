@@ -1,5 +1,5 @@
 // Karp et al. Sections 3.4-3.5: the k-item broadcast plans, buffered and single-sending.
-#include "optcast/logp.hpp"
+#include "karp/plans.hpp"
 
 #include "logp_check.hpp"
 

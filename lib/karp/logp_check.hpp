@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "optcast/logp.hpp"
+#include "karp/plans.hpp"
 
 namespace optcast::logp {
 

@@ -203,25 +203,17 @@ broadcast_stream::~broadcast_stream() = default;
 
 result<std::unique_ptr<broadcast_stream>> broadcast_stream::open(communicator& c, int root, std::size_t item_bytes,
                                                                  stream_options o) {
-  auto s = std::make_unique<state>();
-  s->seq = c.next_seq();  // taken first, as every collective does
-  if (c.broken()) return fail(errc::broken);
+  // The entry path every collective takes (sequence number first, the broken check,
+  // root and model), with the stream's own check, its window.
+  const collective_options copts{.model = o.model};
+  detail::call_start call(c, collective::stream, copts);
+  if (!call.ok() || !call.check_root(root) || (o.window < 0 && !call.refuse("window must not be negative")))
+    return fail(call.early.error());
+  const auto model = call.model();
+  if (!model) return fail(call.early.error());
   const int P = c.size();
-  if (root < 0 || root >= P) {
-    c.record_error("broadcast_stream: root " + std::to_string(root) + " is not a rank of this " + std::to_string(P) +
-                   "-rank communicator");
-    return fail(errc::invalid_argument);
-  }
-  if (o.window < 0) {
-    c.record_error("broadcast_stream: window must not be negative");
-    return fail(errc::invalid_argument);
-  }
-  std::string why;
-  const auto model = detail::model_for(c, {.model = o.model}, "broadcast_stream", why);
-  if (!model) {
-    c.record_error(why);
-    return fail(errc::invalid_argument);
-  }
+  auto s = std::make_unique<state>();
+  s->seq = call.seq;
   s->c = &c;
   s->f = &c.get_fabric();
   s->P = P;

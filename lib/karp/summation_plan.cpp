@@ -1,5 +1,5 @@
 // Karp et al. Section 5: optimal summation of n operands, the reversed broadcast tree.
-#include "optcast/logp.hpp"
+#include "karp/plans.hpp"
 
 #include "logp_check.hpp"
 

@@ -1,6 +1,6 @@
 // Karp et al. Section 2: the universal optimal broadcast tree B(P; L, o, g), P(t), and
 // the postal steps of a LogP model.
-#include "optcast/logp.hpp"
+#include "karp/plans.hpp"
 
 #include "logp_check.hpp"
 

@@ -1,5 +1,5 @@
 #include "optcast/choose.hpp"
-#include "optcast/scatter.hpp"
+#include "alexandrov/loggp.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,10 +8,10 @@
 #include <mutex>
 #include <tuple>
 
-#include "optcast/fibonacci.hpp"
-#include "optcast/logp.hpp"
-#include "optcast/multiport.hpp"
-#include "optcast/schedule.hpp"
+#include "bruck_cypher_ho/fibonacci.hpp"
+#include "karp/plans.hpp"
+#include "bar_noy_ho/multiport.hpp"
+#include "traff/circulant.hpp"
 #include "registry.hpp"
 
 namespace optcast {

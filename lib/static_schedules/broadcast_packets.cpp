@@ -1,7 +1,7 @@
 #include <vector>
 
 #include "algorithms.hpp"
-#include "optcast/blocks.hpp"
+#include "blocks.hpp"
 #include "optcast/when_all.hpp"
 
 namespace optcast::algorithms {

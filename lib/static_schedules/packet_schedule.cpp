@@ -1,4 +1,4 @@
-#include "optcast/packet_schedule.hpp"
+#include "static_schedules/packet_schedule.hpp"
 
 #include <algorithm>
 #include <stdexcept>

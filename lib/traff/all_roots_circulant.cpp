@@ -3,7 +3,7 @@
 #include <tuple>
 
 #include "algorithms.hpp"
-#include "optcast/schedule.hpp"
+#include "traff/circulant.hpp"
 #include "optcast/when_all.hpp"
 
 namespace optcast::algorithms {

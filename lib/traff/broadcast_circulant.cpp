@@ -1,6 +1,6 @@
 #include "algorithms.hpp"
-#include "optcast/blocks.hpp"
-#include "optcast/schedule.hpp"
+#include "blocks.hpp"
+#include "traff/circulant.hpp"
 #include "optcast/when_all.hpp"
 
 namespace optcast::algorithms {

@@ -1,7 +1,7 @@
 #include <vector>
 
 #include "algorithms.hpp"
-#include "optcast/schedule.hpp"
+#include "traff/circulant.hpp"
 #include "optcast/when_all.hpp"
 
 namespace optcast::algorithms {

@@ -248,10 +248,6 @@ std::shared_ptr<optcast::fabric> world::fabric(int rank) const {
   return f;
 }
 
-std::vector<communicator> world::communicators(communicator_options o) const {
-  return communicators_of(*this, o);
-}
-
 void world::kill(int rank) {
   auto* f = state_->ranks.at(static_cast<std::size_t>(rank));
   if (f) f->kill();

@@ -1,175 +1,17 @@
-#include "optcast/net/sim.hpp"
-
-#include <nlohmann/json.hpp>
-
+// The simulator: a fabric per rank whose operations become timed events of one world,
+// the event loop that plays them in virtual time, and the world that hands out the
+// fabrics and reports what happened. The models and the report's JSON: model.cpp.
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstring>
-#include <queue>
 #include <stdexcept>
 #include <string>
 
-#include "../common/buffer_pool.hpp"
-#include "../common/op_queue.hpp"
+#include "state.hpp"
 
 namespace optcast::sim {
 
-namespace {
-
-constexpr std::uint32_t none = 0xffffffffu;
-
-// Where an operation is, in op.fabric_state.
-enum : std::uintptr_t { st_idle = 0, st_posted, st_bound, st_sending, st_ready };
-
-// One message from send to delivery.
-struct message {
-  int src = 0, dst = 0;
-  tag tg{};
-  std::size_t size = 0;
-  double first = 0, last = 0;  // first and last byte into the network
-  std::uint32_t chain = 0;
-  operation* sender = nullptr;  // the send, until it completes
-  operation* bound = nullptr;   // the receive it matched, once one has
-  bool available = false;       // at the receiver, overhead paid
-  bool buffered = false;        // the payload is in `payload`, not yet in a receive
-  bool in_list = false;         // in the receiver's list of unmatched messages
-  bool rx_done = false;         // handed to a receive, or dropped (its receive failed)
-  bool arrived = false;         // choosing receivers: in the receiver's buffer
-  bool served = false;          // choosing receivers: its arrival window is taken
-  std::uint8_t events = 0;      // scheduled events that refer to it
-  std::vector<std::byte> payload;
-  std::uint32_t next = none, prev = none;  // the receiver's list of unmatched messages
-};
-
-enum class ev : std::uint8_t { send_done, arrive, available, port_free, serve };
-
-struct event {
-  double t;
-  std::uint64_t seq;
-  std::uint32_t msg;
-  ev kind;
-  bool operator>(const event& o) const noexcept { return t != o.t ? t > o.t : seq > o.seq; }
-};
-
-struct channel {
-  double next_start = 0;   // out: when the next sending overhead may begin
-  double busy_until = 0;   // rounds model: end of the round in use
-  double next_window = 0;  // in: earliest start of the next arrival window
-  double overhead_free = 0;
-};
-
-struct rank_state {
-  detail::op_queue posted, bound, sending;
-  std::uint32_t unmatched_head = none, unmatched_tail = none;
-  std::vector<channel> out, in;
-  std::vector<std::uint32_t> busy_with;  // rounds model: message on each out channel
-  std::vector<std::uint32_t> in_with;    // rounds model: message on each in channel
-  rank_stats stats;
-  double last_post = -1;
-};
-
-class sim_fabric;
-
-std::string fmt_time(double t) {
-  char buf[64];
-  if (t == std::floor(t) && std::fabs(t) < 1e15)
-    std::snprintf(buf, sizeof buf, "%.0f", t);
-  else
-    std::snprintf(buf, sizeof buf, "%.6g", t);
-  return buf;
-}
-
-}  // namespace
-
-struct world_state {
-  sim::model m;
-  world_options opts;
-  std::vector<rank_state> ranks;
-  std::vector<sim_fabric*> fabrics;
-  std::vector<message> msgs;
-  std::vector<std::uint32_t> free_msgs;
-  std::priority_queue<event, std::vector<event>, std::greater<>> events;
-  std::uint64_t next_seq = 0;
-  detail::op_queue ready;  // completions decided outside the event loop (abort)
-  detail::buffer_pool pool;
-  double now = 0;
-  std::uint64_t messages = 0, bytes = 0;
-  std::error_code error;
-  std::string error_detail;
-
-  bool rounds() const noexcept { return m.kind == model_kind::rounds; }
-  std::uint64_t posts = 0;  // receives posted so far: their order, for choosing receivers
-
-  // A message's arrival window and receiving overhead on a free incoming channel of
-  // its receiver, from now.
-  void take_window(message& mg, std::uint32_t idx) {
-    auto& dst = ranks[static_cast<std::size_t>(mg.dst)];
-    auto in = std::min_element(dst.in.begin(), dst.in.end(), [](const channel& a, const channel& b) {
-      return a.next_window < b.next_window;
-    });
-    const double ws = std::max(now, in->next_window);
-    const double wl = ws + (mg.last - mg.first);
-    in->next_window = wl + m.g;
-    const double rs = std::max(wl, in->overhead_free);
-    in->overhead_free = rs + m.o;
-    schedule(rs + m.o, idx, ev::available);
-    if (m.choose) schedule(in->next_window, idx, ev::port_free);
-  }
-
-  // Choosing receivers (model::choose): while an incoming channel of rank d is free,
-  // it takes, of the messages in its buffer whose receive is posted, the one whose
-  // receive was posted first.
-  void serve(int d);
-
-  void schedule(double t, std::uint32_t msg, ev k) {
-    ++msgs[msg].events;
-    events.push({t, next_seq++, msg, k});
-  }
-
-  std::uint32_t new_message() {
-    if (!free_msgs.empty()) {
-      auto i = free_msgs.back();
-      free_msgs.pop_back();
-      return i;
-    }
-    msgs.emplace_back();
-    return static_cast<std::uint32_t>(msgs.size() - 1);
-  }
-  void free_message(std::uint32_t i) {
-    auto& mg = msgs[i];
-    if (mg.buffered) pool.give_back(std::move(mg.payload));
-    mg = message{};
-    free_msgs.push_back(i);
-  }
-  // A message lives until no event refers to it, its send has completed, and its
-  // receiver has it (or will never have it).
-  void maybe_free(std::uint32_t i) {
-    const auto& mg = msgs[i];
-    if (mg.events == 0 && !mg.sender && !mg.in_list && mg.rx_done) free_message(i);
-  }
-
-  void make_ready(operation& op, std::error_code ec) {
-    op.ec = ec;
-    op.fabric_state = st_ready;
-    ready.push_back(op);
-  }
-
-  void note_completion(int rank) {
-    auto& st = ranks[static_cast<std::size_t>(rank)].stats;
-    st.finish = std::max(st.finish, now);
-  }
-
-  // The receive `op` has its message: copy, count, and say whether it failed.
-  std::error_code deliver(message& mg, operation& op);
-
-  void fail_world(std::error_code ec, const std::string& detail);
-  bool step();
-  std::string describe_waiting() const;
-};
-
-namespace {
-
+// Declared in state.hpp, where the world keeps a pointer to each rank's.
 class sim_fabric final : public fabric {
 public:
   sim_fabric(std::shared_ptr<world_state> w, int rank) : w_(std::move(w)), rank_(rank) {}
@@ -444,7 +286,6 @@ private:
   int rank_;
 };
 
-}  // namespace
 
 void world_state::serve(int d) {
   auto& rk = ranks[static_cast<std::size_t>(d)];
@@ -588,98 +429,8 @@ std::shared_ptr<world_state> make_state(int p, const model& m, world_options o) 
   return s;
 }
 
-bool parse_number(std::string_view s, double& v) {
-  if (s.empty()) return false;
-  const std::string str(s);
-  char* end = nullptr;
-  v = std::strtod(str.c_str(), &end);
-  return end == str.c_str() + str.size() && std::isfinite(v);
-}
 
 }  // namespace
-
-result<model> model::parse(std::string_view spec, int ports, std::string* why) {
-  auto bad = [&](std::string w) -> result<model> {
-    if (why) *why = std::move(w);
-    return fail(errc::invalid_argument);
-  };
-  if (ports < 1) return bad("--ports must be at least 1");
-  const auto colon = spec.find(':');
-  const std::string_view name = spec.substr(0, colon);
-  std::vector<double> v;
-  if (colon != std::string_view::npos) {
-    std::string_view rest = spec.substr(colon + 1);
-    while (true) {
-      const auto comma = rest.find(',');
-      double x = 0;
-      if (!parse_number(rest.substr(0, comma), x))
-        return bad("model '" + std::string(spec) + "': '" + std::string(rest.substr(0, comma)) +
-                   "' is not a number");
-      if (x < 0) return bad("model '" + std::string(spec) + "': parameters must not be negative");
-      v.push_back(x);
-      if (comma == std::string_view::npos) break;
-      rest = rest.substr(comma + 1);
-    }
-  }
-  auto want = [&](std::size_t n, const char* form) -> bool {
-    if (v.size() == n) return true;
-    if (why) *why = "model '" + std::string(spec) + "': expected " + form;
-    return false;
-  };
-  if (name == "rounds") {
-    if (!want(0, "rounds")) return fail(errc::invalid_argument);
-    return rounds(ports);
-  }
-  if (name == "postal") {
-    if (!want(1, "postal:L")) return fail(errc::invalid_argument);
-    if (v[0] < 1) return bad("postal: L must be at least 1 (a message takes at least the unit step)");
-    return postal(v[0], ports);
-  }
-  if (name == "logp") {
-    if (!want(3, "logp:L,o,g")) return fail(errc::invalid_argument);
-    if (v[2] <= 0 && v[1] <= 0) return bad("logp: g and o cannot both be 0 (a rank would send unboundedly fast)");
-    return logp(v[0], v[1], v[2], ports);
-  }
-  if (name == "loggp") {
-    if (!want(4, "loggp:L,o,g,G")) return fail(errc::invalid_argument);
-    if (v[2] <= 0 && v[1] <= 0) return bad("loggp: g and o cannot both be 0 (a rank would send unboundedly fast)");
-    return loggp(v[0], v[1], v[2], v[3], ports);
-  }
-  return bad("unknown model '" + std::string(name) + "' (rounds, postal:L, logp:L,o,g, loggp:L,o,g,G)");
-}
-
-std::string model::describe() const {
-  std::string s;
-  switch (kind) {
-    case model_kind::rounds: s = "rounds"; break;
-    case model_kind::postal: s = "postal:" + fmt_time(L); break;
-    case model_kind::logp: s = "logp:" + fmt_time(L) + "," + fmt_time(o) + "," + fmt_time(g); break;
-    case model_kind::loggp:
-      s = "loggp:" + fmt_time(L) + "," + fmt_time(o) + "," + fmt_time(g) + "," + fmt_time(G);
-      break;
-  }
-  return s + " (" + std::to_string(ports) + (ports == 1 ? " port" : " ports") + (choose ? ", choosing receivers)" : ")");
-}
-
-std::string report::json() const {
-  nlohmann::ordered_json j;
-  j["model"] = model;
-  j["finish_time"] = finish_time;
-  j["comm_finish_time"] = comm_finish_time;
-  j["rounds"] = rounds;
-  j["messages"] = messages;
-  j["bytes"] = bytes;
-  j["longest_chain"] = longest_chain;
-  j["unreceived"] = unreceived;
-  j["error"] = error ? nlohmann::ordered_json(describe(error, error_detail)) : nlohmann::ordered_json(nullptr);
-  auto& finish = j["per_rank_finish"] = nlohmann::ordered_json::array();
-  auto& steps = j["per_rank_steps"] = nlohmann::ordered_json::array();
-  for (const auto& r : ranks) {
-    finish.push_back(r.finish);
-    steps.push_back(r.steps);
-  }
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 world::world(int p, sim::model m, world_options o) : state_(make_state(p, m, o)) {}
 world::~world() = default;
@@ -696,10 +447,6 @@ std::shared_ptr<optcast::fabric> world::fabric(int rank) const {
   auto f = std::make_shared<sim_fabric>(state_, rank);
   slot = f.get();
   return f;
-}
-
-std::vector<communicator> world::communicators(communicator_options o) const {
-  return communicators_of(*this, o);
 }
 
 report world::take_report() const {

@@ -6,7 +6,6 @@
 #include <memory>
 #include <vector>
 
-#include "optcast/communicator.hpp"
 #include "optcast/fabric.hpp"
 
 namespace asio {
@@ -17,7 +16,8 @@ namespace optcast::local {
 
 struct world_state;
 
-// The world (and its event loop) must outlive the fabrics and communicators it hands out.
+// The world (and its event loop) must outlive the fabrics it hands out (and the
+// communicators made of them: communicators_of(world), optcast/communicator.hpp).
 class world {
 public:
   // On the caller's event loop, or (first form) on one the world owns.
@@ -31,18 +31,11 @@ public:
   asio::io_context& io() noexcept;
 
   std::shared_ptr<optcast::fabric> fabric(int rank) const;
-  // One communicator per rank, in rank order.
-  std::vector<communicator> communicators(communicator_options o = {}) const;
 
   // Simulates rank r dying: its pending operations fail, peers waiting on it get
   // errc::peer_lost, and later operations with it fail the same way.
   void kill(int rank);
 
-  // Runs make(comm) for every rank at once and returns each rank's result.
-  template <class F>
-  auto run_all(std::vector<communicator>& comms, F make) {
-    return optcast::run_all(comms, std::move(make));
-  }
 
 private:
   std::unique_ptr<asio::io_context> owned_io_;

@@ -52,7 +52,6 @@
 #include <string_view>
 #include <vector>
 
-#include "optcast/communicator.hpp"
 #include "optcast/fabric.hpp"
 
 namespace optcast::sim {
@@ -131,7 +130,8 @@ struct world_options {
 
 struct world_state;
 
-// The world must outlive the fabrics and communicators it hands out.
+// The world must outlive the fabrics it hands out (and the communicators made of them:
+// communicators_of(world), optcast/communicator.hpp).
 class world {
 public:
   world(int p, model m, world_options o = {});
@@ -144,12 +144,6 @@ public:
   double now() const noexcept;
 
   std::shared_ptr<optcast::fabric> fabric(int rank) const;
-  std::vector<communicator> communicators(communicator_options o = {}) const;
-
-  template <class F>
-  auto run_all(std::vector<communicator>& comms, F make) {
-    return optcast::run_all(comms, std::move(make));
-  }
 
   // What happened since the world was made or last reset.
   report take_report() const;

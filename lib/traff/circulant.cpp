@@ -1,4 +1,4 @@
-#include "optcast/schedule.hpp"
+#include "traff/circulant.hpp"
 
 #include <map>
 #include <mutex>

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "optcast/packet_schedule.hpp"
+#include "static_schedules/packet_schedule.hpp"
 
 namespace optcast::multiport {
 

@@ -16,7 +16,7 @@
 #include <span>
 #include <vector>
 
-#include "optcast/packet_schedule.hpp"
+#include "static_schedules/packet_schedule.hpp"
 
 namespace optcast::fibonacci {
 

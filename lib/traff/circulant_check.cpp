@@ -1,9 +1,9 @@
-#include "optcast/schedule_check.hpp"
+#include "traff/circulant_check.hpp"
 
 #include <algorithm>
 #include <vector>
 
-#include "optcast/schedule.hpp"
+#include "traff/circulant.hpp"
 
 namespace optcast::circulant {
 

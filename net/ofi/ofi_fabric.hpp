@@ -1,0 +1,152 @@
+// The libfabric fabric's one class, shared by its two halves: ofi.cpp (choosing a
+// provider, opening the endpoint, exchanging addresses through the store) and
+// progress.cpp (operations: posting, cancelling, completions, deadlines). Internal to net/ofi.
+#pragma once
+
+#include "optcast/net/ofi.hpp"
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <thread>
+#include <sched.h>
+#include <unistd.h>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/posix/stream_descriptor.hpp>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include "../common/deadlines.hpp"
+#include "../common/op_queue.hpp"
+#include "optcast/log.hpp"
+
+namespace optcast::ofi {
+
+namespace impl {
+
+constexpr auto api_version = FI_VERSION(1, 17);
+
+inline std::string fi_error(int ret) { return std::string(fi_strerror(ret < 0 ? -ret : ret)); }
+
+template <class T>
+struct fid_deleter {
+  void operator()(T* p) const noexcept {
+    if (p) fi_close(&p->fid);
+  }
+};
+template <class T>
+using fid_ptr = std::unique_ptr<T, fid_deleter<T>>;
+struct info_deleter {
+  void operator()(fi_info* i) const noexcept { fi_freeinfo(i); }
+};
+using info_ptr = std::unique_ptr<fi_info, info_deleter>;
+
+// Providers that fail optcast's tests with Debian 12's libfabric 1.17: sockets and
+// udp;ofi_rxd hang on large messages; net loses messages once a rank talks to more than
+// two peers (a 4-rank barrier waits forever, with or without its wait fd).
+inline bool unreliable(const std::string& prov) { return prov == "sockets" || prov == "udp;ofi_rxd" || prov == "net"; }
+
+inline std::string rank_name(int r) { return "rank " + std::to_string(r); }
+
+// Where an operation is, in operation::fabric_state's low bits; registered memory, if
+// any, is kept in fabric_ctx after the provider's fi_context2.
+enum : std::uintptr_t { st_none = 0, st_retry, st_posted, st_cancelling };
+static_assert(sizeof(fi_context2) <= sizeof(operation::fabric_ctx) - sizeof(void*));
+inline fid_mr*& mr_of(operation& op) { return *reinterpret_cast<fid_mr**>(&op.fabric_ctx[9]); }
+
+class ofi_fabric final : public fabric {
+public:
+  ofi_fabric(asio::io_context& io, const config& cfg)
+      : io_(io), cfg_(cfg), wait_(io), deadlines_(io, [this](std::uint32_t seq) { expire(seq); }) {}
+
+  ~ofi_fabric() override {
+    closing_ = true;
+    abort(make_error_code(errc::cancelled), "the communicator was closed");
+    *alive_ = false;
+    std::error_code ignored;
+    wait_.close(ignored);
+    if (job_) job_->leave();
+  }
+
+  void bootstrap();
+
+  // Every rank's endpoint goes into the address vector before anything is sent: a
+  // message from a source the receiver has not inserted could not match a directed
+  // receive (shm, rxm).
+  void insert_all_peers();
+
+  int rank() const noexcept override { return cfg_.rank; }
+  int size() const noexcept override { return cfg_.size; }
+  int ports() const noexcept override { return cfg_.ports; }
+  std::string_view name() const noexcept override { return "ofi"; }
+  const std::string& provider() const noexcept { return provider_; }
+
+  bool start(operation& op) noexcept override;
+  void cancel(operation& op, std::error_code ec) noexcept override;
+
+  std::uint64_t arm_deadline(std::uint32_t seq, std::chrono::nanoseconds t) override { return deadlines_.arm(seq, t); }
+  void disarm_deadline(std::uint64_t token) noexcept override { deadlines_.disarm(token); }
+
+  void run_until(stop_predicate done) override;
+
+  // Closing the endpoint makes the provider drop every outstanding operation (no
+  // completion, no further access to their buffers); only then are they completed here.
+  void abort(std::error_code ec, std::string detail) noexcept override;
+
+private:
+  static std::string addr_key(int r) { return "optcast/ofi/" + std::to_string(r); }
+
+  bool fail_now(operation& op, std::error_code ec, const std::string& why);
+  enum class posted { yes, again, failed };
+
+  // Hands an operation to the provider, or queues it behind those the provider refused
+  // with -FI_EAGAIN (they are retried, in order, after progress).
+  std::error_code submit(operation& op);
+  posted try_post(operation& op, std::error_code& ec);
+  void release_mr(operation& op);
+  static operation& op_of(void* ctx);
+  void finish(operation& op, std::error_code ec);
+
+  // Reads the CQ until it is empty; completions resume their coroutines. Returns whether
+  // anything completed.
+  bool drain();
+  void progress();
+  void progress_soon();
+
+  // Sleeps on the CQ's fd when libfabric says nothing is pending (fi_trywait); polls
+  // while operations are outstanding when there is no fd.
+  void arm();
+  void expire(std::uint32_t seq);
+  asio::io_context& io_;
+  config cfg_;
+  std::unique_ptr<job> job_;
+  std::string provider_;
+  bool register_ = false;
+  std::size_t max_msg_ = 0;
+  std::uint64_t last_key_ = 0;
+  std::vector<fi_addr_t> addrs_;  // per rank, from the address vector
+  info_ptr info_;
+  fid_ptr<fid_fabric> fabric_;
+  fid_ptr<fid_domain> domain_;
+  fid_ptr<fid_cq> cq_;
+  fid_ptr<fid_av> av_;
+  fid_ptr<fid_ep> ep_;
+  asio::posix::stream_descriptor wait_;
+  bool waiting_ = false;
+  bool progress_posted_ = false;
+  bool closing_ = false;
+  detail::op_queue posted_;  // with the provider
+  detail::op_queue retry_;   // refused with -FI_EAGAIN, to post after progress
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  detail::deadline_table deadlines_;
+};
+
+}  // namespace impl
+
+}  // namespace optcast::ofi

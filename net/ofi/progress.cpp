@@ -1,0 +1,248 @@
+// The libfabric fabric's operations: posting sends and receives (registering memory
+// where the provider asks for it), cancelling, draining the completion queue, driving
+// progress from the event loop, and deadlines.
+#include "ofi_fabric.hpp"
+
+namespace optcast::ofi::impl {
+
+bool ofi_fabric::start(operation& op) noexcept {
+  if (auto ec = check_op(*this, op)) return fail_now(op, ec, "bad operation");
+  if (failure()) return fail_now(op, failure(), failure_detail());
+  if (op.size > max_msg_)
+    return fail_now(op, make_error_code(errc::invalid_argument), "message larger than the provider's " + std::to_string(max_msg_) + " B");
+  op.fabric_state = st_none;
+  mr_of(op) = nullptr;
+  if (auto ec = submit(op); ec) return fail_now(op, ec, last_error());
+  return false;
+}
+
+void ofi_fabric::cancel(operation& op, std::error_code ec) noexcept {
+  if (op.finished) return;
+  switch (op.fabric_state) {
+    case st_retry:
+      retry_.remove(op);
+      break;
+    case st_posted:
+      // With the endpoint closed, abort() is completing everything already.
+      if (!ep_) return;
+      // The provider finishes it with FI_ECANCELED (or normally, if too late); the
+      // error to report waits in op.ec until then.
+      op.fabric_state = st_cancelling;
+      op.ec = ec;
+      fi_cancel(&ep_->fid, op.fabric_ctx);
+      return;
+    default:
+      return;
+  }
+  op.fabric_state = st_none;
+  op.complete(ec);
+}
+
+void ofi_fabric::run_until(stop_predicate done) {
+  while (!done()) {
+    if (io_.stopped()) io_.restart();
+    io_.run_one();
+  }
+}
+
+void ofi_fabric::abort(std::error_code ec, std::string detail) noexcept {
+  note_failure(ec, detail);
+  ep_.reset();
+  auto alive = alive_;
+  auto fail_all = [&](detail::op_queue& q) {
+    while (operation* op = q.pop_front()) {
+      release_mr(*op);
+      op->fabric_state = st_none;
+      note_error(detail + ": " + describe_op(*op));
+      op->complete(ec);
+      if (!*alive) return false;
+    }
+    return true;
+  };
+  if (fail_all(posted_)) fail_all(retry_);
+}
+
+bool ofi_fabric::fail_now(operation& op, std::error_code ec, const std::string& why) {
+  note_error(why + ": " + describe_op(op));
+  return op.finish_now(ec);
+}
+
+std::error_code ofi_fabric::submit(operation& op) {
+  std::error_code ec;
+  if (retry_.empty()) {
+    const auto r = try_post(op, ec);
+    if (r != posted::again) return ec;
+  }
+  op.fabric_state = st_retry;
+  retry_.push_back(op);
+  progress_soon();
+  return {};
+}
+
+ofi_fabric::posted ofi_fabric::try_post(operation& op, std::error_code& ec) {
+  if (!ep_) {
+    ec = failure() ? failure() : make_error_code(errc::broken);
+    return posted::failed;
+  }
+  void* desc = nullptr;
+  if (register_ && op.size) {
+    fid_mr* mr = nullptr;
+    // Keys are ours to choose, and must be unique, unless the provider picks them.
+    const std::uint64_t key = (info_->domain_attr->mr_mode & FI_MR_PROV_KEY) ? 0 : ++last_key_;
+    const int ret = fi_mr_reg(domain_.get(), op.data, op.size, op.kind == op_kind::send ? FI_SEND : FI_RECV, 0, key, 0, &mr, nullptr);
+    if (ret) {
+      note_error("fi_mr_reg: " + fi_error(ret) + ": " + describe_op(op));
+      ec = make_error_code(errc::invalid_argument);
+      return posted::failed;
+    }
+    mr_of(op) = mr;
+    desc = fi_mr_desc(mr);
+  }
+  static std::byte empty{};
+  std::byte* buf = op.size ? op.data : &empty;
+  const fi_addr_t addr = addrs_[static_cast<std::size_t>(op.peer)];
+  const ssize_t ret = op.kind == op_kind::send
+                          ? fi_tsend(ep_.get(), buf, op.size, desc, addr, op.tg.packed(), op.fabric_ctx)
+                          : fi_trecv(ep_.get(), buf, op.size, desc, addr, op.tg.packed(), 0, op.fabric_ctx);
+  if (ret == -FI_EAGAIN) {
+    release_mr(op);
+    return posted::again;
+  }
+  if (ret) {
+    release_mr(op);
+    note_error(std::string(op.kind == op_kind::send ? "fi_tsend: " : "fi_trecv: ") + fi_error(static_cast<int>(ret)) + ": " + describe_op(op));
+    ec = make_error_code(errc::peer_lost);
+    return posted::failed;
+  }
+  op.fabric_state = st_posted;
+  posted_.push_back(op);
+  if (!wait_.is_open()) progress_soon();  // polling providers need us to come back
+  return posted::yes;
+}
+
+void ofi_fabric::release_mr(operation& op) {
+  if (fid_mr*& mr = mr_of(op)) {
+    fi_close(&mr->fid);
+    mr = nullptr;
+  }
+}
+
+operation& ofi_fabric::op_of(void* ctx) {
+  return *reinterpret_cast<operation*>(static_cast<char*>(ctx) - offsetof(operation, fabric_ctx));
+}
+
+void ofi_fabric::finish(operation& op, std::error_code ec) {
+  posted_.remove(op);
+  release_mr(op);
+  op.fabric_state = st_none;
+  op.complete(ec);
+}
+
+bool ofi_fabric::drain() {
+  bool any = false;
+  auto alive = alive_;
+  std::array<fi_cq_tagged_entry, 16> entries{};
+  while (cq_ && ep_) {
+    const ssize_t n = fi_cq_read(cq_.get(), entries.data(), entries.size());
+    if (n == -FI_EAGAIN) break;
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      if (fi_cq_readerr(cq_.get(), &err, 0) != 1) break;
+      operation& op = op_of(err.op_context);
+      std::error_code ec;
+      const int code = err.err < 0 ? -err.err : err.err;  // shm reports it negated
+      if (code == FI_ETRUNC) {
+        // olen, the bytes that did not fit, is not reported by every provider (shm
+        // leaves it 0). Either way the provider wrote only what fits.
+        note_error("size mismatch: " + describe_op(op) + " got a larger message" +
+                   (err.olen ? " of " + std::to_string(op.size + err.olen) + " B" : std::string()));
+        ec = make_error_code(errc::size_mismatch);
+      } else if (code == FI_ECANCELED && op.fabric_state == st_cancelling) {
+        ec = op.ec;  // ours (a failed sibling, a deadline)
+      } else {  // including FI_ECANCELED we did not ask for: shm's for a dead peer
+        note_error(describe_op(op) + ": " + fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, nullptr, 0) + " (" + fi_error(err.err) + ")");
+        ec = make_error_code(errc::peer_lost);
+      }
+      any = true;
+      finish(op, ec);
+      if (!*alive) return true;
+      continue;
+    }
+    if (n < 0) {
+      abort(make_error_code(errc::protocol_violation), "fi_cq_read: " + fi_error(static_cast<int>(n)));
+      return true;
+    }
+    for (ssize_t i = 0; i < n; ++i) {
+      operation& op = op_of(entries[static_cast<std::size_t>(i)].op_context);
+      std::error_code ec;
+      if (op.kind == op_kind::recv && entries[static_cast<std::size_t>(i)].len != op.size) {
+        note_error("size mismatch: " + describe_op(op) + " got a message of " + std::to_string(entries[static_cast<std::size_t>(i)].len) + " B");
+        ec = make_error_code(errc::size_mismatch);
+      }
+      any = true;
+      finish(op, ec);
+      if (!*alive) return true;
+    }
+  }
+  // Operations the provider could not take before (-FI_EAGAIN), in order.
+  while (ep_ && !retry_.empty()) {
+    operation& op = *retry_.pop_front();
+    std::error_code ec;
+    const auto r = try_post(op, ec);  // links it into posted_ when taken
+    if (r == posted::yes) continue;
+    if (r == posted::again) {  // still full: back at the head, after more progress
+      retry_.push_front(op);
+      break;
+    }
+    op.fabric_state = st_none;
+    op.complete(ec);
+    if (!*alive) return true;
+  }
+  return any;
+}
+
+void ofi_fabric::progress() {
+  progress_posted_ = false;
+  auto alive = alive_;
+  const bool any = drain();
+  if (!*alive) return;
+  // Polling without a wait object: when nothing arrived, give the processor to the
+  // ranks we are waiting for (several ranks commonly share a core).
+  if (!any && !wait_.is_open()) sched_yield();
+  arm();
+}
+
+void ofi_fabric::progress_soon() {
+  if (progress_posted_) return;
+  progress_posted_ = true;
+  asio::post(io_, [this, alive = alive_] {
+    if (*alive) progress();
+  });
+}
+
+void ofi_fabric::arm() {
+  if (!cq_ || !ep_) return;
+  if (!wait_.is_open()) {
+    if (!posted_.empty() || !retry_.empty()) progress_soon();
+    return;
+  }
+  if (waiting_) return;
+  fid* f = &cq_->fid;
+  if (fi_trywait(fabric_.get(), &f, 1) != FI_SUCCESS) return progress_soon();
+  waiting_ = true;
+  wait_.async_wait(asio::posix::stream_descriptor::wait_read, [this, alive = alive_](std::error_code ec) {
+    if (!*alive) return;
+    waiting_ = false;
+    if (!ec) progress();
+  });
+}
+
+void ofi_fabric::expire(std::uint32_t seq) {
+  std::string waiting;
+  for (operation* op = posted_.front(); op; op = op->next)
+    if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
+  abort(make_error_code(errc::timeout), "deadline of collective " + std::to_string(seq) + " passed on " + rank_name(cfg_.rank) +
+                                            (waiting.empty() ? "" : " waiting for" + waiting.substr(1)));
+}
+
+}  // namespace optcast::ofi::impl

@@ -1,0 +1,169 @@
+// The simulator's state, shared by its translation units: the fabric (sim.cpp), the
+// event loop and the world (sim.cpp), the models and reports (model.cpp). Internal to
+// net/sim.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <queue>
+#include <string>
+#include <vector>
+
+#include "optcast/net/sim.hpp"
+#include "../common/buffer_pool.hpp"
+#include "../common/op_queue.hpp"
+
+namespace optcast::sim {
+
+constexpr std::uint32_t none = 0xffffffffu;
+
+// Where an operation is, in op.fabric_state.
+enum : std::uintptr_t { st_idle = 0, st_posted, st_bound, st_sending, st_ready };
+
+// One message from send to delivery.
+struct message {
+  int src = 0, dst = 0;
+  tag tg{};
+  std::size_t size = 0;
+  double first = 0, last = 0;  // first and last byte into the network
+  std::uint32_t chain = 0;
+  operation* sender = nullptr;  // the send, until it completes
+  operation* bound = nullptr;   // the receive it matched, once one has
+  bool available = false;       // at the receiver, overhead paid
+  bool buffered = false;        // the payload is in `payload`, not yet in a receive
+  bool in_list = false;         // in the receiver's list of unmatched messages
+  bool rx_done = false;         // handed to a receive, or dropped (its receive failed)
+  bool arrived = false;         // choosing receivers: in the receiver's buffer
+  bool served = false;          // choosing receivers: its arrival window is taken
+  std::uint8_t events = 0;      // scheduled events that refer to it
+  std::vector<std::byte> payload;
+  std::uint32_t next = none, prev = none;  // the receiver's list of unmatched messages
+};
+
+enum class ev : std::uint8_t { send_done, arrive, available, port_free, serve };
+
+struct event {
+  double t;
+  std::uint64_t seq;
+  std::uint32_t msg;
+  ev kind;
+  bool operator>(const event& o) const noexcept { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+struct channel {
+  double next_start = 0;   // out: when the next sending overhead may begin
+  double busy_until = 0;   // rounds model: end of the round in use
+  double next_window = 0;  // in: earliest start of the next arrival window
+  double overhead_free = 0;
+};
+
+struct rank_state {
+  detail::op_queue posted, bound, sending;
+  std::uint32_t unmatched_head = none, unmatched_tail = none;
+  std::vector<channel> out, in;
+  std::vector<std::uint32_t> busy_with;  // rounds model: message on each out channel
+  std::vector<std::uint32_t> in_with;    // rounds model: message on each in channel
+  rank_stats stats;
+  double last_post = -1;
+};
+
+class sim_fabric;
+
+inline std::string fmt_time(double t) {
+  char buf[64];
+  if (t == std::floor(t) && std::fabs(t) < 1e15)
+    std::snprintf(buf, sizeof buf, "%.0f", t);
+  else
+    std::snprintf(buf, sizeof buf, "%.6g", t);
+  return buf;
+}
+
+
+struct world_state {
+  sim::model m;
+  world_options opts;
+  std::vector<rank_state> ranks;
+  std::vector<sim_fabric*> fabrics;
+  std::vector<message> msgs;
+  std::vector<std::uint32_t> free_msgs;
+  std::priority_queue<event, std::vector<event>, std::greater<>> events;
+  std::uint64_t next_seq = 0;
+  detail::op_queue ready;  // completions decided outside the event loop (abort)
+  detail::buffer_pool pool;
+  double now = 0;
+  std::uint64_t messages = 0, bytes = 0;
+  std::error_code error;
+  std::string error_detail;
+
+  bool rounds() const noexcept { return m.kind == model_kind::rounds; }
+  std::uint64_t posts = 0;  // receives posted so far: their order, for choosing receivers
+
+  // A message's arrival window and receiving overhead on a free incoming channel of
+  // its receiver, from now.
+  void take_window(message& mg, std::uint32_t idx) {
+    auto& dst = ranks[static_cast<std::size_t>(mg.dst)];
+    auto in = std::min_element(dst.in.begin(), dst.in.end(), [](const channel& a, const channel& b) {
+      return a.next_window < b.next_window;
+    });
+    const double ws = std::max(now, in->next_window);
+    const double wl = ws + (mg.last - mg.first);
+    in->next_window = wl + m.g;
+    const double rs = std::max(wl, in->overhead_free);
+    in->overhead_free = rs + m.o;
+    schedule(rs + m.o, idx, ev::available);
+    if (m.choose) schedule(in->next_window, idx, ev::port_free);
+  }
+
+  // Choosing receivers (model::choose): while an incoming channel of rank d is free,
+  // it takes, of the messages in its buffer whose receive is posted, the one whose
+  // receive was posted first.
+  void serve(int d);
+
+  void schedule(double t, std::uint32_t msg, ev k) {
+    ++msgs[msg].events;
+    events.push({t, next_seq++, msg, k});
+  }
+
+  std::uint32_t new_message() {
+    if (!free_msgs.empty()) {
+      auto i = free_msgs.back();
+      free_msgs.pop_back();
+      return i;
+    }
+    msgs.emplace_back();
+    return static_cast<std::uint32_t>(msgs.size() - 1);
+  }
+  void free_message(std::uint32_t i) {
+    auto& mg = msgs[i];
+    if (mg.buffered) pool.give_back(std::move(mg.payload));
+    mg = message{};
+    free_msgs.push_back(i);
+  }
+  // A message lives until no event refers to it, its send has completed, and its
+  // receiver has it (or will never have it).
+  void maybe_free(std::uint32_t i) {
+    const auto& mg = msgs[i];
+    if (mg.events == 0 && !mg.sender && !mg.in_list && mg.rx_done) free_message(i);
+  }
+
+  void make_ready(operation& op, std::error_code ec) {
+    op.ec = ec;
+    op.fabric_state = st_ready;
+    ready.push_back(op);
+  }
+
+  void note_completion(int rank) {
+    auto& st = ranks[static_cast<std::size_t>(rank)].stats;
+    st.finish = std::max(st.finish, now);
+  }
+
+  // The receive `op` has its message: copy, count, and say whether it failed.
+  std::error_code deliver(message& mg, operation& op);
+
+  void fail_world(std::error_code ec, const std::string& detail);
+  bool step();
+  std::string describe_waiting() const;
+};
+
+}  // namespace optcast::sim

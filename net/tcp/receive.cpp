@@ -1,0 +1,251 @@
+// The TCP fabric's receiving half: accepting connections, checking their handshake
+// (job id, rank), reading frames into posted receives or buffering them until one is
+// posted, and what a peer's failure or a protocol error does to the receives waiting on it.
+#include "tcp_fabric.hpp"
+
+namespace optcast::tcp::impl {
+
+bool tcp_fabric::start_recv(operation& op, peer_state& pe) {
+  for (auto it = pe.unexpected.begin(); it != pe.unexpected.end(); ++it) {
+    if (it->tg != op.tg) continue;
+    std::error_code ec;
+    if (it->data.size() != op.size) {
+      note_error("size mismatch: " + describe_op(op) + " got a message of " + std::to_string(it->data.size()) + " B");
+      ec = make_error_code(errc::size_mismatch);
+    } else if (op.size) {
+      std::memcpy(op.data, it->data.data(), op.size);
+    }
+    give_back(std::move(it->data));
+    pe.unexpected.erase(it);
+    return op.finish_now(ec);
+  }
+  if (pe.in_closed)
+    return fail_now(op, make_error_code(errc::peer_lost), rank_name(op.peer) + " closed its connection");
+  op.fabric_state = st_posted;
+  pe.posted.push_back(op);
+  return false;
+}
+
+void tcp_fabric::fail_posted(int p, std::error_code ec, const std::string& why) {
+  auto alive = alive_;
+  auto& pe = peer(p);
+  while (operation* op = pe.posted.pop_front()) {
+    op->fabric_state = st_none;
+    note_error(why + ": " + describe_op(*op));
+    op->complete(ec);
+    if (!*alive) return;
+  }
+}
+
+void tcp_fabric::accept_next() {
+  acceptor_.async_accept([this, alive = alive_](std::error_code ec, tcp::socket s) {
+    if (!*alive || ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (!ec) {
+      auto c = std::make_shared<in_conn>(std::move(s));
+      handshaking_.push_back(c);
+      read_hello(c);
+    }
+    accept_next();
+  });
+}
+
+void tcp_fabric::refuse(const std::shared_ptr<in_conn>& c, std::uint32_t status, const std::string& why) {
+  log(log_level::warn, rank_name(cfg_.rank) + " refused a connection from " + endpoint_text(c->sock) + ": " + why);
+  end_handshake(c);
+  std::error_code ignored;
+  c->timer.cancel();
+  if (status == hs_ok) {  // not even an optcast peer: no answer
+    c->sock.close(ignored);
+    return;
+  }
+  wire::put_u32(c->ack.data(), hs_magic);
+  wire::put_u32(c->ack.data() + 4, status);
+  asio::async_write(c->sock, asio::buffer(c->ack), [c](std::error_code, std::size_t) {
+    std::error_code e;
+    c->sock.close(e);
+  });
+}
+
+void tcp_fabric::read_hello(const std::shared_ptr<in_conn>& c) {
+  c->timer.expires_after(handshake_timeout);
+  c->timer.async_wait([this, alive = alive_, c](std::error_code ec) {
+    if (!*alive || ec) return;
+    log(log_level::warn, rank_name(cfg_.rank) + " dropped a connection from " + endpoint_text(c->sock) + " that sent no handshake within 10 s");
+    end_handshake(c);
+    std::error_code ignored;
+    c->sock.close(ignored);
+  });
+  asio::async_read(c->sock, asio::buffer(c->hdr.data(), hs_bytes), [this, alive = alive_, c](std::error_code ec, std::size_t) {
+    if (!*alive) return;
+    if (ec) {
+      if (ec != asio::error::operation_aborted)
+        log(log_level::info, rank_name(cfg_.rank) + ": a connection from " + endpoint_text(c->sock) + " closed during the handshake");
+      end_handshake(c);
+      return;
+    }
+    const std::byte* h = c->hdr.data();
+    if (wire::get_u32(h) != hs_magic) return refuse(c, hs_ok, "not an optcast peer (bad magic)");
+    if (wire::get_u16(h + 4) != hs_version)
+      return refuse(c, hs_bad_version, "protocol version " + std::to_string(wire::get_u16(h + 4)) + ", this is " + std::to_string(hs_version));
+    if (wire::get_u64(h + 8) != job_id_) return refuse(c, hs_bad_job, "job id " + std::to_string(wire::get_u64(h + 8)) + " is not this job's");
+    const auto r = wire::get_u32(h + 16);
+    if (wire::get_u32(h + 20) != static_cast<std::uint32_t>(cfg_.size))
+      return refuse(c, hs_bad_size, "job size " + std::to_string(wire::get_u32(h + 20)) + ", this job has " + std::to_string(cfg_.size));
+    if (r >= static_cast<std::uint32_t>(cfg_.size) || static_cast<int>(r) == cfg_.rank)
+      return refuse(c, hs_bad_rank, "rank " + std::to_string(r) + " out of range");
+    auto& pe = peer(static_cast<int>(r));
+    if (pe.in && pe.in->open) return refuse(c, hs_duplicate, rank_name(static_cast<int>(r)) + " is already connected");
+    end_handshake(c);
+    c->timer.cancel();
+    c->peer = static_cast<int>(r);
+    pe.in = c;
+    pe.in_closed = false;
+    ++counts_.incoming;
+    std::error_code ignored;
+    c->sock.set_option(tcp::no_delay(true), ignored);
+    wire::put_u32(c->ack.data(), hs_magic);
+    wire::put_u32(c->ack.data() + 4, hs_ok);
+    asio::async_write(c->sock, asio::buffer(c->ack), [c](std::error_code, std::size_t) {});
+    read_frame(c);
+  });
+}
+
+void tcp_fabric::read_frame(const std::shared_ptr<in_conn>& c) {
+  asio::async_read(c->sock, asio::buffer(c->hdr.data(), frame_bytes), c->bound([this, alive = alive_, c](std::error_code ec, std::size_t) {
+    if (!*alive || !c->open) return;
+    if (ec) return in_ended(c, ec == asio::error::eof ? "" : ec.message());
+    const std::byte* h = c->hdr.data();
+    const std::uint64_t len = wire::get_u64(h + 16);
+    const tag tg = tag::unpack(wire::get_u64(h + 8));
+    if (wire::get_u32(h) == frame_abort && len <= max_abort_text) return read_abort(c, len);
+    if (wire::get_u32(h) != frame_data || wire::get_u32(h + 4) != 0 || len > max_frame)
+      return protocol_error(c, "malformed frame header");
+    auto& pe = peer(c->peer);
+    operation* op = pe.posted.find([&](const operation& o) { return o.tg == tg; });
+    if (op) {
+      pe.posted.remove(*op);
+      if (len != op->size) {
+        note_error("size mismatch: " + describe_op(*op) + " got a message of " + std::to_string(len) + " B");
+        op->fabric_state = st_none;
+        op->complete(make_error_code(errc::size_mismatch));
+        if (!*alive) return;
+        return read_payload(c, tg, len);  // keep the stream in step: read it aside
+      }
+      op->fabric_state = st_reading;
+      c->target = op;
+      return read_into(c, len);
+    }
+    read_payload(c, tg, len);
+  }));
+}
+
+void tcp_fabric::read_into(const std::shared_ptr<in_conn>& c, std::uint64_t len) {
+  if (len == 0) return finish_into(c);
+  asio::async_read(c->sock, asio::buffer(c->target->data, len), c->bound([this, alive = alive_, c](std::error_code ec, std::size_t) {
+    if (!*alive || !c->open) return;
+    if (ec) return in_ended(c, ec.message());
+    finish_into(c);
+  }));
+}
+
+void tcp_fabric::finish_into(const std::shared_ptr<in_conn>& c) {
+  auto alive = alive_;
+  if (operation* op = std::exchange(c->target, nullptr)) {
+    op->fabric_state = st_none;
+    op->complete({});
+    if (!*alive) return;
+  }
+  if (c->open) read_frame(c);
+}
+
+void tcp_fabric::read_payload(const std::shared_ptr<in_conn>& c, tag tg, std::uint64_t len) {
+  c->pending_tag = tg;
+  c->payload = take_buffer(len);
+  if (len == 0) return stash(c);
+  asio::async_read(c->sock, asio::buffer(c->payload), c->bound([this, alive = alive_, c](std::error_code ec, std::size_t) {
+    if (!*alive || !c->open) return;
+    if (ec) return in_ended(c, ec.message());
+    stash(c);
+  }));
+}
+
+void tcp_fabric::stash(const std::shared_ptr<in_conn>& c) {
+  auto& pe = peer(c->peer);
+  // A receive may have been posted while the payload was arriving.
+  if (operation* op = pe.posted.find([&](const operation& o) { return o.tg == c->pending_tag; })) {
+    pe.posted.remove(*op);
+    std::error_code ec;
+    if (op->size != c->payload.size()) {
+      note_error("size mismatch: " + describe_op(*op) + " got a message of " + std::to_string(c->payload.size()) + " B");
+      ec = make_error_code(errc::size_mismatch);
+    } else if (op->size) {
+      std::memcpy(op->data, c->payload.data(), op->size);
+    }
+    give_back(std::move(c->payload));
+    op->fabric_state = st_none;
+    auto alive = alive_;
+    op->complete(ec);
+    if (!*alive) return;
+  } else {
+    pe.unexpected.push_back({c->pending_tag, std::move(c->payload)});
+  }
+  if (c->open) read_frame(c);
+}
+
+void tcp_fabric::read_abort(const std::shared_ptr<in_conn>& c, std::uint64_t len) {
+  c->payload.resize(len);
+  asio::async_read(c->sock, asio::buffer(c->payload), c->bound([this, alive = alive_, c](std::error_code ec, std::size_t) {
+    if (!*alive || !c->open) return;
+    const int p = c->peer;
+    if (ec) return in_ended(c, ec.message());
+    const std::string why(reinterpret_cast<const char*>(c->payload.data()), c->payload.size());
+    abort(make_error_code(errc::peer_lost), why.empty() ? rank_name(p) + " failed" : why);
+  }));
+}
+
+void tcp_fabric::protocol_error(const std::shared_ptr<in_conn>& c, const std::string& what) {
+  const std::string why = what + " from " + rank_name(c->peer);
+  log(log_level::error, rank_name(cfg_.rank) + ": " + why);
+  abort(make_error_code(errc::protocol_violation), why);
+}
+
+void tcp_fabric::in_ended(const std::shared_ptr<in_conn>& c, const std::string& error) {
+  const int p = c->peer;
+  const std::string why = error.empty() ? rank_name(p) + " closed its connection"
+                                        : "the connection from " + rank_name(p) + " failed: " + error;
+  drop_in(p, make_error_code(errc::peer_lost), why);
+}
+
+void tcp_fabric::drop_in(int p, std::error_code ec, const std::string& why) {
+  auto& pe = peer(p);
+  pe.in_closed = true;
+  auto alive = alive_;
+  if (auto c = pe.in) {
+    c->open = false;
+    std::error_code ignored;
+    c->sock.close(ignored);
+    if (operation* op = std::exchange(c->target, nullptr)) {
+      op->fabric_state = st_none;
+      note_error(why + ": " + describe_op(*op));
+      op->complete(ec);
+      if (!*alive) return;
+    }
+  }
+  fail_posted(p, ec, why);
+}
+
+void tcp_fabric::expire(std::uint32_t seq) {
+  std::string waiting;
+  for (auto& pe : peers_) {
+    for (operation* op = pe.posted.front(); op; op = op->next)
+      if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
+    for (operation* op = pe.out.queue.front(); op; op = op->next)
+      if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
+    if (pe.out.writing && pe.out.writing->tg.seq == seq) waiting += "; " + describe_op(*pe.out.writing);
+    if (pe.in && pe.in->target && pe.in->target->tg.seq == seq) waiting += "; " + describe_op(*pe.in->target);
+  }
+  abort(make_error_code(errc::timeout), "deadline of collective " + std::to_string(seq) + " passed on " +
+                                            rank_name(cfg_.rank) + (waiting.empty() ? "" : " waiting for" + waiting.substr(1)));
+}
+
+}  // namespace optcast::tcp::impl

@@ -1,0 +1,251 @@
+// The TCP fabric's one class, shared by its two halves: tcp.cpp (bootstrap, the
+// operations' lifecycle, sending, failure) and receive.cpp (accepting, handshakes,
+// frames, receives). Internal to net/tcp.
+#pragma once
+
+#include "optcast/net/tcp.hpp"
+#include <array>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+#include <asio/bind_allocator.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/write.hpp>
+#include "../bootstrap/wire.hpp"
+#include "../common/buffer_pool.hpp"
+#include "../common/deadlines.hpp"
+#include "../common/handler_memory.hpp"
+#include "../common/op_queue.hpp"
+#include "optcast/log.hpp"
+
+namespace optcast::tcp {
+
+using asio::ip::tcp;
+
+namespace impl {
+
+// Handshake: u32 magic, u16 version, u16 flags, u64 job id, u32 rank, u32 size.
+constexpr std::uint32_t hs_magic = 0x4354504f;  // "OPTC"
+constexpr std::uint16_t hs_version = 1;
+constexpr std::size_t hs_bytes = 24;
+// Answer: u32 magic, u32 status.
+constexpr std::size_t ack_bytes = 8;
+enum hs_status : std::uint32_t { hs_ok = 0, hs_bad_version, hs_bad_job, hs_bad_rank, hs_bad_size, hs_duplicate };
+
+inline const char* status_text(std::uint32_t s) {
+  switch (s) {
+    case hs_bad_version: return "protocol version differs";
+    case hs_bad_job: return "job id differs (a process of another job?)";
+    case hs_bad_rank: return "rank out of range";
+    case hs_bad_size: return "job size differs";
+    case hs_duplicate: return "that rank is already connected";
+    default: return "unknown refusal";
+  }
+}
+
+// Frame header: u32 kind, u32 flags, u64 tag, u64 payload length.
+constexpr std::uint32_t frame_data = 0x46444f43;  // "CODF"
+// Sent by a rank that fails, before it closes its connections: the tag holds its error
+// code, the payload why; receivers fail with peer_lost and that reason.
+constexpr std::uint32_t frame_abort = 0x41444f43;  // "CODA"
+constexpr std::size_t max_abort_text = 2000;
+constexpr std::size_t frame_bytes = 24;
+constexpr std::uint64_t max_frame = std::uint64_t{1} << 40;
+constexpr auto handshake_timeout = std::chrono::seconds(10);
+
+// Where an operation is, in operation::fabric_state.
+enum : std::uintptr_t { st_none = 0, st_queued, st_writing, st_posted, st_reading };
+
+struct unexpected_msg {
+  tag tg;
+  std::vector<std::byte> data;
+};
+
+class tcp_fabric;
+
+struct in_conn {
+  explicit in_conn(tcp::socket s) : sock(std::move(s)), timer(sock.get_executor()) {}
+  tcp::socket sock;
+  asio::steady_timer timer;  // handshake deadline
+  detail::handler_memory mem;  // for the one read in flight
+  auto bound(auto handler) { return asio::bind_allocator(detail::handler_allocator<int>(mem), std::move(handler)); }
+  int peer = -1;
+  std::array<std::byte, std::max(hs_bytes, frame_bytes)> hdr{};
+  std::array<std::byte, ack_bytes> ack{};
+  operation* target = nullptr;     // posted receive being filled in place
+  tag pending_tag{};               // unexpected payload being read
+  std::vector<std::byte> payload;
+  bool open = true;
+};
+
+struct out_conn {
+  enum class state { idle, resolving, connecting, handshake, ready, failed };
+  explicit out_conn(asio::io_context& io) : sock(io) {}
+  state st = state::idle;
+  tcp::socket sock;
+  std::string where;  // "host:port", for messages
+  std::array<std::byte, hs_bytes> hs{};
+  std::array<std::byte, ack_bytes> ack{};
+  std::array<std::byte, frame_bytes> hdr{};
+  operation* writing = nullptr;
+  std::size_t written = 0;  // of header + payload
+  detail::op_queue queue;
+  // For the one write in flight; shared, so a handler outliving the fabric keeps it.
+  std::shared_ptr<detail::handler_memory> mem = std::make_shared<detail::handler_memory>();
+};
+
+struct peer_state {
+  explicit peer_state(asio::io_context& io) : out(io) {}
+  out_conn out;
+  std::shared_ptr<in_conn> in;
+  bool in_closed = false;  // its connection to us ended: nothing more will come
+  detail::op_queue posted;
+  std::vector<unexpected_msg> unexpected;  // arrival order; short, and a deque would allocate chunks
+};
+
+// The one-port model has a rank send one message at a time. With the kernel's send
+// buffer (autotuned to megabytes) a send "completes" long before its bytes are on the
+// wire, the next round's send then shares the link with it, and a pipelined schedule
+// slows to the pace of shared links. Keeping at most this many unsent bytes queued makes
+// a send complete about when its data has left, while small messages still complete at
+// once. OPTCAST_TCP_NOTSENT_LOWAT overrides it (0: the kernel's default behaviour).
+inline std::size_t notsent_lowat() {
+  static const std::size_t v = [] {
+    const char* e = std::getenv("OPTCAST_TCP_NOTSENT_LOWAT");
+    return e ? static_cast<std::size_t>(std::strtoull(e, nullptr, 0)) : std::size_t{128} << 10;
+  }();
+  return v;
+}
+
+// Loopback has no link to share (and the extra wakeups cost it throughput), so only
+// connections to other hosts are limited.
+inline void limit_unsent(tcp::socket& s) {
+  const int v = static_cast<int>(notsent_lowat());
+  std::error_code ec;
+  const auto peer = s.remote_endpoint(ec);
+  if (v > 0 && !ec && !peer.address().is_loopback())
+    ::setsockopt(s.native_handle(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof v);
+}
+
+inline std::string rank_name(int r) { return "rank " + std::to_string(r); }
+
+inline std::string endpoint_text(const tcp::socket& s) {
+  std::error_code ec;
+  auto ep = s.remote_endpoint(ec);
+  return ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
+}
+
+class tcp_fabric final : public fabric {
+public:
+  tcp_fabric(asio::io_context& io, const config& cfg)
+      : io_(io), cfg_(cfg), acceptor_(io), deadlines_(io, [this](std::uint32_t seq) { expire(seq); }) {
+    peers_.reserve(static_cast<std::size_t>(cfg.size));
+    for (int r = 0; r < cfg.size; ++r) peers_.emplace_back(io);
+  }
+
+  ~tcp_fabric() override { close(); }
+
+  void bootstrap();
+
+  int rank() const noexcept override { return cfg_.rank; }
+  int size() const noexcept override { return cfg_.size; }
+  int ports() const noexcept override { return cfg_.ports; }
+  std::string_view name() const noexcept override { return "tcp"; }
+  const std::string& listen_address() const noexcept { return listen_; }
+  connection_counts counts() const noexcept { return counts_; }
+
+  bool start(operation& op) noexcept override;
+  void cancel(operation& op, std::error_code ec) noexcept override;
+  std::uint64_t arm_deadline(std::uint32_t seq, std::chrono::nanoseconds t) override;
+  void disarm_deadline(std::uint64_t token) noexcept override { deadlines_.disarm(token); }
+
+  void run_until(stop_predicate done) override;
+
+  // Fails everything pending and closes every data connection, so that peers waiting
+  // on this rank fail at once too (they see the connection end) rather than at their
+  // deadlines.
+  void abort(std::error_code ec, std::string detail) noexcept override;
+
+  // Best effort, without blocking: an abort frame on every idle connection, so that the
+  // peers' errors name the cause rather than "rank r closed its connection".
+  void tell_peers(const std::string& why) noexcept;
+  void close() noexcept;
+
+private:
+  static std::string addr_key(int r) { return "optcast/addr/" + std::to_string(r); }
+  peer_state& peer(int r) { return peers_[static_cast<std::size_t>(r)]; }
+
+  bool fail_now(operation& op, std::error_code ec, const std::string& why);
+
+  // ------------------------------------------------------------------ sending
+
+  bool start_send(operation& op, peer_state& pe);
+  void fill_header(out_conn& out, const operation& op);
+  static std::array<asio::const_buffer, 2> frame_buffers(const out_conn& out, const operation& op, std::size_t skip);
+  void continue_write(int p);
+  void write_next(int p);
+
+  // Connection on first use: ask the store where the peer listens, connect, handshake.
+  void open_out(int p);
+  void send_hello(int p);
+
+  // The connection to p cannot carry more: fail what waits on it.
+  void fail_out(int p, std::error_code ec, const std::string& why);
+
+  // ------------------------------------------------------------------ receiving
+
+  bool start_recv(operation& op, peer_state& pe);
+  void fail_posted(int p, std::error_code ec, const std::string& why);
+  void accept_next();
+
+  void end_handshake(const std::shared_ptr<in_conn>& c) { std::erase(handshaking_, c); }
+
+  void refuse(const std::shared_ptr<in_conn>& c, std::uint32_t status, const std::string& why);
+  void read_hello(const std::shared_ptr<in_conn>& c);
+  void read_frame(const std::shared_ptr<in_conn>& c);
+
+  // The payload goes straight into the posted receive.
+  void read_into(const std::shared_ptr<in_conn>& c, std::uint64_t len);
+  void finish_into(const std::shared_ptr<in_conn>& c);
+
+  // No receive posted yet: buffer the payload until one is.
+  void read_payload(const std::shared_ptr<in_conn>& c, tag tg, std::uint64_t len);
+  void stash(const std::shared_ptr<in_conn>& c);
+  void read_abort(const std::shared_ptr<in_conn>& c, std::uint64_t len);
+  void protocol_error(const std::shared_ptr<in_conn>& c, const std::string& what);
+
+  // The peer's stream to us ended (cleanly between frames when `error` is empty).
+  void in_ended(const std::shared_ptr<in_conn>& c, const std::string& error);
+
+  // Nothing more will come from p: what waits for it fails with ec.
+  void drop_in(int p, std::error_code ec, const std::string& why);
+  void expire(std::uint32_t seq);
+
+  std::vector<std::byte> take_buffer(std::size_t n) { return pool_.take(n); }
+  void give_back(std::vector<std::byte>&& b) { pool_.give_back(std::move(b)); }
+
+  asio::io_context& io_;
+  config cfg_;
+  std::uint64_t job_id_ = 0;
+  std::unique_ptr<job> job_;
+  tcp::acceptor acceptor_;
+  std::string listen_;
+  std::vector<peer_state> peers_;
+  std::vector<std::shared_ptr<in_conn>> handshaking_;
+  detail::buffer_pool pool_;
+  connection_counts counts_;
+  bool closing_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  detail::deadline_table deadlines_;
+};
+
+}  // namespace impl
+
+}  // namespace optcast::tcp
