@@ -15,6 +15,7 @@ int broadcast_cmd(int argc, char** argv);  // optcast-bench broadcast
 int p2p_cmd(int argc, char** argv);        // optcast-bench p2p
 int model_cmd(int argc, char** argv);      // optcast-bench model
 int rounds_cmd(int argc, char** argv);     // optcast-bench rounds
+int coll_cmd(int argc, char** argv);       // optcast-bench coll
 
 using clock_type = std::chrono::steady_clock;
 

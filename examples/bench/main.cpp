@@ -6,6 +6,8 @@
 //                                                         socket copy of the same bytes
 //   optcast-bench model --fabric tcp --np 8               LogGP predictions beside measured
 //                                                         times; automatic against fixed
+//   optcast-bench coll --np 8                             every collective over a size list,
+//                                                         in the peer benchmarks' format
 //   optcast-bench rounds                                  multi-message broadcasts in the
 //                                                         simulator's rounds model (1 and k
 //                                                         ports) against the papers' bounds
@@ -24,10 +26,12 @@ int main(int argc, char** argv) try {
   if (cmd == "p2p") return optcast::bench::p2p_cmd(argc, argv);
   if (cmd == "rounds") return optcast::bench::rounds_cmd(argc, argv);
   if (cmd == "model") return optcast::bench::model_cmd(argc, argv);
+  if (cmd == "coll") return optcast::bench::coll_cmd(argc, argv);
   std::fputs("usage: optcast-bench broadcast [--fabric local|tcp|ofi] [--np N | --p P] [--sizes LIST] [--json]\n"
              "       optcast-bench p2p [--fabric tcp|ofi] [--bytes SIZE] [--count N] [--json]\n"
              "       optcast-bench rounds [--n LIST] [--m LIST] [--k LIST] [--every NMAX] [--json]\n"
              "       optcast-bench model --fabric tcp --np N [--calibrate] [--sizes LIST] [--json]\n"
+             "       optcast-bench coll [--fabric tcp|ofi] [--np N] [--ops LIST] [--sizes LIST] [--timing sync|local] [--json]\n"
              "Run 'optcast-bench <command> --help' for all options.\n",
              cmd == "--help" || cmd == "-h" ? stdout : stderr);
   return cmd == "--help" || cmd == "-h" ? 0 : 2;

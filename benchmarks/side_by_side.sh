@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# optcast beside Open MPI and Gloo on emulated hosts, in one sitting.
+#
+#   benchmarks/side_by_side.sh [options]        as root, from the repository
+#
+# Builds the peers' benchmarks (../shared/bench/: mpi_coll_bench.c, gloo_coll_bench.cpp),
+# brings up HOSTS network namespaces with full-duplex RATE links (netcluster.sh), runs
+# optcast-bench coll, Open MPI and Gloo with one rank per host, interleaved (optcast,
+# MPI, Gloo, then optcast again so drift shows), brings the cluster down, and prints one
+# table: each library's median, the bandwidth bound, and optcast's ratios to the bound
+# and to the best peer (benchmarks/table.py). Every run checks its results on every rank.
+#
+# options:
+#   --hosts N        emulated hosts, one rank each (default 8)
+#   --rate RATE      link rate per host and direction, netcluster.sh units (default 1gbit)
+#   --sizes LIST     bytes, comma-separated (default 8,65536,1048576,16777216)
+#   --ops LIST       bcast,scatter,gather,reduce,allreduce,allgather (default all six)
+#   --time S         seconds of repetitions per (op, size) and library (default 2)
+#   --goodput MBIT   what one TCP flow carries on a link, for the bounds (default 95.4% of
+#                    RATE, what iperf3 measures on netcluster.sh's 1gbit links)
+#   --out DIR        keep the raw outputs there (default a temporary directory)
+#   --keep-cluster   do not bring the cluster down (nor up, if one is up already)
+#   --help
+# Environment: SHARED (default ../shared from the repository), BENCH (optcast-bench,
+# default build/examples/optcast-bench), OPTCAST_ARGS (more options for optcast-bench coll).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+hosts=8 rate=1gbit sizes=8,65536,1048576,16777216 ops=bcast,scatter,gather,reduce,allreduce,allgather
+budget=2 out="" keep=0 goodput=""
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --hosts) hosts=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --sizes) sizes=$2; shift 2 ;;
+    --ops) ops=$2; shift 2 ;;
+    --time) budget=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --goodput) goodput=$2; shift 2 ;;
+    --keep-cluster) keep=1; shift ;;
+    --help|-h) usage; exit 0 ;;
+    *) echo "side_by_side: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+[[ $hosts =~ ^[0-9]+$ ]] && [ "$hosts" -ge 2 ] || { echo "side_by_side: --hosts needs a number >= 2" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "side_by_side: network namespaces need root" >&2; exit 2; }
+SHARED=${SHARED:-$here/../shared}
+NC=$SHARED/tools/netcluster.sh
+PEERS=$SHARED/bench
+BIN=${BENCH:-$here/build/examples/optcast-bench}
+[ -f "$NC" ] && [ -f "$PEERS/mpi_coll_bench.c" ] || { echo "side_by_side: $SHARED lacks tools/netcluster.sh or bench/ (set SHARED)" >&2; exit 2; }
+[ -x "$BIN" ] || { echo "side_by_side: $BIN is not built (ninja -C build)" >&2; exit 2; }
+
+missing=()
+command -v mpicc >/dev/null || missing+=(libopenmpi-dev openmpi-bin)
+[ -f /usr/include/gloo/allreduce_ring.h ] || missing+=(libgloo-dev)
+command -v iperf3 >/dev/null || missing+=(iperf3)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "== installing the peers: ${missing[*]}" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2
+fi
+
+[ -n "$out" ] || { out=$(mktemp -d /tmp/side_by_side.XXXXXX); }
+mkdir -p "$out/bin"
+echo "== building the peers' benchmarks into $out/bin" >&2
+mpicc -O2 -o "$out/bin/mpi_coll_bench" "$PEERS/mpi_coll_bench.c"
+g++ -O2 -std=c++17 -o "$out/bin/gloo_coll_bench" "$PEERS/gloo_coll_bench.cpp" -lgloo -lpthread
+
+brought_up=0
+if ! bash "$NC" hosts 2>/dev/null | grep -q " h$((hosts - 1))$"; then
+  echo "== netcluster.sh up $hosts $rate" >&2
+  bash "$NC" up "$hosts" "$rate" >&2
+  brought_up=1
+fi
+cleanup() { if [ $keep = 0 ] && [ $brought_up = 1 ]; then bash "$NC" down >&2 || true; fi; }
+trap cleanup EXIT
+store=$(bash "$NC" hosts | awk '$2 == "h0" {print $1}')
+
+# optcast: one rank per host, the store on h0.
+run_optcast() {  # label
+  local logs pids=() rc=0 r
+  logs=$(mktemp -d "$out/optcast-ranks.XXXXXX")
+  for r in $(seq 0 $((hosts - 1))); do
+    bash "$NC" exec "h$r" env OPTCAST_RANK="$r" OPTCAST_SIZE="$hosts" OPTCAST_STORE="$store:29500" \
+      OPTCAST_JOB_ID=$((RANDOM * 32768 + RANDOM + 1)) \
+      "$BIN" coll --fabric tcp -L "$1" -l "$sizes" -o "$ops" -t "$budget" ${OPTCAST_ARGS:-} >"$logs/$r" 2>&1 &
+    pids+=($!)
+  done
+  for r in "${pids[@]}"; do wait "$r" || rc=1; done
+  cat "$logs/0"
+  if [ $rc != 0 ]; then
+    echo "side_by_side: an optcast rank failed:" >&2
+    tail -n 3 "$logs"/* >&2
+  fi
+  return $rc
+}
+
+echo "== optcast (1 of 2)" >&2
+run_optcast optcast >"$out/optcast1.txt"
+echo "== Open MPI" >&2
+bash "$PEERS/run_mpi_netns.sh" "$hosts" -- "$out/bin/mpi_coll_bench" -L mpi -o "$ops" -l "$sizes" -t "$budget" \
+  >"$out/mpi.txt" 2>"$out/mpi.err" || { echo "side_by_side: Open MPI failed:" >&2; tail -5 "$out/mpi.err" >&2; exit 1; }
+echo "== Gloo" >&2
+# Gloo's allreduce comes as ring, bcube and halving-doubling: all three run, the best counts.
+gloo_ops=$(sed 's/\ballreduce\b/allreduce_ring,allreduce_bcube,allreduce_hd/' <<<"$ops")
+GLOO_BENCH="$out/bin/gloo_coll_bench" bash "$PEERS/run_gloo.sh" netns "$hosts" -L gloo -o "$gloo_ops" -l "$sizes" -t "$budget" \
+  >"$out/gloo.txt" 2>"$out/gloo.err" || { echo "side_by_side: Gloo failed:" >&2; tail -5 "$out/gloo.err" >&2; exit 1; }
+echo "== optcast (2 of 2)" >&2
+run_optcast "optcast#2" >"$out/optcast2.txt"
+
+[ -n "$goodput" ] || goodput=$(python3 -c "import re,sys; n,u=re.match(r'([0-9.]+)([a-z]*)',sys.argv[1].lower()).groups(); print(0.954*float(n)*{'gbit':1000,'mbit':1,'kbit':1e-3}.get(u,1e-6))" "$rate")
+echo "# $hosts hosts at $rate (bounds at $goodput Mbit/s), sizes $sizes, $budget s per (op, size) and library, $(date -u +%F); raw outputs in $out"
+python3 "$here/benchmarks/table.py" --p "$hosts" --rate-mbit "$goodput" \
+  "$out/optcast1.txt" "$out/mpi.txt" "$out/gloo.txt" "$out/optcast2.txt"

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""One markdown table of optcast beside its peers, from the benchmarks' lines.
+
+usage: table.py [--p 8] [--rate-mbit 954] [--stat med|min] FILE...
+
+Each FILE holds lines "label op bytes reps min_us med_us max_us ok" (optcast-bench coll,
+../shared/bench/mpi_coll_bench and gloo_coll_bench); other lines are ignored. A label
+"name#2" is a second run of "name": optcast's two runs are shown as a range, and its
+ratios use the slower one. Gloo's allreduce variants (ring, bcube, halving-doubling)
+count as one peer, its best. The bound is the time the bytes need on links of
+--rate-mbit (goodput, each direction) for p ranks, one rank per host:
+  bcast      m/B (1 + (log2 p - 1)/64)   pipelined, 64 blocks
+  reduce     m/B                         every byte into the root once
+  allreduce  2 (p-1)/p m/B               reduce-scatter then allgather
+  scatter, gather, allgather, alltoall  (p-1) m/B, m per rank
+Sizes below 64 KiB have no bandwidth bound worth the name: their column says "—".
+A FAIL anywhere is shown, and makes the exit status 1.
+"""
+import argparse
+import collections
+import math
+import re
+import sys
+
+ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+ap.add_argument("files", nargs="+")
+ap.add_argument("--p", type=int, default=8)
+ap.add_argument("--rate-mbit", type=float, default=954.0)
+ap.add_argument("--stat", default="med", choices=["med", "min"])
+a = ap.parse_args()
+
+col = 5 if a.stat == "med" else 4
+runs = collections.defaultdict(lambda: collections.defaultdict(list))  # (op, m) -> label -> [us]
+labels, failed = [], []
+for f in a.files:
+    for line in open(f):
+        t = line.split()
+        if len(t) != 8 or line.startswith("#") or not t[2].isdigit():
+            continue
+        label = re.sub(r"#\d+$", "", t[0])
+        op = "allreduce" if t[1].startswith("allreduce") else t[1]
+        if label not in labels:
+            labels.append(label)
+        runs[(op, int(t[2]))][label].append(float(t[col]))
+        if t[7] != "ok":
+            failed.append("%s %s %s" % (t[0], t[1], t[2]))
+
+B = a.rate_mbit * 1e6 / 8
+p = a.p
+
+
+def bound_us(op, m):
+    if m < 65536:
+        return None
+    t = m / B * 1e6
+    if op == "bcast":
+        return t * (1 + (math.log2(p) - 1) / 64)
+    if op == "reduce":
+        return t
+    if op == "allreduce":
+        return 2 * (p - 1) / p * t
+    return (p - 1) * t
+
+
+def fmt(us):
+    if us is None:
+        return "—"
+    if us < 1000:
+        return "%.0f µs" % us
+    if us < 1e6:
+        return "%.3g ms" % (us / 1000)
+    return "%.3g s" % (us / 1e6)
+
+
+def hsize(m):
+    for u, s in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if m >= s and m % s == 0:
+            return "%d %s" % (m // s, u)
+    return "%d B" % m
+
+
+order = ["bcast", "scatter", "gather", "reduce", "allreduce", "allgather", "alltoall"]
+ours = "optcast"
+peers = [l for l in labels if l != ours]
+print("| op | size | " + " | ".join(labels) + " | bound | optcast / bound | optcast / best peer |")
+print("|---|---:|" + "---:|" * len(labels) + "---:|---:|---:|")
+for (op, m) in sorted(runs, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[0], k[1])):
+    by = runs[(op, m)]
+    cells = []
+    for l in labels:
+        v = by.get(l, [])
+        if not v:
+            cells.append("")
+        elif l == ours and len(v) > 1:
+            cells.append("%s–%s" % (fmt(min(v)), fmt(max(v))) if fmt(min(v)) != fmt(max(v)) else fmt(v[0]))
+        else:
+            cells.append(fmt(min(v)))  # a peer's variants: its best
+    b = bound_us(op, m)
+    mine = max(by[ours]) if by.get(ours) else None
+    best = min((min(by[l]) for l in peers if by.get(l)), default=None)
+    r_bound = "%.2f×" % (mine / b) if mine and b else "—"
+    r_peer = "%.2f×" % (mine / best) if mine and best else "—"
+    print("| %s | %s | %s | %s | %s | %s |" % (op, hsize(m), " | ".join(cells), fmt(b), r_bound, r_peer))
+if failed:
+    print("\nresults wrong (FAIL): " + ", ".join(failed))
+    sys.exit(1)

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# optcast-bench coll as the side-by-side script runs it (benchmarks/side_by_side.sh): on
+# three local ranks over TCP, every collective at sizes that do not divide evenly into
+# blocks or floats, both timing modes. Each (op, size) must give one line in the peer
+# benchmarks' format with its results checked on every rank ("ok"); a forced algorithm
+# must be refused where its collective lacks it.
+set -euo pipefail
+bench=$1
+ops=bcast,scatter,gather,reduce,allreduce,allgather,alltoall
+sizes=8,1000,65539
+for timing in sync local; do
+  out=$("$bench" coll --np 3 -o "$ops" -l "$sizes" -t 0 -m 2 -r 2 -T "$timing" -L t)
+  lines=$(grep -v '^#' <<<"$out")
+  n=$(wc -l <<<"$lines")
+  [ "$n" = 21 ] || { echo "timing $timing: expected 21 result lines, got $n:"; echo "$out"; exit 1; }
+  bad=$(awk 'NF != 8 || $1 != "t" || $4 != 2 || $8 != "ok" || !($5 > 0 && $5 <= $6 && $6 <= $7)' <<<"$lines")
+  [ -z "$bad" ] || { echo "timing $timing: lines out of format or not ok:"; echo "$bad"; exit 1; }
+  for op in ${ops//,/ }; do
+    for m in ${sizes//,/ }; do
+      grep -q "^t $op $m " <<<"$lines" || { echo "timing $timing: no line for $op $m"; exit 1; }
+    done
+  done
+done
+# Forced algorithms: one that bcast has runs; one reduce lacks is refused before any rank starts.
+out=$("$bench" coll --np 3 -o bcast,reduce -l 4096 -t 0 -m 1 -r 1 --alg fibonacci)
+grep -q '^# bcast 4096: fibonacci' <<<"$out" || { echo "--alg fibonacci did not run fibonacci:"; echo "$out"; exit 1; }
+if "$bench" coll --np 3 -o reduce -l 4096 --alg reduce=fibonacci 2>/dev/null; then
+  echo "--alg reduce=fibonacci was accepted"; exit 1
+fi
+echo "optcast-bench coll: every collective checked on every rank, in the peers' format"
