@@ -44,7 +44,7 @@ struct buffers {
 
 collective_options opts_of(const run_request& sp, algorithm alg) { return {.alg = alg, .blocks = sp.blocks}; }
 
-run_outcome run_broadcast(world& w, std::vector<communicator>& comms, const run_request& sp, algorithm alg) {
+run_outcome run_broadcast(std::vector<communicator>& comms, const run_request& sp, algorithm alg) {
   buffers b(sp, sp.bytes);
   if (sp.verify)
     for (std::size_t i = 0; i < sp.bytes; ++i) b.at(sp.root)[i] = byte_of(sp.root, i);
@@ -61,7 +61,7 @@ run_outcome run_broadcast(world& w, std::vector<communicator>& comms, const run_
 }
 
 // Scatter (the root's p segments of sp.bytes to every rank) or gather (the reverse).
-run_outcome run_scatter_gather(world& w, std::vector<communicator>& comms, const run_request& sp, algorithm alg,
+run_outcome run_scatter_gather(std::vector<communicator>& comms, const run_request& sp, algorithm alg,
                                bool gather_it) {
   const auto P = static_cast<std::size_t>(sp.p);
   std::vector<std::uint8_t> all(sp.verify ? P * sp.bytes : 0), back(sp.verify ? P * sp.bytes : 0);
@@ -93,7 +93,7 @@ run_outcome run_scatter_gather(world& w, std::vector<communicator>& comms, const
 
 // A stream of sp.blocks items of sp.bytes: every rank checks each item; the delay of
 // item i is when the last rank has it minus the step the root sent it.
-run_outcome run_stream(world& w, std::vector<communicator>& comms, const run_request& sp) {
+run_outcome run_stream(std::vector<communicator>& comms, const run_request& sp) {
   const auto k = static_cast<std::size_t>(sp.blocks);
   std::vector<std::vector<double>> when(static_cast<std::size_t>(sp.p));
   std::vector<std::int64_t> push(k);
@@ -151,7 +151,7 @@ run_outcome run_stream(world& w, std::vector<communicator>& comms, const run_req
   return o;
 }
 
-run_outcome run_allgatherv(world& w, std::vector<communicator>& comms, const run_request& sp, bool regular) {
+run_outcome run_allgatherv(std::vector<communicator>& comms, const run_request& sp, bool regular) {
   const auto counts = regular ? std::vector<std::size_t>(static_cast<std::size_t>(sp.p), sp.bytes)
                               : distribute(sp.bytes, sp.p, sp.counts);
   const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
@@ -190,7 +190,7 @@ run_outcome run_allgatherv(world& w, std::vector<communicator>& comms, const run
 }
 
 // --bytes per rank pair: rank r's block j, for rank j, holds byte_of(r * p + j, i).
-run_outcome run_alltoall(world& w, std::vector<communicator>& comms, const run_request& sp) {
+run_outcome run_alltoall(std::vector<communicator>& comms, const run_request& sp) {
   const auto P = static_cast<std::size_t>(sp.p);
   const std::size_t m = sp.bytes;
   buffers in(sp, P * m), out(sp, P * m);
@@ -218,7 +218,7 @@ run_outcome run_alltoall(world& w, std::vector<communicator>& comms, const run_r
 }
 
 // --bytes is n, the operand count: operand i is byte_of(0, i), summed mod 256 in order.
-run_outcome run_summation(world& w, std::vector<communicator>& comms, const run_request& sp) {
+run_outcome run_summation(std::vector<communicator>& comms, const run_request& sp) {
   std::vector<std::uint8_t> got(static_cast<std::size_t>(sp.p));
   const auto n = static_cast<std::int64_t>(sp.bytes);
   auto res = optcast::run_all(comms, [&](communicator& c) -> task<result<void>> {
@@ -247,7 +247,7 @@ std::uint8_t sum_of(int p, std::size_t i) {
   return static_cast<std::uint8_t>(s);
 }
 
-run_outcome run_reduction(world& w, std::vector<communicator>& comms, const run_request& sp, const std::string& which,
+run_outcome run_reduction(std::vector<communicator>& comms, const run_request& sp, const std::string& which,
                           algorithm alg) {
   std::vector<std::size_t> counts;
   if (which == "reduce_scatter_block") counts.assign(static_cast<std::size_t>(sp.p), sp.bytes / static_cast<std::size_t>(sp.p));
@@ -294,20 +294,20 @@ run_outcome run_reduction(world& w, std::vector<communicator>& comms, const run_
 }
 
 // The harness of each collective: buffers, the call, the check of every rank's result.
-run_outcome run_collective(collective coll, world& w, std::vector<communicator>& c, const run_request& sp) {
+run_outcome run_collective(collective coll, std::vector<communicator>& c, const run_request& sp) {
   switch (coll) {
-    case collective::broadcast: return run_broadcast(w, c, sp, sp.alg);
-    case collective::scatter: return run_scatter_gather(w, c, sp, sp.alg, false);
-    case collective::gather: return run_scatter_gather(w, c, sp, sp.alg, true);
-    case collective::allgather: return run_allgatherv(w, c, sp, true);
-    case collective::allgatherv: return run_allgatherv(w, c, sp, false);
-    case collective::alltoall: return run_alltoall(w, c, sp);
+    case collective::broadcast: return run_broadcast(c, sp, sp.alg);
+    case collective::scatter: return run_scatter_gather(c, sp, sp.alg, false);
+    case collective::gather: return run_scatter_gather(c, sp, sp.alg, true);
+    case collective::allgather: return run_allgatherv(c, sp, true);
+    case collective::allgatherv: return run_allgatherv(c, sp, false);
+    case collective::alltoall: return run_alltoall(c, sp);
     case collective::reduce:
     case collective::allreduce:
     case collective::reduce_scatter_block:
-    case collective::reduce_scatter: return run_reduction(w, c, sp, std::string(to_string(coll)), sp.alg);
-    case collective::summation: return run_summation(w, c, sp);
-    case collective::stream: return run_stream(w, c, sp);
+    case collective::reduce_scatter: return run_reduction(c, sp, std::string(to_string(coll)), sp.alg);
+    case collective::summation: return run_summation(c, sp);
+    case collective::stream: return run_stream(c, sp);
   }
   return {false, "no harness for " + std::string(to_string(coll))};
 }
@@ -405,7 +405,7 @@ result<run_result> simulate(run_request sp, std::string* why) {
     out.explained = b;
   }
   const auto started = std::chrono::steady_clock::now();
-  auto o = run_collective(sp.coll, w, comms, sp);
+  auto o = run_collective(sp.coll, comms, sp);
   out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   out.ok = o.ok;
   out.error = std::move(o.error);
