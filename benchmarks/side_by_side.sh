@@ -74,25 +74,10 @@ if ! bash "$NC" hosts 2>/dev/null | grep -q " h$((hosts - 1))$"; then
 fi
 cleanup() { if [ $keep = 0 ] && [ $brought_up = 1 ]; then bash "$NC" down >&2 || true; fi; }
 trap cleanup EXIT
-store=$(bash "$NC" hosts | awk '$2 == "h0" {print $1}')
-
-# optcast: one rank per host, the store on h0.
+# optcast: one rank per host, the store on h0 (examples/cluster_bench.sh).
 run_optcast() {  # label
-  local logs pids=() rc=0 r
-  logs=$(mktemp -d "$out/optcast-ranks.XXXXXX")
-  for r in $(seq 0 $((hosts - 1))); do
-    bash "$NC" exec "h$r" env OPTCAST_RANK="$r" OPTCAST_SIZE="$hosts" OPTCAST_STORE="$store:29500" \
-      OPTCAST_JOB_ID=$((RANDOM * 32768 + RANDOM + 1)) \
-      "$BIN" coll --fabric tcp -L "$1" -l "$sizes" -o "$ops" -t "$budget" ${OPTCAST_ARGS:-} >"$logs/$r" 2>&1 &
-    pids+=($!)
-  done
-  for r in "${pids[@]}"; do wait "$r" || rc=1; done
-  cat "$logs/0"
-  if [ $rc != 0 ]; then
-    echo "side_by_side: an optcast rank failed:" >&2
-    tail -n 3 "$logs"/* >&2
-  fi
-  return $rc
+  NETCLUSTER="$NC" BENCH="$BIN" bash "$here/examples/cluster_bench.sh" "$hosts" coll -L "$1" -l "$sizes" -o "$ops" \
+    -t "$budget" ${OPTCAST_ARGS:-}
 }
 
 echo "== optcast (1 of 2)" >&2

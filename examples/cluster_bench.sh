@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # Runs an optcast-bench command (broadcast unless COMMAND is given: broadcast, model,
-# p2p) with one rank per emulated host of a netcluster (network namespaces h0..h{P-1}
+# coll) with one rank per emulated host of a netcluster (network namespaces h0..h{P-1}
 # with rate-capped links; the store on h0), so that the links, not the CPU, decide.
 # As root, after: netcluster.sh up P RATE
 #
 #   examples/cluster_bench.sh P [COMMAND] [options...]
 #   e.g. examples/cluster_bench.sh 8 --sizes 64MiB --json
 #        examples/cluster_bench.sh 4 model --calibrate --sizes 64KiB,1MiB,16MiB
+#        examples/cluster_bench.sh 8 coll -l 8,1MiB,16MiB      (benchmarks/side_by_side.sh runs this)
 #
 # NETCLUSTER: path of netcluster.sh (default ../shared/tools/netcluster.sh from the
 # repository); BENCH: path of optcast-bench (default build/examples/optcast-bench).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-P=${1:?usage: cluster_bench.sh P [broadcast|model|p2p] [options]}
+P=${1:?usage: cluster_bench.sh P [broadcast|model|coll] [options]}
 shift
 cmd=broadcast
-case "${1:-}" in broadcast|model|p2p) cmd=$1; shift ;; esac
+case "${1:-}" in broadcast|model|coll) cmd=$1; shift ;; esac
+quiet=()  # progress lines off where the command has them
+case "$cmd" in broadcast|model) quiet=(--quiet) ;; esac
 NC=${NETCLUSTER:-$here/../shared/tools/netcluster.sh}
 BIN=${BENCH:-$here/build/examples/optcast-bench}
 [ -f "$NC" ] || { echo "cluster_bench: netcluster.sh not found (set NETCLUSTER)" >&2; exit 2; }
@@ -27,7 +30,7 @@ trap 'rm -rf "$out"' EXIT
 pids=()
 for r in $(seq 0 $((P - 1))); do
   bash "$NC" exec "h$r" env OPTCAST_RANK="$r" OPTCAST_SIZE="$P" OPTCAST_STORE="$store:29500" OPTCAST_JOB_ID=$$ \
-    "$BIN" "$cmd" --fabric tcp --quiet "$@" >"$out/rank$r" 2>&1 &
+    "$BIN" "$cmd" --fabric tcp "${quiet[@]}" "$@" >"$out/rank$r" 2>&1 &
   pids+=($!)
 done
 rc=0

@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -73,6 +74,7 @@ struct tag {
 enum class op_kind : std::uint8_t { send, recv, idle, compute };
 
 class fabric;
+class trace_log;
 
 // One send or receive. It lives in the frame of the coroutine that awaits it (no heap
 // allocation per message); while started it is linked into the fabric's queues, so it
@@ -107,13 +109,10 @@ public:
   operation* prev = nullptr;
   std::uintptr_t fabric_state = 0;
   void* fabric_ctx[10] = {};
+  std::uint32_t trace_id = 0;  // its event in the owner's trace (trace.hpp), + 1; 0: none
 
   // For fabrics: finish from the event loop and notify the awaiter.
-  void complete(std::error_code e) noexcept {
-    ec = e;
-    finished = true;
-    on_complete(*this);
-  }
+  void complete(std::error_code e) noexcept;
   // For fabrics: finish inside start(), which then returns true.
   bool finish_now(std::error_code e) noexcept {
     ec = e;
@@ -168,8 +167,15 @@ public:
   // Starts an op_kind::idle or compute operation; the same rules as start().
   virtual bool start_local(operation& op) noexcept { return op.finish_now({}); }
   bool post(operation& op) noexcept {
+    if (trace_) return post_traced(op);
     return op.kind == op_kind::idle || op.kind == op_kind::compute ? start_local(op) : start(op);
   }
+
+  // Records every operation posted from now on in `log` (trace.hpp); nullptr stops.
+  void set_trace(std::shared_ptr<trace_log> log) noexcept { trace_ = std::move(log); }
+  const std::shared_ptr<trace_log>& trace() const noexcept { return trace_; }
+  // For operation::complete: the traced operation `op` has finished.
+  void trace_end(operation& op) noexcept;
 
   // Asks a started operation to finish soon with `ec` (it may complete inline). No
   // effect on a finished one. Used by when_all to stop the siblings of a failed
@@ -227,11 +233,21 @@ protected:
   }
 
 private:
+  bool post_traced(operation& op) noexcept;
+
   std::error_code failure_;
   std::string failure_detail_;
   std::string last_error_;
   scratch_pool scratch_;
+  std::shared_ptr<trace_log> trace_;
 };
+
+inline void operation::complete(std::error_code e) noexcept {
+  ec = e;
+  finished = true;
+  if (trace_id) owner->trace_end(*this);
+  on_complete(*this);
+}
 
 // "send 4096 B to rank 3, tag 7/2" for error details.
 std::string describe_op(const operation& op);

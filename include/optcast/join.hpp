@@ -25,6 +25,7 @@ namespace optcast {
 struct collective_settings {
   std::string calibration;  // OPTCAST_CALIBRATION: a calibration file
   std::string algorithm;    // OPTCAST_ALGORITHM: the default broadcast algorithm, by name
+  std::string trace;        // OPTCAST_TRACE: record operations into <trace>.rank<r>.json (trace.hpp)
   static collective_settings from_env();
 };
 

@@ -16,3 +16,4 @@
 #include "optcast/net/sim.hpp"
 #include "optcast/net/tcp.hpp"
 #include "optcast/task.hpp"
+#include "optcast/trace.hpp"

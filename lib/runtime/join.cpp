@@ -5,6 +5,7 @@
 #include "optcast/calibrate.hpp"
 #include "optcast/net/ofi.hpp"
 #include "optcast/net/tcp.hpp"
+#include "optcast/trace.hpp"
 
 namespace optcast {
 
@@ -12,6 +13,7 @@ collective_settings collective_settings::from_env() {
   collective_settings s;
   if (const char* v = std::getenv("OPTCAST_CALIBRATION")) s.calibration = v;
   if (const char* v = std::getenv("OPTCAST_ALGORITHM")) s.algorithm = v;
+  if (const char* v = std::getenv("OPTCAST_TRACE")) s.trace = v;
   return s;
 }
 
@@ -33,6 +35,8 @@ communicator make_communicator(std::shared_ptr<fabric> f, const job_config& cfg,
                                                                      algorithm_names(collective::broadcast) + ")");
     o.broadcast_algorithm = *a;
   }
+  if (!s.trace.empty())
+    f->set_trace(std::make_shared<trace_log>(std::size_t{1} << 22, s.trace + ".rank" + std::to_string(f->rank()) + ".json"));
   return communicator(std::move(f), o);
 }
 

@@ -1,0 +1,107 @@
+// The operation timeline (optcast/trace.hpp): every send and receive of a run, each once,
+// with its peer, tag, size and times, on the simulator's clock and on the wall clock.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "optcast/collectives.hpp"
+#include "optcast/net/local.hpp"
+#include "optcast/net/sim.hpp"
+#include "optcast/trace.hpp"
+
+using namespace optcast;
+
+namespace {
+
+using key = std::tuple<int, int, std::uint32_t, std::uint32_t>;  // from, to, seq, step
+
+}  // namespace
+
+TEST_CASE("a traced circulant broadcast: every message once on each side, in its round", "[trace][sim]") {
+  const int p = 7, n = 5;
+  sim::world w(p, sim::model::rounds());
+  std::vector<std::shared_ptr<trace_log>> logs;
+  for (int r = 0; r < p; ++r) logs.push_back(std::make_shared<trace_log>());
+  std::vector<communicator> comms;
+  for (int r = 0; r < p; ++r) {
+    comms.emplace_back(w.fabric(r));
+    comms.back().get_fabric().set_trace(logs[static_cast<std::size_t>(r)]);
+  }
+  std::vector<std::vector<std::byte>> bufs(p, std::vector<std::byte>(1000, std::byte{0}));
+  for (std::size_t i = 0; i < 1000; ++i) bufs[2][i] = static_cast<std::byte>(i * 3);
+  auto res = run_all(comms, [&](communicator& c) {
+    return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 2, {.alg = algorithm::circulant, .blocks = n});
+  });
+  for (auto& r : res) REQUIRE(r);
+  const auto rep = w.take_report();
+
+  std::map<key, trace_event> sends, recvs;
+  for (int r = 0; r < p; ++r) {
+    REQUIRE(logs[static_cast<std::size_t>(r)]->dropped() == 0);
+    for (const auto& e : logs[static_cast<std::size_t>(r)]->events()) {
+      if (e.kind == op_kind::idle) continue;
+      CHECK(e.error == 0);
+      CHECK(e.done >= e.posted);
+      // The rounds model: everything completes at the end of a round.
+      CHECK(e.done == std::floor(e.done));
+      auto& into = e.kind == op_kind::send ? sends : recvs;
+      const key k = e.kind == op_kind::send ? key{r, e.peer, e.tg.seq, e.tg.step} : key{e.peer, r, e.tg.seq, e.tg.step};
+      CHECK(into.emplace(k, e).second);  // once
+    }
+  }
+  CHECK(sends.size() == rep.messages);
+  REQUIRE(recvs.size() == sends.size());
+  std::size_t bytes = 0;
+  for (const auto& [k, s] : sends) {
+    REQUIRE(recvs.count(k));
+    CHECK(recvs.at(k).bytes == s.bytes);
+    CHECK(recvs.at(k).done == s.done);  // both ends of a message finish in its round
+    bytes += s.bytes;
+  }
+  CHECK(bytes == rep.bytes);
+  // Every rank's last completion is its finish (the loop's rounds end with a message).
+  for (int r = 0; r < p; ++r) {
+    double last = 0;
+    for (const auto& e : logs[static_cast<std::size_t>(r)]->events()) last = std::max(last, e.done);
+    CHECK(last == Approx(rep.ranks[static_cast<std::size_t>(r)].finish));
+  }
+}
+
+TEST_CASE("trace: a full log counts what it drops; a failed receive keeps its error; JSON", "[trace][local]") {
+  local::world w(2);
+  auto comms = communicators_of(w);
+  auto small = std::make_shared<trace_log>(1);
+  auto log1 = std::make_shared<trace_log>();
+  comms[0].get_fabric().set_trace(small);
+  comms[1].get_fabric().set_trace(log1);
+  std::vector<std::byte> a(16), b(8);
+  auto res = run_all(comms, [&](communicator& c) -> task<result<void>> {
+    if (c.rank() == 0) {
+      if (auto r = co_await send(c, 1, 1, a); !r) co_return fail(r.error());
+      co_return co_await send(c, 1, 2, a);
+    }
+    if (auto r = co_await recv(c, 0, 1, std::span(a)); !r) co_return fail(r.error());
+    co_return co_await recv(c, 0, 2, std::span(b));  // 16 bytes sent, 8 expected
+  });
+  CHECK(res[1].error() == errc::size_mismatch);
+  CHECK(small->events().size() == 1);
+  CHECK(small->dropped() == 1);
+  REQUIRE(log1->events().size() == 2);
+  CHECK(log1->events()[0].error == 0);
+  CHECK(log1->events()[1].error == static_cast<int>(errc::size_mismatch));
+  CHECK(log1->events()[1].done >= log1->events()[1].posted);
+  const auto j = nlohmann::json::parse(log1->json());
+  CHECK(j["rank"] == 1);
+  CHECK(j["clock"] == "monotonic");
+  REQUIRE(j["events"].size() == 2);
+  CHECK(j["events"][1][0] == 1);   // a receive
+  CHECK(j["events"][1][1] == 0);   // from rank 0
+  CHECK(j["events"][1][4] == 8);   // of 8 bytes
+  CHECK(j["events"][1][7] == static_cast<int>(errc::size_mismatch));
+}
