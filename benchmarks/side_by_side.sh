@@ -60,7 +60,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2
 fi
 
-[ -n "$out" ] || { out=$(mktemp -d /tmp/side_by_side.XXXXXX); }
+[ -n "$out" ] || out=$(mktemp -d /tmp/side_by_side.XXXXXX)
 mkdir -p "$out/bin"
 echo "== building the peers' benchmarks into $out/bin" >&2
 mpicc -O2 -o "$out/bin/mpi_coll_bench" "$PEERS/mpi_coll_bench.c"
