@@ -29,9 +29,10 @@ struct rooted {
 
 namespace optcast::algorithms {
 
-// Träff, Algorithm 1: n blocks from `root` in n - 1 + ceil(log2 p) rounds.
+// Träff, Algorithm 1: n blocks from `root` in n - 1 + ceil(log2 p) rounds. `lockstep`:
+// the ranks may start at different times (broadcast_circulant.cpp says why it matters).
 task<result<void>> broadcast_circulant(fabric& f, std::uint32_t seq, std::span<std::byte> buf,
-                                       int root, int n, std::uint32_t step0 = 0);
+                                       int root, int n, std::uint32_t step0 = 0, bool lockstep = false);
 
 // Karp et al., Section 2: the universal optimal tree B(P) for LogP parameters m; every
 // rank receives once, then sends to its children one after the other.
@@ -70,6 +71,13 @@ task<result<void>> gather_direct(fabric& f, std::uint32_t seq, std::span<const s
 task<result<void>> broadcast_binomial(fabric& f, std::uint32_t seq, std::span<std::byte> buf,
                                       int root);
 
+// The pipelined ring (baseline/ring.cpp): a chain of virtual ranks 0 -> 1 -> ... -> p - 1
+// for n blocks, n + p - 2 rounds; the reduction runs it backwards (commutative operators).
+task<result<void>> broadcast_ring(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root, int n,
+                                  std::uint32_t step0 = 0);
+task<result<void>> reduce_ring(fabric& f, std::uint32_t seq, std::span<std::byte> work, int root, int n,
+                               const detail::erased_reduction& op);
+
 // p segments of one buffer, segment j holding count[j] elements of `elem` bytes at
 // element offset offset[j], each split into n blocks of whole elements.
 struct segment_layout {
@@ -99,6 +107,13 @@ private:
 // `buf` holds all segments; this rank's is in place. Tags use steps step0 + round.
 task<result<void>> allgatherv_circulant(fabric& f, std::uint32_t seq, std::uint32_t step0,
                                         std::span<std::byte> buf, const segment_layout& lay);
+
+// The ring all-gather: rank r sends to r + 1 and receives from r - 1 only, every block of
+// every segment in (p - 1) n rounds; and its reversal, the ring reduce-scatter.
+task<result<void>> allgatherv_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
+                                   const segment_layout& lay);
+task<result<void>> reduce_scatter_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
+                                       const segment_layout& lay, const detail::erased_reduction& op);
 
 // Karp et al., Section 4.1: the staggered all-to-all broadcast, each segment's n blocks
 // as n items; L + 2o + g (n (p - 1) - 1) under LogP with g >= o.

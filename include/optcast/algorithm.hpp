@@ -29,6 +29,7 @@ enum class algorithm {
   long_message,    // 4.3: one message per rank, all from (to) the root
   split_tree,      // 4.5-4.7: A_t^k, the scatter tree of least LogGP time; gather backwards
   continuous,      // Karp et al. 3.1-3.3: continuous broadcast (broadcast_stream)
+  ring,            // baseline: the pipelined ring, fixed neighbours (chain for rooted collectives)
 };
 
 enum class collective {

@@ -46,6 +46,10 @@ broadcast_choice choose_broadcast(int p, std::size_t bytes, const loggp_params& 
 
 // The rule's prediction for one algorithm and block count (see above).
 double predict_broadcast(algorithm alg, int p, std::size_t bytes, int blocks, const loggp_params& m, int ports);
+// One algorithm's block count with the least prediction (a candidate of the automatic
+// choice or not), over the same counts.
+broadcast_choice::candidate best_broadcast_blocks(algorithm alg, int p, std::size_t bytes, const loggp_params& m, int ports,
+                                                  std::size_t min_block_bytes);
 
 // Scatter (and gather) of `part` bytes to every rank by Alexandrov et al.'s A_t^k
 // (split_tree, Sections 4.5-4.7): t^k(p), the optimal split recurrence under m.

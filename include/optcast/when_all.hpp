@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "optcast/fabric.hpp"
+#include "optcast/task.hpp"
 
 namespace optcast {
 
@@ -106,6 +107,11 @@ public:
     op_.owner->post(op_);  // finished at once or later; op_.finished tells
   }
   bool started() const noexcept { return started_; }
+  // Asks a started, unfinished operation to finish with errc::cancelled; await
+  // finished() before its memory goes (see settle).
+  void cancel() noexcept {
+    if (started_ && !op_.finished) op_.owner->cancel(op_, make_error_code(errc::cancelled));
+  }
 
   // co_await p.finished(): the operation's outcome.
   struct awaiter {
@@ -130,6 +136,16 @@ private:
   std::coroutine_handle<> waiter_;
   bool started_ = false;
 };
+
+// Cancels every started, unfinished operation of `ops` and waits until its fabric has let
+// go of each. A fabric may finish a cancelled operation later (libfabric reports it from
+// its completion queue, through the context kept inside the operation), so a loop that
+// posts receives ahead settles them before it returns from a failure; the destructor's
+// cancel is a last resort for a coroutine destroyed mid-way.
+inline task<void> settle(std::span<posted_op> ops) {
+  for (auto& p : ops) p.cancel();
+  for (auto& p : ops) (void)co_await p.finished();
+}
 
 template <class... Ops>
 op_batch<sizeof...(Ops)> when_all(Ops... ops) noexcept {

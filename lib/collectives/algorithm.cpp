@@ -39,6 +39,7 @@ constexpr std::pair<algorithm, std::string_view> algorithm_name_table[] = {
     {algorithm::long_message, "long_message"},
     {algorithm::split_tree, "split_tree"},
     {algorithm::continuous, "continuous"},
+    {algorithm::ring, "ring"},
 };
 constexpr std::pair<collective, std::string_view> collective_name_table[] = {
     {collective::broadcast, "broadcast"},

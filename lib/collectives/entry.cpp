@@ -169,8 +169,19 @@ result<broadcast_choice> plan_broadcast(communicator& c, std::size_t bytes, cons
     ch.blocks = 1;
   else if (row.blocks == detail::block_rule::kitem_linear)
     ch.blocks = opts.blocks ? opts.blocks : automatic_block_count(bytes, c.size(), c.options());
+  bool candidate = false;
   for (const auto& cand : ch.considered)
-    if (cand.alg == alg) ch.blocks = row.blocks == detail::block_rule::one ? 1 : cand.blocks, ch.predicted = cand.predicted;
+    if (cand.alg == alg) {
+      ch.blocks = row.blocks == detail::block_rule::one ? 1 : cand.blocks, ch.predicted = cand.predicted;
+      candidate = true;
+    }
+  if (!candidate && row.blocks == detail::block_rule::broadcast_model) {
+    // Not a candidate of the automatic choice: its own best count by its prediction.
+    const auto own = opts.blocks ? broadcast_choice::candidate{alg, opts.blocks, predict_broadcast(alg, c.size(), bytes, opts.blocks, *model, c.ports())}
+                                 : best_broadcast_blocks(alg, c.size(), bytes, *model, c.ports(), c.options().min_block_bytes);
+    ch.blocks = own.blocks;
+    ch.predicted = own.predicted;
+  }
   return ch;
 }
 

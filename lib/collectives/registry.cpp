@@ -47,6 +47,19 @@ std::optional<proven_time> circulant_rounds(const sim::model& m, const run_shape
                static_cast<double>(Phases * (s.blocks - 1 + circulant::ceil_log2(s.p))), proven_time::exact};
 }
 
+// The pipelined ring's rounds: a chain of p ranks passes n blocks in n + p - 2 rounds;
+// the all-roots ring takes p - 1 steps of n blocks (fewer where blocks are empty).
+std::optional<proven_time> chain_rounds(const sim::model& m, const run_shape& s) {
+  if (m.kind != sim::model_kind::rounds || s.p < 2) return std::nullopt;
+  return proven_time{"n + p - 2", static_cast<double>(s.blocks + s.p - 2), proven_time::exact};
+}
+template <int Phases>
+std::optional<proven_time> ring_rounds(const sim::model& m, const run_shape& s) {
+  if (m.kind != sim::model_kind::rounds || s.p < 2) return std::nullopt;
+  return proven_time{Phases == 1 ? "(p - 1) n" : "2 (p - 1) n", static_cast<double>(Phases * (s.p - 1) * s.blocks),
+                     proven_time::at_most};
+}
+
 // Karp et al. 4.1: L + 2o + g (n (P - 1) - 1), with g read as max(g, o), for n items
 // per pair of ranks (an item cut from fewer bytes than blocks is empty and not sent).
 std::optional<proven_time> staggered_time(const sim::model& m, const run_shape& s) {
@@ -99,6 +112,8 @@ task<result<void>> bcast_multiport(broadcast_call c) {
   co_return co_await algorithms::broadcast_packets(*c.f, c.seq, c.data, c.root, *plan);
 }
 
+task<result<void>> bcast_ring(broadcast_call c) { return algorithms::broadcast_ring(*c.f, c.seq, c.data, c.root, c.blocks); }
+
 double block_bytes(std::size_t bytes, int n) { return std::ceil(static_cast<double>(bytes) / std::max(n, 1)); }
 
 // ---- scatter and gather ---------------------------------------------------------------
@@ -140,6 +155,7 @@ task<result<void>> gather_root(scatter_call c) {
 task<result<void>> allgather_circulant(segments_call c) {
   return algorithms::allgatherv_circulant(*c.f, c.seq, 0, c.out, *c.lay);
 }
+task<result<void>> allgather_ring(segments_call c) { return algorithms::allgatherv_ring(*c.f, c.seq, 0, c.out, *c.lay); }
 task<result<void>> allgather_staggered(segments_call c) { return algorithms::allgatherv_staggered(*c.f, c.seq, c.out, *c.lay); }
 task<result<void>> alltoall_staggered(segments_call c) {
   return algorithms::alltoall_staggered(*c.f, c.seq, c.in, c.out, *c.lay);
@@ -151,22 +167,34 @@ constexpr std::uint32_t second_phase = 1u << 30;
 task<result<void>> reduce_circ(reduction_call c) {
   return algorithms::reduce_circulant(*c.f, c.seq, c.work, c.root, c.blocks, *c.op);
 }
+task<result<void>> reduce_rng(reduction_call c) {
+  return algorithms::reduce_ring(*c.f, c.seq, c.work, c.root, c.blocks, *c.op);
+}
 task<result<void>> reduce_ord(reduction_call c) { return algorithms::reduce_ordered(*c.f, c.seq, c.work, c.root, *c.op); }
 
 // Rank order: the ordered tree to rank 0, then its result broadcast (n blocks).
 task<result<void>> allreduce_ordered(reduction_call c) {
   if (auto r = co_await algorithms::reduce_ordered(*c.f, c.seq, c.work, 0, *c.op); !r) co_return r;
-  co_return co_await algorithms::broadcast_circulant(*c.f, c.seq, c.work, 0, c.blocks, second_phase);
+  co_return co_await algorithms::broadcast_circulant(*c.f, c.seq, c.work, 0, c.blocks, second_phase, true);
 }
 // Observation 1.4: reduce-scatter then all-broadcast of the p segments (balanced, whole elements).
-task<result<void>> allreduce_circ(reduction_call c) {
+algorithms::segment_layout even_segments(const reduction_call& c) {
   const std::size_t count = c.work.size() / c.op->elem;
   const block_partition parts(count, static_cast<std::size_t>(c.f->size()));
   std::vector<std::size_t> counts(static_cast<std::size_t>(c.f->size()));
   for (std::size_t j = 0; j < counts.size(); ++j) counts[j] = parts.size(j);
-  const algorithms::segment_layout lay(c.op->elem, c.blocks, counts);
+  return {c.op->elem, c.blocks, counts};
+}
+task<result<void>> allreduce_circ(reduction_call c) {
+  const auto lay = even_segments(c);
   if (auto r = co_await algorithms::reduce_scatter_circulant(*c.f, c.seq, 0, c.work, lay, *c.op); !r) co_return r;
   co_return co_await algorithms::allgatherv_circulant(*c.f, c.seq, second_phase, c.work, lay);
+}
+// The same pair on the ring.
+task<result<void>> allreduce_rng(reduction_call c) {
+  const auto lay = even_segments(c);
+  if (auto r = co_await algorithms::reduce_scatter_ring(*c.f, c.seq, 0, c.work, lay, *c.op); !r) co_return r;
+  co_return co_await algorithms::allgatherv_ring(*c.f, c.seq, second_phase, c.work, lay);
 }
 task<result<void>> allreduce_comb(reduction_call c) {
   // Every message carries the whole vector: LogP with L and g lengthened by (b - 1) G.
@@ -177,6 +205,9 @@ task<result<void>> allreduce_comb(reduction_call c) {
 
 task<result<void>> reduce_scatter_circ(segments_call c) {
   return algorithms::reduce_scatter_circulant(*c.f, c.seq, 0, c.out, *c.lay, *c.op);
+}
+task<result<void>> reduce_scatter_rng(segments_call c) {
+  return algorithms::reduce_scatter_ring(*c.f, c.seq, 0, c.out, *c.lay, *c.op);
 }
 // Rank order: the whole reduction everywhere, then each rank reads its part.
 task<result<void>> reduce_scatter_ord(segments_call c) {
@@ -286,6 +317,13 @@ const std::vector<entry>& table() {
          return proven_time{"B(P-1) + 2L + n - 2", logp::B(s.p - 1, {m.L, 0, 1}) + 2 * m.L + s.blocks - 2};
        }},
 
+      {{C::broadcast, A::ring, baseline, "pipelined ring",
+        "n blocks down the chain of ranks from the root, n + p - 2 rounds; every link one steady stream", M::rounds, any, false},
+       runner_of<broadcast_call>{bcast_ring}, block_rule::broadcast_model, true,
+       [](prediction_shape& sh, std::size_t bytes, int n, const loggp_params& m) {
+         return (n + sh.p - 2) * round_time(block_bytes(bytes, n), m);
+       },
+       chain_rounds},
       // Scatter and gather (gather runs each tree backwards).
       {{C::scatter, A::split_tree, loggp_paper, "4.5-4.7",
         "A_t^k, the split tree of least LogGP time (optimal for one item per rank, Theorem 1); split_sets: Figures 9-10",
@@ -315,11 +353,17 @@ const std::vector<entry>& table() {
       {{C::allgather, A::staggered, karp, "Section 4.1",
         "rank i sends to i+1, ..., i+P-1 one every g; L + 2o + g(n(P-1)-1) for n items", M::logp, any, false},
        runner_of<segments_call>{allgather_staggered}, block_rule::circulant_all_roots, true, nullptr, staggered_time},
+      {{C::allgather, A::ring, baseline, "ring",
+        "rank r sends to r + 1 only: p - 1 steps of n blocks", M::rounds, any, false},
+       runner_of<segments_call>{allgather_ring}, block_rule::given_or_one, false, nullptr, ring_rounds<1>},
       {{C::allgatherv, A::circulant, traff, "Algorithm 7, Observation 1.2",
         "irregular counts; empty contributions skipped; n - 1 + ceil(log2 p) rounds", M::rounds, any, true},
        runner_of<segments_call>{allgather_circulant}, block_rule::circulant_all_roots, true, nullptr, circulant_rounds<1>},
       {{C::allgatherv, A::staggered, karp, "Section 4.1", "the staggered schedule with irregular counts", M::logp, any, false},
        runner_of<segments_call>{allgather_staggered}, block_rule::circulant_all_roots, true},
+      {{C::allgatherv, A::ring, baseline, "ring", "irregular counts; empty blocks skipped; at most (p - 1) n rounds",
+        M::rounds, any, false},
+       runner_of<segments_call>{allgather_ring}, block_rule::given_or_one, false, nullptr, ring_rounds<1>},
       {{C::alltoall, A::staggered, karp, "Section 4.1",
         "all-to-all personalized on the staggered schedule, L + 2o + g(n(P-1)-1) for n items per pair", M::logp, any, true},
        runner_of<segments_call>{alltoall_staggered}, block_rule::given_or_one, false, nullptr, staggered_time},
@@ -337,6 +381,9 @@ const std::vector<entry>& table() {
          return proven_time{"ceil(log2 p), + 1 if the root is not rank 0",
                             static_cast<double>(circulant::ceil_log2(s.p) + (s.root != 0 ? 1 : 0)), proven_time::exact};
        }},
+      {{C::reduce, A::ring, baseline, "pipelined ring",
+        "the ring broadcast backwards, n + p - 2 rounds; commutative operators", M::rounds, commutative, false},
+       runner_of<reduction_call>{reduce_rng}, block_rule::circulant_reduce, true, nullptr, chain_rounds},
       {{C::allreduce, A::circulant, traff, "Observation 1.4",
         "reduce_scatter then allgather, 2 (n - 1 + ceil(log2 p)) rounds; commutative operators", M::rounds, commutative, true},
        runner_of<reduction_call>{allreduce_circ}, block_rule::circulant_allreduce, true, nullptr, circulant_rounds<2>},
@@ -354,18 +401,28 @@ const std::vector<entry>& table() {
       {{C::allreduce, A::binomial, baseline, "rank-ordered binomial tree",
         "any associative operator: the ordered tree to rank 0, then Träff's circulant broadcast", M::rounds, any, true},
        runner_of<reduction_call>{allreduce_ordered}, block_rule::circulant_reduce, true},
+      {{C::allreduce, A::ring, baseline, "ring",
+        "reduce_scatter then allgather on the ring, 2 (p - 1) n rounds; commutative operators", M::rounds, commutative, false},
+       runner_of<reduction_call>{allreduce_rng}, block_rule::given_or_one, true, nullptr, ring_rounds<2>},
       {{C::reduce_scatter_block, A::circulant, traff, "Observation 1.4",
         "Algorithm 7 backwards, n - 1 + ceil(log2 p) rounds; commutative operators", M::rounds, commutative, true},
        runner_of<segments_call>{reduce_scatter_circ}, block_rule::circulant_all_roots, true, nullptr, circulant_rounds<1>},
       {{C::reduce_scatter_block, A::binomial, baseline, "rank-ordered binomial tree",
         "any associative operator: the rank-ordered allreduce, then each rank's part", M::rounds, any, true},
        runner_of<segments_call>{reduce_scatter_ord}, block_rule::circulant_reduce, true},
+      {{C::reduce_scatter_block, A::ring, baseline, "ring",
+        "the ring all-gather backwards, (p - 1) n rounds; commutative operators", M::rounds, commutative, false},
+       runner_of<segments_call>{reduce_scatter_rng}, block_rule::given_or_one, false, nullptr, ring_rounds<1>},
       {{C::reduce_scatter, A::circulant, traff, "Observation 1.4",
         "Algorithm 7 backwards with irregular counts; commutative operators", M::rounds, commutative, true},
        runner_of<segments_call>{reduce_scatter_circ}, block_rule::circulant_all_roots, true, nullptr, circulant_rounds<1>},
       {{C::reduce_scatter, A::binomial, baseline, "rank-ordered binomial tree",
         "any associative operator: the rank-ordered allreduce, then each rank's part", M::rounds, any, true},
        runner_of<segments_call>{reduce_scatter_ord}, block_rule::circulant_reduce, true},
+      {{C::reduce_scatter, A::ring, baseline, "ring",
+        "the ring all-gather backwards with irregular counts, at most (p - 1) n rounds; commutative operators", M::rounds,
+        commutative, false},
+       runner_of<segments_call>{reduce_scatter_rng}, block_rule::given_or_one, false, nullptr, ring_rounds<1>},
 
       {{C::summation, A::logp_tree, karp, "Section 5",
         "n operands summed in least time with unit-time additions: the broadcast tree for L + 1 reversed; any "

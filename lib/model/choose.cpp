@@ -101,6 +101,14 @@ broadcast_choice compute_choice(int p, std::size_t bytes, const loggp_params& m,
 
 }  // namespace
 
+broadcast_choice::candidate best_broadcast_blocks(algorithm alg, int p, std::size_t bytes, const loggp_params& m, int ports,
+                                                  std::size_t min_block_bytes) {
+  broadcast_choice::candidate best{alg, 1, INFINITY};
+  for (int n : block_counts(bytes, min_block_bytes))
+    if (const double t = predict_broadcast(alg, p, bytes, n, m, ports); t < best.predicted) best = {alg, n, t};
+  return best;
+}
+
 broadcast_choice choose_broadcast(int p, std::size_t bytes, const loggp_params& m, int ports, std::size_t min_block_bytes,
                                   int blocks) {
   // Every rank of an in-process world asks the same question: answer it once.

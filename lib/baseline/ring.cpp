@@ -1,0 +1,237 @@
+#include <algorithm>
+#include <memory>
+
+#include "algorithms.hpp"
+#include "optcast/when_all.hpp"
+
+namespace optcast::algorithms {
+
+// The pipelined ring: every rank sends to one neighbour and receives from the other, the
+// same two for the whole call. In the rounds model it takes more rounds than Träff's
+// circulant schedules (p - 2 more for a broadcast of n blocks, where the circulant graph
+// needs only ceil(log2 p) - 1), but on a real network its links never change partners:
+// each carries one steady stream, and a late message delays only what follows it on its
+// link. Where the circulant's partners change every round, a rank that runs a round
+// ahead sends into a link still busy with another rank's message, and the two share it.
+//
+// Every loop is data-driven: a rank's sends go out in their order, each once the data
+// it forwards has arrived; its receives are posted ahead (straight into the buffer where
+// the data stays, into a few scratch slots where it is combined). In the rounds model
+// each send then takes the round the schedule gives it.
+
+namespace {
+
+// Receives posted in order and awaited in order, at most `width` outstanding: receive j
+// goes into slot j mod width.
+class recv_window {
+public:
+  explicit recv_window(std::size_t width) : width_(std::max<std::size_t>(width, 1)), ops_(std::make_unique<posted_op[]>(width_)) {}
+  std::size_t width() const noexcept { return width_; }
+  posted_op& slot(std::size_t j) noexcept { return ops_[j % width_]; }
+  std::span<posted_op> all() noexcept { return {ops_.get(), width_}; }
+
+private:
+  std::size_t width_;
+  std::unique_ptr<posted_op[]> ops_;
+};
+
+// Outstanding receives a ring loop keeps posted ahead of the one it waits for: enough
+// that a neighbour a few messages ahead finds its receive posted.
+constexpr std::size_t ahead = 8;
+
+}  // namespace
+
+namespace {
+
+task<result<void>> broadcast_ring_loop(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root, int n,
+                                       std::uint32_t step0, recv_window& rx) {
+  const int p = f.size();
+  const detail::rooted ranks{p, root};
+  const int v = ranks.virt(f.rank());
+  const block_partition blocks(buf.size(), static_cast<std::size_t>(n));
+  const auto nb = static_cast<std::size_t>(n);
+  auto block = [&](std::size_t b) { return blocks.block(buf, b); };
+  auto tg = [&](std::size_t b) { return tag{seq, step0 + static_cast<std::uint32_t>(b)}; };
+
+  // Virtual rank v receives block b from v - 1 in round b + v - 1 and sends it to v + 1
+  // in round b + v: n + p - 2 rounds.
+  const bool receives = v > 0, sends = v + 1 < p;
+  std::size_t posted = 0;
+  auto post_until = [&](std::size_t end) {
+    for (; posted < std::min(end, nb); ++posted) rx.slot(posted).start(f.recv(ranks.real(v - 1), tg(posted), block(posted)));
+  };
+  if (receives) post_until(rx.width());
+  for (std::size_t b = 0; b < nb; ++b) {
+    if (receives) {
+      if (auto res = co_await rx.slot(b).finished(); !res) co_return fail(res.error());
+      post_until(b + 1 + rx.width());
+    }
+    if (sends)
+      if (auto res = co_await f.send(ranks.real(v + 1), tg(b), block(b)); !res) co_return fail(res.error());
+  }
+  co_return result<void>{};
+}
+
+task<result<void>> reduce_ring_loop(fabric& f, std::uint32_t seq, std::span<std::byte> work, int root, int n,
+                                    const detail::erased_reduction& op, recv_window& rx, std::span<std::byte> slots) {
+  const int p = f.size();
+  const detail::rooted ranks{p, root};
+  const int v = ranks.virt(f.rank());
+  const block_partition parts(work.size() / op.elem, static_cast<std::size_t>(n));
+  const auto nb = static_cast<std::size_t>(n);
+  auto block = [&](std::size_t b) { return work.subspan(parts.offset(b) * op.elem, parts.size(b) * op.elem); };
+  auto tg = [&](std::size_t b) { return tag{seq, static_cast<std::uint32_t>(b)}; };
+
+  // The broadcast's ring backwards: rank p - 1 sends block b in round b, rank v combines
+  // what v + 1 sent with its own and passes it on a round later; n + p - 2 rounds. With
+  // the root as rank 0, block b at rank v is in_v (+) (in_{v+1} (+) (... (+) in_{p-1})).
+  const bool receives = v + 1 < p, sends = v > 0;
+  auto slot_buf = [&](std::size_t b) {
+    return slots.subspan((b % rx.width()) * parts.size(0) * op.elem, parts.size(b) * op.elem);
+  };
+  std::size_t posted = 0;
+  auto post_until = [&](std::size_t end) {
+    for (; posted < std::min(end, nb); ++posted) rx.slot(posted).start(f.recv(ranks.real(v + 1), tg(posted), slot_buf(posted)));
+  };
+  if (receives) post_until(rx.width());
+  for (std::size_t b = 0; b < nb; ++b) {
+    if (receives) {
+      if (auto res = co_await rx.slot(b).finished(); !res) co_return fail(res.error());
+      auto mine = block(b);
+      op(mine.data(), slot_buf(b).data(), mine.data(), mine.size() / op.elem);
+      post_until(b + 1 + rx.width());
+    }
+    if (sends)
+      if (auto res = co_await f.send(ranks.real(v - 1), tg(b), block(b)); !res) co_return fail(res.error());
+  }
+  co_return result<void>{};
+}
+
+task<result<void>> allgatherv_ring_loop(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
+                                        const segment_layout& lay, recv_window& rx) {
+  const int p = f.size(), r = f.rank();
+  const int to = (r + 1) % p, from = (r + p - 1) % p;
+  const auto nb = static_cast<std::size_t>(lay.n);
+  const std::size_t total = static_cast<std::size_t>(p - 1) * nb;
+  // Message k = t n + b: in step t, block b of segment r - t goes to r + 1 and block b of
+  // segment r - t - 1 comes from r - 1, to be forwarded in step t + 1. (p - 1) n rounds;
+  // empty blocks are not sent.
+  auto seg = [&](std::size_t k, int back) { return ((r - static_cast<int>(k / nb) - back) % p + p) % p; };
+  auto out_block = [&](std::size_t k) { return lay.block(buf, seg(k, 0), static_cast<int>(k % nb)); };
+  auto in_block = [&](std::size_t k) { return lay.block(buf, seg(k, 1), static_cast<int>(k % nb)); };
+  auto tg = [&](std::size_t k) { return tag{seq, step0 + static_cast<std::uint32_t>(k)}; };
+
+  std::size_t posted = 0;
+  auto post_until = [&](std::size_t end) {
+    for (; posted < std::min(end, total); ++posted)
+      if (auto in = in_block(posted); !in.empty()) rx.slot(posted).start(f.recv(from, tg(posted), in));
+  };
+  post_until(rx.width());
+  for (std::size_t k = 0; k < total; ++k) {
+    if (k >= nb) {  // forwards what message k - n brought
+      if (auto res = co_await rx.slot(k - nb).finished(); !res) co_return fail(res.error());
+      post_until(k - nb + 1 + rx.width());
+    }
+    if (auto out = out_block(k); !out.empty())
+      if (auto res = co_await f.send(to, tg(k), out); !res) co_return fail(res.error());
+  }
+  for (std::size_t k = total - std::min(total, nb); k < total; ++k) {
+    if (auto res = co_await rx.slot(k).finished(); !res) co_return fail(res.error());
+    post_until(k + 1 + rx.width());
+  }
+  co_return result<void>{};
+}
+
+task<result<void>> reduce_scatter_ring_loop(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
+                                            const segment_layout& lay, const detail::erased_reduction& op, recv_window& rx,
+                                            std::span<std::byte> slots, std::size_t biggest) {
+  const int p = f.size(), r = f.rank();
+  const int to = (r + 1) % p, from = (r + p - 1) % p;
+  const auto nb = static_cast<std::size_t>(lay.n);
+  const std::size_t total = static_cast<std::size_t>(p - 1) * nb;
+  // Message k = t n + b: in step t, the partial of block b of segment r - t - 1 goes to
+  // r + 1, and that of segment r - t - 2 comes from r - 1 and is combined into this
+  // rank's, to go on in step t + 1; after p - 1 steps segment r is complete here.
+  // (p - 1) n rounds; empty blocks are not sent.
+  auto seg = [&](std::size_t k, int back) { return ((r - static_cast<int>(k / nb) - back) % p + p) % p; };
+  auto out_block = [&](std::size_t k) { return lay.block(buf, seg(k, 1), static_cast<int>(k % nb)); };
+  auto in_block = [&](std::size_t k) { return lay.block(buf, seg(k, 2), static_cast<int>(k % nb)); };
+  auto tg = [&](std::size_t k) { return tag{seq, step0 + static_cast<std::uint32_t>(k)}; };
+
+  auto slot_buf = [&](std::size_t k, std::size_t bytes) { return slots.subspan((k % rx.width()) * biggest, bytes); };
+  std::size_t posted = 0;
+  auto post_until = [&](std::size_t end) {
+    for (; posted < std::min(end, total); ++posted)
+      if (auto in = in_block(posted); !in.empty()) rx.slot(posted).start(f.recv(from, tg(posted), slot_buf(posted, in.size())));
+  };
+  auto combine = [&](std::size_t k) {
+    if (auto mine = in_block(k); !mine.empty())
+      op(slot_buf(k, mine.size()).data(), mine.data(), mine.data(), mine.size() / op.elem);
+  };
+  post_until(rx.width());
+  for (std::size_t k = 0; k < total; ++k) {
+    if (k >= nb) {  // sends on what message k - n brought, combined
+      if (auto res = co_await rx.slot(k - nb).finished(); !res) co_return fail(res.error());
+      combine(k - nb);
+      post_until(k - nb + 1 + rx.width());
+    }
+    if (auto out = out_block(k); !out.empty())
+      if (auto res = co_await f.send(to, tg(k), out); !res) co_return fail(res.error());
+  }
+  for (std::size_t k = total - std::min(total, nb); k < total; ++k) {
+    if (auto res = co_await rx.slot(k).finished(); !res) co_return fail(res.error());
+    combine(k);
+    post_until(k + 1 + rx.width());
+  }
+  co_return result<void>{};
+}
+
+}  // namespace
+
+// Each loop posts receives ahead; whatever way it ends, they are settled (when_all.hpp)
+// before their window and scratch slots go.
+
+task<result<void>> broadcast_ring(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root, int n,
+                                  std::uint32_t step0) {
+  if (f.size() == 1) co_return result<void>{};
+  recv_window rx(std::min(static_cast<std::size_t>(n), ahead));
+  auto res = co_await broadcast_ring_loop(f, seq, buf, root, n, step0, rx);
+  co_await settle(rx.all());
+  co_return res;
+}
+
+task<result<void>> reduce_ring(fabric& f, std::uint32_t seq, std::span<std::byte> work, int root, int n,
+                               const detail::erased_reduction& op) {
+  if (f.size() == 1) co_return result<void>{};
+  recv_window rx(std::min(static_cast<std::size_t>(n), ahead));
+  const block_partition parts(work.size() / op.elem, static_cast<std::size_t>(n));
+  const auto slots = f.scratch().take(rx.width() * parts.size(0) * op.elem);
+  auto res = co_await reduce_ring_loop(f, seq, work, root, n, op, rx, slots.span());
+  co_await settle(rx.all());
+  co_return res;
+}
+
+task<result<void>> allgatherv_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
+                                   const segment_layout& lay) {
+  if (f.size() == 1 || lay.contributors.empty()) co_return result<void>{};
+  recv_window rx(std::min(static_cast<std::size_t>(f.size() - 1) * static_cast<std::size_t>(lay.n),
+                          static_cast<std::size_t>(lay.n) + ahead));
+  auto res = co_await allgatherv_ring_loop(f, seq, step0, buf, lay, rx);
+  co_await settle(rx.all());
+  co_return res;
+}
+
+task<result<void>> reduce_scatter_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
+                                       const segment_layout& lay, const detail::erased_reduction& op) {
+  if (f.size() == 1 || lay.contributors.empty()) co_return result<void>{};
+  recv_window rx(std::min(static_cast<std::size_t>(f.size() - 1) * static_cast<std::size_t>(lay.n),
+                          static_cast<std::size_t>(lay.n) + ahead));
+  std::size_t biggest = 0;
+  for (int j : lay.contributors) biggest = std::max(biggest, lay.block(buf, j, 0).size());
+  const auto slots = f.scratch().take(rx.width() * biggest);
+  auto res = co_await reduce_scatter_ring_loop(f, seq, step0, buf, lay, op, rx, slots.span(), biggest);
+  co_await settle(rx.all());
+  co_return res;
+}
+
+}  // namespace optcast::algorithms
