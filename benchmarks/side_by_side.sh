@@ -74,6 +74,11 @@ if ! bash "$NC" hosts 2>/dev/null | grep -q " h$((hosts - 1))$"; then
 fi
 cleanup() { if [ $keep = 0 ] && [ $brought_up = 1 ]; then bash "$NC" down >&2 || true; fi; }
 trap cleanup EXIT
+# What one TCP flow really carries on these links (iperf3, h1 -> h0), beside the bounds'
+# nominal goodput: no library can beat it on a root's single link (scatter, gather).
+flow=$(bash "$NC" exec h0 timeout 20 iperf3 -s -1 >/dev/null 2>&1 & sleep 1;
+       bash "$NC" exec h1 timeout 15 iperf3 -c "$(bash "$NC" hosts | awk '$2 == "h0" {print $1}')" -t 3 -f m 2>/dev/null |
+         awk '/receiver/ {print $(NF-2)}'; wait) || flow="?"
 # optcast: one rank per host, the store on h0 (examples/cluster_bench.sh).
 run_optcast() {  # label
   NETCLUSTER="$NC" BENCH="$BIN" bash "$here/examples/cluster_bench.sh" "$hosts" coll -L "$1" -l "$sizes" -o "$ops" \
@@ -94,6 +99,6 @@ echo "== optcast (2 of 2)" >&2
 run_optcast "optcast#2" >"$out/optcast2.txt"
 
 [ -n "$goodput" ] || goodput=$(python3 -c "import re,sys; n,u=re.match(r'([0-9.]+)([a-z]*)',sys.argv[1].lower()).groups(); print(0.954*float(n)*{'gbit':1000,'mbit':1,'kbit':1e-3}.get(u,1e-6))" "$rate")
-echo "# $hosts hosts at $rate (bounds at $goodput Mbit/s), sizes $sizes, $budget s per (op, size) and library, $(date -u +%F); raw outputs in $out"
+echo "# $hosts hosts at $rate (bounds at $goodput Mbit/s; one TCP flow measured ${flow:-?} Mbit/s by iperf3), sizes $sizes, $budget s per (op, size) and library, $(date -u +%F); raw outputs in $out"
 python3 "$here/benchmarks/table.py" --p "$hosts" --rate-mbit "$goodput" \
   "$out/optcast1.txt" "$out/mpi.txt" "$out/gloo.txt" "$out/optcast2.txt"

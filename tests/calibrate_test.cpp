@@ -47,9 +47,9 @@ TEST_CASE("calibrate recovers the simulator's L, o, g, G", "[calibrate][sim]") {
 }
 
 TEST_CASE("calibrate on local and TCP: positive figures, the JSON read back", "[calibrate][local][tcp]") {
-  for (const char* kind : {"local", "tcp"}) {
-    INFO(kind);
-    auto w = testing::make_world(kind, 2);
+  for (const auto& [kind, p] : {std::pair{"local", 3}, std::pair{"tcp", 2}}) {
+    INFO(kind << " p " << p);
+    auto w = testing::make_world(kind, p);
     calibration got;
     auto res = w->run_all([&](communicator& c) -> task<result<void>> {
       auto r = co_await calibrate(c, {.trials = 3, .repetitions = 20, .stream = 64, .big_bytes = 1 << 18});
@@ -74,6 +74,16 @@ TEST_CASE("calibrate on local and TCP: positive figures, the JSON read back", "[
     CHECK(back->L == Approx(got.model.L).epsilon(1e-6));
     CHECK(back->G == Approx(got.model.G).epsilon(1e-6).margin(1e-15));
     CHECK(back->gamma == Approx(got.model.gamma).epsilon(1e-6));
+    CHECK(back->sharing == Approx(got.model.sharing).epsilon(1e-6));
+    if (p >= 3) {  // measured: a ratio of two broadcasts' times, never below 0
+      CHECK(got.sharing.min >= 0);
+      CHECK(got.sharing.min <= got.sharing.median);
+      CHECK(got.sharing.median <= got.sharing.max);
+      CHECK(std::isfinite(got.sharing.max));
+      CHECK(got.model.sharing == got.sharing.median);
+    } else {  // two ranks share no link: the default stays
+      CHECK(got.model.sharing == communicator_options{}.model.sharing);
+    }
   }
 }
 
@@ -110,6 +120,9 @@ TEST_CASE("calibrate: one rank, bad options and bad files are refused with the r
   CHECK(ok->G == 7e-10);
   // A file from before gamma keeps the default; a bad gamma is refused.
   CHECK(ok->gamma == communicator_options{}.model.gamma);
+  CHECK(ok->sharing == communicator_options{}.model.sharing);
+  CHECK_FALSE(parse_calibration("{\"model\":{\"L\":1,\"o\":1,\"g\":1,\"G\":0,\"sharing\":-0.5}}", &why));
+  CHECK(why.find("sharing") != std::string::npos);
   const auto with = parse_calibration("{\"model\":{\"L\":2.5e-05,\"o\":1e-06,\"g\":3e-06,\"G\":7e-10,\"gamma\":4e-11}}");
   REQUIRE(with);
   CHECK(with->gamma == 4e-11);

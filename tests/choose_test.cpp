@@ -339,3 +339,34 @@ TEST_CASE("automatic allreduce: circulant pair or combining broadcast, against s
   }
   CHECK(choose_allreduce(64, 1 << 20, {20, 2, 4, 0.001}, 8).alg == algorithm::circulant);
 }
+
+TEST_CASE("automatic choice on a real network: the ring where shared links cost, trees for latency", "[choose][sim]") {
+  // The simulator's model has no sharing: Träff's schedules (fewer rounds) win there.
+  sim::world sw(8, sim::model::loggp(20, 2, 4, 0.01));
+  auto sim_comms = communicators_of(sw);
+  // A live network's default model: sharing 0.35 (communicator.hpp).
+  const communicator_options live;
+  REQUIRE(live.model.sharing > 0);
+  sim::world lw(8, sim::model::rounds());
+  auto live_comms = communicators_of(lw);
+  const std::size_t big = 64 << 20, small = 8;
+  for (auto coll : {collective::reduce, collective::allreduce, collective::allgather, collective::reduce_scatter_block}) {
+    INFO(to_string(coll));
+    const call_shape large{.bytes = big, .largest = big / 8, .smallest = big / 8};
+    const call_shape tiny{.bytes = small * 8, .largest = small, .smallest = small};
+    auto in_sim = plan_collective(sim_comms[0], coll, large);
+    REQUIRE(in_sim);
+    CHECK(in_sim->alg == algorithm::circulant);
+    // The live model given explicitly (the rounds world has no LogGP model of its own).
+    auto on_wire = plan_collective(live_comms[0], coll, large, {.model = live.model});
+    REQUIRE(on_wire);
+    CHECK(on_wire->alg == algorithm::ring);
+    auto few = plan_collective(live_comms[0], coll, tiny, {.model = live.model});
+    REQUIRE(few);
+    CHECK(few->alg != algorithm::ring);  // p - 1 latencies lose to ceil(log2 p)
+  }
+  auto b = choose_broadcast(8, big, live.model, 1, 8192);
+  CHECK(b.alg == algorithm::ring);
+  CHECK(choose_broadcast(8, big, loggp_params{20e-6, 2e-6, 4e-6, 1 / 1.5e9, 1e-9, 0}, 1, 8192).alg != algorithm::ring);
+  CHECK(choose_broadcast(8, small, live.model, 1, 8192).alg != algorithm::ring);
+}

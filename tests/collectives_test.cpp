@@ -378,3 +378,76 @@ TEST_CASE("counts that disagree between ranks fail, and no rank hangs", "[local]
     if (!r) mismatch = mismatch || r.error() == errc::size_mismatch;
   CHECK(mismatch);
 }
+
+TEST_CASE("ring family: every result checked element by element", "[local][tcp][fabrics][collectives]") {
+  const auto wc = GENERATE(from_range(testing::world_cases({1, 2, 3, 6, 9}, {2, 5})));
+  const int p = wc.p;
+  const auto P = static_cast<std::size_t>(p);
+  INFO(wc.kind << " p " << p);
+  auto w = testing::make_world(wc.kind, p);
+  const std::vector<int> blocks = {1, 3, 8};
+  // Integer sums, so that any order of combining gives the same value to compare with.
+  const std::size_t count = 1003;
+  std::vector<std::int64_t> sum(count, 0);
+  for (int r = 0; r < p; ++r)
+    for (std::size_t i = 0; i < count; ++i) sum[i] += val<std::int64_t>(r, i, 5);
+  std::vector<std::size_t> counts(P);
+  for (std::size_t r = 0; r < P; ++r) counts[r] = (r % 3 == 1) ? 0 : 7 * (r + 1);  // zeros included
+  const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+  std::vector<std::size_t> offset(P + 1, 0);
+  for (std::size_t r = 0; r < P; ++r) offset[r + 1] = offset[r] + counts[r];
+  std::vector<std::string> wrong(P);
+
+  auto res = w->run_all([&](communicator& c) -> task<result<void>> {
+    const int r = c.rank();
+    const auto R = static_cast<std::size_t>(r);
+    auto& bad = wrong[R];
+    const auto check = [&](const std::string& what, const result<void>& got, auto&& have, auto&& want) {
+      if (!got) bad += what + ": " + got.error().message() + "; ";
+      else if (auto d = diff(have, want); !d.empty()) bad += what + ": " + d + "; ";
+    };
+    for (int n : blocks)
+      for (int root : {0, p / 2, p - 1}) {
+        const std::string at = " n " + std::to_string(n) + " root " + std::to_string(root);
+        std::vector<std::uint32_t> want(count), buf(count, 0);
+        for (std::size_t i = 0; i < count; ++i) want[i] = val<std::uint32_t>(root, i, 4);
+        if (r == root) buf = want;
+        check("broadcast" + at, co_await broadcast(c, std::span(buf), root, {.alg = algorithm::ring, .blocks = n}), buf, want);
+
+        std::vector<std::int64_t> in(count), out(count, -1);
+        for (std::size_t i = 0; i < count; ++i) in[i] = val<std::int64_t>(r, i, 5);
+        auto got = co_await reduce(c, std::span<const std::int64_t>(in), std::span(out), ops::sum, root,
+                                   {.alg = algorithm::ring, .blocks = n});
+        if (r == root) check("reduce" + at, got, out, sum);
+        else if (!got) bad += "reduce" + at + ": " + got.error().message() + "; ";
+      }
+    for (int n : blocks) {
+      const std::string at = " n " + std::to_string(n);
+      const collective_options o{.alg = algorithm::ring, .blocks = n};
+      std::vector<std::int64_t> in(count), out(count, -1);
+      for (std::size_t i = 0; i < count; ++i) in[i] = val<std::int64_t>(r, i, 5);
+      check("allreduce" + at, co_await allreduce(c, std::span<const std::int64_t>(in), std::span(out), ops::sum, o), out, sum);
+
+      std::vector<std::int32_t> mine(counts[R]), all(total, -1), want(total);
+      for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = val<std::int32_t>(r, i, 6);
+      for (std::size_t j = 0; j < P; ++j)
+        for (std::size_t i = 0; i < counts[j]; ++i) want[offset[j] + i] = val<std::int32_t>(static_cast<int>(j), i, 6);
+      check("allgatherv" + at, co_await allgatherv(c, std::span<const std::int32_t>(mine), std::span(all), std::span<const std::size_t>(counts), o),
+            all, want);
+
+      std::vector<std::int32_t> contrib(total), part(counts[R], -1), part_want(counts[R], 0);
+      for (std::size_t i = 0; i < total; ++i) contrib[i] = val<std::int32_t>(r, i, 7);
+      for (int q = 0; q < p; ++q)
+        for (std::size_t i = 0; i < counts[R]; ++i) part_want[i] += val<std::int32_t>(q, offset[R] + i, 7);
+      check("reduce_scatter" + at,
+            co_await reduce_scatter(c, std::span<const std::int32_t>(contrib), std::span(part), std::span<const std::size_t>(counts), ops::sum, o),
+            part, part_want);
+    }
+    co_return result<void>{};
+  });
+  for (std::size_t r = 0; r < P; ++r) {
+    INFO("rank " << r);
+    CHECK(res[r]);
+    CHECK(wrong[r] == "");
+  }
+}

@@ -29,6 +29,11 @@ void print(const calibration& c, const std::string& what) {
     std::printf("  gamma combine/byte %12.6f ns   (%.6f .. %.6f)", c.gamma.median * 1e9, c.gamma.min * 1e9, c.gamma.max * 1e9);
     if (c.gamma.median > 0) std::printf("   %.0f MB/s", 1e-6 / c.gamma.median);
     std::printf("   (sum of doubles; the reductions' compute)\n");
+    if (c.ranks >= 3)
+      std::printf("  sharing            %12.4f      (%.4f .. %.4f)   (circulant against ring broadcast, all ranks)\n",
+                  c.sharing.median, c.sharing.min, c.sharing.max);
+    else
+      std::printf("  sharing            %12.4f      (the default: measuring it needs 3 ranks)\n", c.model.sharing);
   }
 }
 
@@ -37,7 +42,9 @@ void print(const calibration& c, const std::string& what) {
 int cmd_calibrate(int argc, char** argv) {
   CLI::App app{"Measures L, o, g and G between ranks 0 and 1 of a fabric with timing loops (Alexandrov et al.,\n"
                "Section 3): ping-pong for L, spaced sends for o, streams of small and large messages for g and G;\n"
-               "and gamma, the time per byte to combine two operands (the reductions' compute, on rank 0).\n"
+               "and gamma, the time per byte to combine two operands (the reductions' compute, on rank 0);\n"
+               "with 3 or more ranks, sharing: what pipelined schedules whose links change partners every round\n"
+               "lose on this network (a circulant against a ring broadcast over every rank).\n"
                "Prints them with their spread over the trials; --output saves them as JSON, which\n"
                "OPTCAST_CALIBRATION=FILE then gives every communicator of a job as its cost model.",
                "optcast calibrate"};

@@ -10,6 +10,9 @@
 //      (2 (o + L + o) = RTT), clamped at 0;
 //   gamma  (beside LogGP) the time per byte to combine two operands, the built-in sum of
 //      doubles on 1 MiB, on rank 0; 0 on the simulator, whose clock charges no compute.
+//   sharing  (beside LogGP) what a schedule whose links change partners every round loses
+//      on this network (fabric.hpp): a circulant against a ring broadcast of 16 big_bytes
+//      over every rank, each against its prediction; needs 3 ranks, 0 on the simulator.
 // Each is measured `trials` times; the model is the medians, the spread min..max. Times
 // are seconds on real fabrics, the model's units on the simulator (its virtual clock),
 // where the measurement recovers the simulated parameters (calibrate_test).
@@ -36,7 +39,7 @@ struct calibration {
     double min = 0, median = 0, max = 0;
   };
   loggp_params model;  // the medians
-  spread L, o, g, G, gamma;
+  spread L, o, g, G, gamma, sharing;
   std::string fabric;  // what was measured ("tcp", "local", ...)
   int ranks = 0;
   std::string json() const;
@@ -46,7 +49,7 @@ struct calibration {
 // least 2 ranks (errc::invalid_argument otherwise, with the reason in c.last_error()).
 task<result<calibration>> calibrate(communicator& c, calibrate_options o = {});
 
-// A calibration's JSON back (the "model" object: L, o, g, G, and gamma if there; a file
+// A calibration's JSON back (the "model" object: L, o, g, G, and gamma and sharing if there; a file
 // without it keeps communicator_options' default), e.g. from a file that
 // `optcast calibrate --output` wrote; errc::invalid_argument with `why` if it is not one.
 result<loggp_params> parse_calibration(std::string_view json, std::string* why = nullptr);

@@ -5,14 +5,17 @@
 // The rule. A message of b bytes takes hop(b) = L + 2o + (b - 1) G from its send to its
 // receipt, and a processor sends the next no sooner than max(g, o) + (b - 1) G after; a
 // round of a round-based schedule, whose sends forward what earlier rounds received,
-// lasts step(b) = max(hop(b), max(g, o) + (b - 1) G). Then, with q = ceil(log2 p) and the
+// lasts step(b) = max(hop(b), max(g, o) + (b - 1) G). Schedules whose links change
+// partners every round (marked *) see G (1 + sharing) on a real network (fabric.hpp's
+// loggp_params::sharing; 0 in the simulator). Then, with q = ceil(log2 p) and the
 // message cut into n blocks of b = bytes / n:
-//   circulant   (n - 1 + q) step(b)                  Träff, Algorithm 1
+//   circulant*  (n - 1 + q) step(b)                  Träff, Algorithm 1
 //   binomial    q step(bytes)                        the whole message down a binomial tree
-//   fibonacci   rounds(n) step(b)                    Bruck-Cypher-Ho (fibonacci::rounds)
-//   ktree       (ceil(n/k) + h - 1) step(b)          Bar-Noy-Ho, k >= 2 ports only
-//   rotation    (ceil(n/k) + chain time) step(b)     Bar-Noy-Ho, k >= 2 ports only
+//   fibonacci*  rounds(n) step(b)                    Bruck-Cypher-Ho (fibonacci::rounds)
+//   ktree*      (ceil(n/k) + h - 1) step(b)          Bar-Noy-Ho, k >= 2 ports only
+//   rotation*   (ceil(n/k) + chain time) step(b)     Bar-Noy-Ho, k >= 2 ports only
 //   logp_tree   B(p; L + (bytes-1) G, o, g + (bytes-1) G)  Karp et al.'s optimal tree, one item
+//   ring        (n + p - 2) step(b)                  the pipelined chain (baseline)
 // n runs over 1..64 and powers of two up to bytes / min_block_bytes (4096 at most), for
 // each algorithm that pipelines; ties go to the earlier line.
 #pragma once
@@ -55,7 +58,7 @@ broadcast_choice::candidate best_broadcast_blocks(algorithm alg, int p, std::siz
 // (split_tree, Sections 4.5-4.7): t^k(p), the optimal split recurrence under m.
 double predict_scatter(int p, std::size_t part, const loggp_params& m);
 
-// Träff's other circulant collectives, their block count from the same model. With
+// Träff's other circulant collectives (all *), their block count from the same model. With
 // q = ceil(log2 p), the rounds R(n) = n - 1 + q of one phase, and a = max(L + 2o, g, o):
 //   reduce                     R(n) (step(b) + gamma b)        the broadcast, reversed; b = bytes / n
 //   allgather(v), reduce_scatter(_block), one phase, where m is the bytes every rank ends
@@ -79,6 +82,16 @@ double predict_circulant(circulant_collective what, int p, std::size_t bytes, st
 // reduce; for allreduce, pass bytes / p and the remainder's share, or 0 to derive them).
 block_choice choose_circulant_blocks(circulant_collective what, int p, std::size_t bytes, std::size_t largest,
                                      std::size_t smallest, const loggp_params& m, std::size_t min_block_bytes);
+
+// The pipelined ring (baseline), whose links keep their partners (no sharing):
+//   reduce                     (n + p - 2) (step(b) + gamma b), b = bytes / n
+//   allgather(v), reduce_scatter(_block)   (p - 1) n step(ceil(c_max / n))
+//   allreduce                  twice that with even parts, plus gamma (bytes - bytes / p)
+// (its broadcast: (n + p - 2) step(b), in the broadcast table above).
+double predict_ring(circulant_collective what, int p, std::size_t bytes, std::size_t largest, std::size_t smallest,
+                    int blocks, const loggp_params& m);
+// The ring reduce's block count with the least prediction.
+block_choice choose_ring_blocks(int p, std::size_t bytes, const loggp_params& m, std::size_t min_block_bytes);
 
 // Allreduce with a commutative operator: Träff's circulant pair (above, n blocks) or Karp
 // et al.'s combining broadcast (logp.hpp, Section 4.2), whose every message carries the

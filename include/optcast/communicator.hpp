@@ -34,8 +34,10 @@ struct communicator_options {
   linear_cost cost{};
   std::size_t min_block_bytes = 8192;  // the automatic block count never goes below this
   // LogP(GP) parameters, seconds, for algorithms shaped by them when neither the call
-  // nor the fabric gives any (defaults until calibration measures them, issue 7).
-  loggp_params model{20e-6, 2e-6, 4e-6, 1 / 1.5e9, 1 / 1e9};
+  // nor the fabric gives any (defaults until calibration measures them). The default
+  // sharing is what 8 emulated hosts at 1 Gbit/s showed (benchmarks/README.md): a 16 MiB
+  // circulant broadcast took 1.35 times its rounds at the link's rate.
+  loggp_params model{20e-6, 2e-6, 4e-6, 1 / 1.5e9, 1 / 1e9, 0.35};
 };
 
 // Move-only: a copy would number its collectives apart from the original on the same

@@ -47,6 +47,14 @@ struct loggp_params {
   // calibrate. It decides between reductions that move the same bytes but combine more
   // or fewer of them (the combining broadcast against the circulant pair).
   double gamma = 0;
+  // Not LogGP either: on a real network, the bandwidth a pipelined schedule loses when its
+  // links change partners every round (Träff's circulant graph, the Fibonacci trees, the
+  // k-port trees). Ranks drift apart by a fraction of a round; a rank a round ahead then
+  // sends into a link still busy with another rank's block, and the two share it. Such
+  // schedules are predicted at G (1 + sharing); those whose links keep their partners (a
+  // tree that sends each rank the data once, the ring) are not. 0 in the simulator, whose
+  // rounds are exact; calibrate measures it (a circulant against a ring broadcast).
+  double sharing = 0;
 };
 
 // (collective sequence number, step within the collective).

@@ -29,7 +29,8 @@ std::optional<loggp_params> model_for(communicator& c, const collective_options&
                                       std::string& why) {
   if (o.model) {
     const auto& m = *o.model;
-    if (!(m.L >= 0 && m.o >= 0 && m.g >= 0 && m.G >= 0) || m.L + 2 * m.o <= 0 || std::max(m.g, m.o) <= 0) {
+    if (!(m.L >= 0 && m.o >= 0 && m.g >= 0 && m.G >= 0 && m.gamma >= 0 && m.sharing >= 0) || m.L + 2 * m.o <= 0 ||
+        std::max(m.g, m.o) <= 0) {
       why = std::string(what) + ": model parameters must be >= 0, with L + 2o > 0 and max(g, o) > 0";
       return std::nullopt;
     }
@@ -98,43 +99,48 @@ resolved call_start::resolve(const call_traits& t, const loggp_params& m, const 
 
 resolved resolve(const communicator& c, collective coll, const collective_options& o, const call_traits& t,
                  const loggp_params& m, const call_shape& shape) {
-  const entry* row = nullptr;
-  if (o.alg != algorithm::automatic) {
-    row = find_entry(coll, o.alg);
-  } else {
-    for (const auto& e : entries())
-      if (e.info.coll == coll && e.info.automatic && refusal(coll, e.info.alg, t).empty()) {
-        row = &e;
-        break;
-      }
-  }
   const auto circ = [&](circulant_collective what) {
-    return o.blocks ? o.blocks
-                    : choose_circulant_blocks(what, c.size(), shape.bytes, shape.largest, shape.smallest, m,
-                                              c.options().min_block_bytes)
-                          .blocks;
+    return choose_circulant_blocks(what, c.size(), shape.bytes, shape.largest, shape.smallest, m, c.options().min_block_bytes).blocks;
   };
-  int n = o.blocks ? o.blocks : 1;
-  switch (row->blocks) {
-    case block_rule::one: n = 1; break;
-    case block_rule::given_or_one: break;
-    case block_rule::kitem_linear: n = o.blocks ? o.blocks : automatic_block_count(shape.bytes, c.size(), c.options()); break;
-    case block_rule::circulant_reduce: n = circ(circulant_collective::reduce); break;
-    case block_rule::circulant_all_roots: n = circ(circulant_collective::all_roots); break;
-    case block_rule::circulant_allreduce: n = circ(circulant_collective::allreduce); break;
-    case block_rule::broadcast_model: break;  // plan_broadcast: the candidates' predictions
+  const auto blocks_of = [&](const entry& row) {
+    if (row.blocks == block_rule::one) return 1;
+    if (o.blocks) return o.blocks;
+    switch (row.blocks) {
+      case block_rule::kitem_linear: return automatic_block_count(shape.bytes, c.size(), c.options());
+      case block_rule::circulant_reduce: return circ(circulant_collective::reduce);
+      case block_rule::circulant_all_roots: return circ(circulant_collective::all_roots);
+      case block_rule::circulant_allreduce: return circ(circulant_collective::allreduce);
+      case block_rule::ring_reduce: return choose_ring_blocks(c.size(), shape.bytes, m, c.options().min_block_bytes).blocks;
+      default: return 1;  // given_or_one; broadcast_model: plan_broadcast's candidates
+    }
+  };
+  if (o.alg != algorithm::automatic) {
+    const entry* row = find_entry(coll, o.alg);
+    return {row, blocks_of(*row)};
   }
-  // Allreduce with an operator whose result does not depend on the order (integers): the
-  // circulant pair or the combining broadcast, whichever the model predicts sooner.
-  // Floating-point sums stay circulant, whose every element is reduced on one rank, so
-  // that all ranks get the same bits.
-  if (o.alg == algorithm::automatic && coll == collective::allreduce && row->info.alg == algorithm::circulant &&
-      t.order_free) {
-    const auto ch = choose_allreduce(c.size(), shape.bytes, m, c.options().min_block_bytes, o.blocks);
-    row = find_entry(coll, ch.alg);
-    n = ch.blocks;
+  // The candidates that fit the call, in the registry's order: the least prediction among
+  // those the model predicts (ties to the earlier row), else the first.
+  prediction_shape sh(c.size(), c.ports());
+  sh.largest = shape.largest;
+  sh.smallest = shape.smallest;
+  const entry* first = nullptr;
+  const entry* best = nullptr;
+  int best_n = 1;
+  double best_t = INFINITY;
+  for (const auto& e : entries()) {
+    if (e.info.coll != coll || !e.info.automatic || !refusal(coll, e.info.alg, t).empty()) continue;
+    if (e.info.needs.order_free && !t.order_free) continue;  // asked for by name only (algorithm.hpp)
+    if (!first) first = &e;
+    if (!e.predict) continue;
+    const int n = blocks_of(e);
+    if (const double time = e.predict(sh, shape.bytes, n, m); time < best_t || !best) {
+      best = &e;
+      best_n = n;
+      best_t = time;
+    }
   }
-  return {row, n};
+  if (best) return {best, best_n};
+  return {first, blocks_of(*first)};
 }
 
 task<result<void>> call_start::run(task<result<void>> body) {

@@ -12,6 +12,7 @@
 #include "bar_noy_ho/multiport.hpp"
 #include "alexandrov/loggp.hpp"
 #include "traff/circulant.hpp"
+#include "optcast/choose.hpp"
 
 namespace optcast::detail {
 
@@ -115,6 +116,20 @@ task<result<void>> bcast_multiport(broadcast_call c) {
 task<result<void>> bcast_ring(broadcast_call c) { return algorithms::broadcast_ring(*c.f, c.seq, c.data, c.root, c.blocks); }
 
 double block_bytes(std::size_t bytes, int n) { return std::ceil(static_cast<double>(bytes) / std::max(n, 1)); }
+
+// The other collectives' predictions (choose.hpp), by the call's shape.
+using CC = circulant_collective;
+template <CC What>
+double circulant_predicted(prediction_shape& sh, std::size_t bytes, int n, const loggp_params& m) {
+  return predict_circulant(What, sh.p, bytes, sh.largest, sh.smallest, n, m);
+}
+template <CC What>
+double ring_predicted(prediction_shape& sh, std::size_t bytes, int n, const loggp_params& m) {
+  return predict_ring(What, sh.p, bytes, sh.largest, sh.smallest, n, m);
+}
+double combining_predicted(prediction_shape& sh, std::size_t bytes, int, const loggp_params& m) {
+  return predict_combining(sh.p, bytes, m);
+}
 
 // ---- scatter and gather ---------------------------------------------------------------
 
@@ -233,7 +248,7 @@ const std::vector<entry>& table() {
         "n blocks in n - 1 + ceil(log2 p) rounds on the circulant graph, any p and root", M::rounds, any, true},
        runner_of<broadcast_call>{bcast_circulant}, block_rule::broadcast_model, true,
        [](prediction_shape& sh, std::size_t bytes, int n, const loggp_params& m) {
-         return (n - 1 + sh.q) * round_time(block_bytes(bytes, n), m);
+         return (n - 1 + sh.q) * round_time(block_bytes(bytes, n), changing_links(m));
        },
        circulant_rounds<1>},
       {{C::broadcast, A::binomial, baseline, "binomial tree", "the whole message down a binomial tree, ceil(log2 p) rounds",
@@ -252,7 +267,7 @@ const std::vector<entry>& table() {
         M::rounds, any, true},
        runner_of<broadcast_call>{bcast_fibonacci}, block_rule::broadcast_model, true,
        [](prediction_shape& sh, std::size_t bytes, int n, const loggp_params& m) {
-         return sh.fibonacci_rounds(n) * round_time(block_bytes(bytes, n), m);
+         return sh.fibonacci_rounds(n) * round_time(block_bytes(bytes, n), changing_links(m));
        },
        [](const sim::model& m, const run_shape& s) -> std::optional<proven_time> {
          if (m.kind != sim::model_kind::rounds || s.p < 2) return std::nullopt;
@@ -269,7 +284,7 @@ const std::vector<entry>& table() {
         M::rounds, k_ports, true},
        runner_of<broadcast_call>{bcast_multiport<false>}, block_rule::broadcast_model, true,
        [](prediction_shape& sh, std::size_t bytes, int n, const loggp_params& m) {
-         return sh.ktree_rounds(n) * round_time(block_bytes(bytes, n), m);
+         return sh.ktree_rounds(n) * round_time(block_bytes(bytes, n), changing_links(m));
        },
        [](const sim::model& m, const run_shape& s) -> std::optional<proven_time> {
          if (m.kind != sim::model_kind::rounds || m.ports < 2 || s.p < 2) return std::nullopt;
@@ -283,7 +298,7 @@ const std::vector<entry>& table() {
         M::rounds, k_ports, true},
        runner_of<broadcast_call>{bcast_multiport<true>}, block_rule::broadcast_model, true,
        [](prediction_shape& sh, std::size_t bytes, int n, const loggp_params& m) {
-         return sh.rotation_rounds(n) * round_time(block_bytes(bytes, n), m);
+         return sh.rotation_rounds(n) * round_time(block_bytes(bytes, n), changing_links(m));
        },
        [](const sim::model& m, const run_shape& s) -> std::optional<proven_time> {
          if (m.kind != sim::model_kind::rounds || m.ports < 2 || s.p < 2) return std::nullopt;
@@ -318,7 +333,7 @@ const std::vector<entry>& table() {
        }},
 
       {{C::broadcast, A::ring, baseline, "pipelined ring",
-        "n blocks down the chain of ranks from the root, n + p - 2 rounds; every link one steady stream", M::rounds, any, false},
+        "n blocks down the chain of ranks from the root, n + p - 2 rounds; every link one steady stream", M::rounds, any, true},
        runner_of<broadcast_call>{bcast_ring}, block_rule::broadcast_model, true,
        [](prediction_shape& sh, std::size_t bytes, int n, const loggp_params& m) {
          return (n + sh.p - 2) * round_time(block_bytes(bytes, n), m);
@@ -349,21 +364,23 @@ const std::vector<entry>& table() {
       // All-roots.
       {{C::allgather, A::circulant, traff, "Algorithm 7 (Appendix A)",
         "all p broadcasts at once, n - 1 + ceil(log2 p) rounds", M::rounds, any, true},
-       runner_of<segments_call>{allgather_circulant}, block_rule::circulant_all_roots, true, nullptr, circulant_rounds<1>},
+       runner_of<segments_call>{allgather_circulant}, block_rule::circulant_all_roots, true, circulant_predicted<CC::all_roots>,
+       circulant_rounds<1>},
       {{C::allgather, A::staggered, karp, "Section 4.1",
         "rank i sends to i+1, ..., i+P-1 one every g; L + 2o + g(n(P-1)-1) for n items", M::logp, any, false},
        runner_of<segments_call>{allgather_staggered}, block_rule::circulant_all_roots, true, nullptr, staggered_time},
       {{C::allgather, A::ring, baseline, "ring",
-        "rank r sends to r + 1 only: p - 1 steps of n blocks", M::rounds, any, false},
-       runner_of<segments_call>{allgather_ring}, block_rule::given_or_one, false, nullptr, ring_rounds<1>},
+        "rank r sends to r + 1 only: p - 1 steps of n blocks", M::rounds, any, true},
+       runner_of<segments_call>{allgather_ring}, block_rule::given_or_one, false, ring_predicted<CC::all_roots>, ring_rounds<1>},
       {{C::allgatherv, A::circulant, traff, "Algorithm 7, Observation 1.2",
         "irregular counts; empty contributions skipped; n - 1 + ceil(log2 p) rounds", M::rounds, any, true},
-       runner_of<segments_call>{allgather_circulant}, block_rule::circulant_all_roots, true, nullptr, circulant_rounds<1>},
+       runner_of<segments_call>{allgather_circulant}, block_rule::circulant_all_roots, true, circulant_predicted<CC::all_roots>,
+       circulant_rounds<1>},
       {{C::allgatherv, A::staggered, karp, "Section 4.1", "the staggered schedule with irregular counts", M::logp, any, false},
        runner_of<segments_call>{allgather_staggered}, block_rule::circulant_all_roots, true},
       {{C::allgatherv, A::ring, baseline, "ring", "irregular counts; empty blocks skipped; at most (p - 1) n rounds",
-        M::rounds, any, false},
-       runner_of<segments_call>{allgather_ring}, block_rule::given_or_one, false, nullptr, ring_rounds<1>},
+        M::rounds, any, true},
+       runner_of<segments_call>{allgather_ring}, block_rule::given_or_one, false, ring_predicted<CC::all_roots>, ring_rounds<1>},
       {{C::alltoall, A::staggered, karp, "Section 4.1",
         "all-to-all personalized on the staggered schedule, L + 2o + g(n(P-1)-1) for n items per pair", M::logp, any, true},
        runner_of<segments_call>{alltoall_staggered}, block_rule::given_or_one, false, nullptr, staggered_time},
@@ -372,7 +389,7 @@ const std::vector<entry>& table() {
       // associative operator.
       {{C::reduce, A::circulant, traff, "Observation 1.3",
         "Algorithm 1 backwards, n - 1 + ceil(log2 p) rounds; commutative operators", M::rounds, commutative, true},
-       runner_of<reduction_call>{reduce_circ}, block_rule::circulant_reduce, true, nullptr, circulant_rounds<1>},
+       runner_of<reduction_call>{reduce_circ}, block_rule::circulant_reduce, true, circulant_predicted<CC::reduce>, circulant_rounds<1>},
       {{C::reduce, A::binomial, baseline, "rank-ordered binomial tree",
         "any associative operator: ceil(log2 p) rounds, one more if the root is not rank 0", M::rounds, any, true},
        runner_of<reduction_call>{reduce_ord}, block_rule::one, true, nullptr,
@@ -382,16 +399,17 @@ const std::vector<entry>& table() {
                             static_cast<double>(circulant::ceil_log2(s.p) + (s.root != 0 ? 1 : 0)), proven_time::exact};
        }},
       {{C::reduce, A::ring, baseline, "pipelined ring",
-        "the ring broadcast backwards, n + p - 2 rounds; commutative operators", M::rounds, commutative, false},
-       runner_of<reduction_call>{reduce_rng}, block_rule::circulant_reduce, true, nullptr, chain_rounds},
+        "the ring broadcast backwards, n + p - 2 rounds; commutative operators", M::rounds, commutative, true},
+       runner_of<reduction_call>{reduce_rng}, block_rule::ring_reduce, true, ring_predicted<CC::reduce>, chain_rounds},
       {{C::allreduce, A::circulant, traff, "Observation 1.4",
         "reduce_scatter then allgather, 2 (n - 1 + ceil(log2 p)) rounds; commutative operators", M::rounds, commutative, true},
-       runner_of<reduction_call>{allreduce_circ}, block_rule::circulant_allreduce, true, nullptr, circulant_rounds<2>},
+       runner_of<reduction_call>{allreduce_circ}, block_rule::circulant_allreduce, true, circulant_predicted<CC::allreduce>,
+       circulant_rounds<2>},
       {{C::allreduce, A::combining, karp, "Section 4.2",
         "combining broadcast, P overlapping reductions: B(P) steps for P = P(T), a searched chain or a fold otherwise; "
         "operators whose result does not depend on the order",
         M::postal, order_free, true},
-       runner_of<reduction_call>{allreduce_comb}, block_rule::one, true, nullptr,
+       runner_of<reduction_call>{allreduce_comb}, block_rule::one, true, combining_predicted,
        [](const sim::model& m, const run_shape& s) -> std::optional<proven_time> {
          if (!whole_postal(m) || m.L < 1) return std::nullopt;
          const auto plan = logp::combining_for(s.p, static_cast<int>(m.L));
@@ -402,27 +420,29 @@ const std::vector<entry>& table() {
         "any associative operator: the ordered tree to rank 0, then Träff's circulant broadcast", M::rounds, any, true},
        runner_of<reduction_call>{allreduce_ordered}, block_rule::circulant_reduce, true},
       {{C::allreduce, A::ring, baseline, "ring",
-        "reduce_scatter then allgather on the ring, 2 (p - 1) n rounds; commutative operators", M::rounds, commutative, false},
-       runner_of<reduction_call>{allreduce_rng}, block_rule::given_or_one, true, nullptr, ring_rounds<2>},
+        "reduce_scatter then allgather on the ring, 2 (p - 1) n rounds; commutative operators", M::rounds, commutative, true},
+       runner_of<reduction_call>{allreduce_rng}, block_rule::given_or_one, true, ring_predicted<CC::allreduce>, ring_rounds<2>},
       {{C::reduce_scatter_block, A::circulant, traff, "Observation 1.4",
         "Algorithm 7 backwards, n - 1 + ceil(log2 p) rounds; commutative operators", M::rounds, commutative, true},
-       runner_of<segments_call>{reduce_scatter_circ}, block_rule::circulant_all_roots, true, nullptr, circulant_rounds<1>},
+       runner_of<segments_call>{reduce_scatter_circ}, block_rule::circulant_all_roots, true, circulant_predicted<CC::all_roots>,
+       circulant_rounds<1>},
       {{C::reduce_scatter_block, A::binomial, baseline, "rank-ordered binomial tree",
         "any associative operator: the rank-ordered allreduce, then each rank's part", M::rounds, any, true},
        runner_of<segments_call>{reduce_scatter_ord}, block_rule::circulant_reduce, true},
       {{C::reduce_scatter_block, A::ring, baseline, "ring",
-        "the ring all-gather backwards, (p - 1) n rounds; commutative operators", M::rounds, commutative, false},
-       runner_of<segments_call>{reduce_scatter_rng}, block_rule::given_or_one, false, nullptr, ring_rounds<1>},
+        "the ring all-gather backwards, (p - 1) n rounds; commutative operators", M::rounds, commutative, true},
+       runner_of<segments_call>{reduce_scatter_rng}, block_rule::given_or_one, false, ring_predicted<CC::all_roots>, ring_rounds<1>},
       {{C::reduce_scatter, A::circulant, traff, "Observation 1.4",
         "Algorithm 7 backwards with irregular counts; commutative operators", M::rounds, commutative, true},
-       runner_of<segments_call>{reduce_scatter_circ}, block_rule::circulant_all_roots, true, nullptr, circulant_rounds<1>},
+       runner_of<segments_call>{reduce_scatter_circ}, block_rule::circulant_all_roots, true, circulant_predicted<CC::all_roots>,
+       circulant_rounds<1>},
       {{C::reduce_scatter, A::binomial, baseline, "rank-ordered binomial tree",
         "any associative operator: the rank-ordered allreduce, then each rank's part", M::rounds, any, true},
        runner_of<segments_call>{reduce_scatter_ord}, block_rule::circulant_reduce, true},
       {{C::reduce_scatter, A::ring, baseline, "ring",
         "the ring all-gather backwards with irregular counts, at most (p - 1) n rounds; commutative operators", M::rounds,
-        commutative, false},
-       runner_of<segments_call>{reduce_scatter_rng}, block_rule::given_or_one, false, nullptr, ring_rounds<1>},
+        commutative, true},
+       runner_of<segments_call>{reduce_scatter_rng}, block_rule::given_or_one, false, ring_predicted<CC::all_roots>, ring_rounds<1>},
 
       {{C::summation, A::logp_tree, karp, "Section 5",
         "n operands summed in least time with unit-time additions: the broadcast tree for L + 1 reversed; any "

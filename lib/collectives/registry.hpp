@@ -85,6 +85,7 @@ enum class block_rule {
   circulant_reduce,     // choose_circulant_blocks(reduce)
   circulant_all_roots,  // choose_circulant_blocks(all_roots)
   circulant_allreduce,  // choose_circulant_blocks(allreduce)
+  ring_reduce,          // choose_ring_blocks(reduce)
 };
 
 // The rounds of the schedules that depend on p and k alone, computed once per choice:
@@ -92,6 +93,8 @@ enum class block_rule {
 // rotation) over a depth that depends on p.
 struct prediction_shape {
   int p, q, ports;
+  // The all-roots collectives': the largest and smallest contribution (bytes).
+  std::size_t largest = 0, smallest = 0;
   int fib_depth = -1, ktree_height = -1, chain = -1;
   prediction_shape(int procs, int k);
   int fibonacci_rounds(int n);
@@ -101,13 +104,17 @@ struct prediction_shape {
 // A round of a round-based schedule whose sends forward what earlier rounds received:
 // max(L + 2o + (b-1)G, max(g, o) + (b-1)G) for blocks of b bytes (choose.hpp).
 double round_time(double b, const loggp_params& m);
+// m with G as a schedule whose links change partners every round sees it on a real
+// network: G (1 + m.sharing) (fabric.hpp).
+loggp_params changing_links(const loggp_params& m);
 
 struct entry {
   algorithm_info info;
   runner run;
   block_rule blocks = block_rule::one;
   bool uses_model = false;  // shaped by the LogGP parameters (so the caller's are checked)
-  // The broadcast prediction the automatic choice compares (null: not predicted).
+  // The prediction the automatic choice compares (null: not predicted), for `bytes` as
+  // the collective's call shape has them (choose.hpp) and n blocks.
   double (*predict)(prediction_shape&, std::size_t bytes, int n, const loggp_params&) = nullptr;
   // The paper's time under `m` for a run of this shape, where it states one.
   std::optional<proven_time> (*proves)(const sim::model& m, const run_shape& s) = nullptr;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "collective_common.hpp"
+#include "optcast/choose.hpp"
 #include "optcast/collectives.hpp"
 
 namespace optcast {
@@ -130,14 +131,45 @@ double measure_gamma() {
   return best / static_cast<double>(count * sizeof(double));
 }
 
+// sharing: a broadcast of 16 big messages' bytes by Träff's circulant schedule (links
+// change partners every round) and by the pipelined ring (they do not), each with the
+// block count the measured model gives it, `trials` times, every rank's slowest time.
+// Each is divided by its prediction without sharing; how much more the circulant's ratio
+// is than the ring's is what sharing costs it: sharing = ratio_circulant / ratio_ring - 1
+// (per trial; at least 0). The ring's ratio also carries everything the two share (the
+// CPU, the stack), so that only the difference in links remains.
+task<result<calibration::spread>> measure_sharing(communicator& c, loggp_params m, const calibrate_options& opt) {
+  m.sharing = 0;
+  const std::size_t bytes = 16 * opt.big_bytes;
+  std::vector<std::byte> buf(bytes, std::byte{1});
+  std::vector<double> share;
+  for (int t = 0; t < opt.trials; ++t) {
+    double ratio[2] = {0, 0};
+    const algorithm algs[2] = {algorithm::circulant, algorithm::ring};
+    for (int i = 0; i < 2; ++i) {
+      const auto best = best_broadcast_blocks(algs[i], c.size(), bytes, m, 1, c.options().min_block_bytes);
+      std::vector<double> slowest(1, 0);
+      if (auto r = co_await allreduce(c, std::span<const double>(slowest), std::span(slowest), ops::max); !r) co_return fail(r.error());
+      const auto t0 = std::chrono::steady_clock::now();
+      if (auto r = co_await broadcast(c, std::span(buf), 0, {.alg = algs[i], .blocks = best.blocks, .model = m}); !r)
+        co_return fail(r.error());
+      slowest[0] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (auto r = co_await allreduce(c, std::span<const double>(slowest), std::span(slowest), ops::max); !r) co_return fail(r.error());
+      ratio[i] = slowest[0] / best.predicted;
+    }
+    share.push_back(std::max(0.0, ratio[0] / ratio[1] - 1));
+  }
+  co_return spread_of(share);
+}
+
 }  // namespace
 
 std::string calibration::json() const {
   nlohmann::ordered_json j;
   j["fabric"] = fabric;
   j["ranks"] = ranks;
-  j["model"] = {{"L", model.L}, {"o", model.o}, {"g", model.g}, {"G", model.G}, {"gamma", model.gamma}};
-  const std::pair<const char*, const spread*> parts[] = {{"L", &L}, {"o", &o}, {"g", &g}, {"G", &G}, {"gamma", &gamma}};
+  j["model"] = {{"L", model.L}, {"o", model.o}, {"g", model.g}, {"G", model.G}, {"gamma", model.gamma}, {"sharing", model.sharing}};
+  const std::pair<const char*, const spread*> parts[] = {{"L", &L}, {"o", &o}, {"g", &g}, {"G", &G}, {"gamma", &gamma}, {"sharing", &sharing}};
   for (const auto& [name, sp] : parts) j["spread"][name] = {sp->min, sp->median, sp->max};
   return j.dump();
 }
@@ -190,6 +222,17 @@ task<result<calibration>> calibrate(communicator& c, calibrate_options opt) {
   out.model = {out.L.median, out.o.median, out.g.median, out.G.median, out.gamma.median};
   out.fabric = std::string(f.name());
   out.ranks = c.size();
+  // sharing: needs three ranks to share a link, and a clock that is not the simulator's
+  // (whose rounds are exact: 0 there).
+  if (c.size() >= 3 && !f.model_time()) {
+    auto sh = co_await measure_sharing(c, out.model, opt);
+    if (!sh) co_return fail(sh.error());
+    out.sharing = *sh;
+  } else {  // not measured: the communicator's (the simulator's is 0: its cost model has none)
+    const double keep = f.model_time() ? 0.0 : c.options().model.sharing;
+    out.sharing = {keep, keep, keep};
+  }
+  out.model.sharing = out.sharing.median;
   co_return out;
 }
 
@@ -202,13 +245,15 @@ result<loggp_params> parse_calibration(std::string_view text, std::string* why) 
   if (j.is_discarded()) return bad("not JSON (optcast calibrate --output writes the file)");
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) return bad("no \"model\" object");
   const auto& model = j["model"];
-  // gamma came later than L, o, g, G: a file without it keeps the default.
+  // gamma and sharing came later than L, o, g, G: a file without them keeps the defaults.
   loggp_params m;
   m.gamma = communicator_options{}.model.gamma;
-  const std::pair<const char*, double*> fields[] = {{"L", &m.L}, {"o", &m.o}, {"g", &m.g}, {"G", &m.G}, {"gamma", &m.gamma}};
+  m.sharing = communicator_options{}.model.sharing;
+  const std::pair<const char*, double*> fields[] = {{"L", &m.L}, {"o", &m.o}, {"g", &m.g}, {"G", &m.G}, {"gamma", &m.gamma},
+                                                    {"sharing", &m.sharing}};
   for (const auto& [name, field] : fields) {
     if (!model.contains(name)) {
-      if (std::string_view(name) == "gamma") continue;
+      if (std::string_view(name) == "gamma" || std::string_view(name) == "sharing") continue;
       return bad(std::string("\"model\" has no \"") + name + "\"");
     }
     const auto& v = model[name];

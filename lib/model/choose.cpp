@@ -23,6 +23,12 @@ double round_time(double b, const loggp_params& m) {
   return std::max(m.L + 2 * m.o + extra, std::max(m.g, m.o) + extra);
 }
 
+loggp_params changing_links(const loggp_params& m) {
+  loggp_params s = m;
+  s.G *= 1 + std::max(m.sharing, 0.0);
+  return s;
+}
+
 prediction_shape::prediction_shape(int procs, int k) : p(procs), q(circulant::ceil_log2(procs)), ports(k) {}
 int prediction_shape::fibonacci_rounds(int n) {
   if (fib_depth < 0) fib_depth = fibonacci::rounds(fibonacci::choose(p, 1), 1) - 1;  // rounds = depth + n, any n >= 1
@@ -112,10 +118,10 @@ broadcast_choice::candidate best_broadcast_blocks(algorithm alg, int p, std::siz
 broadcast_choice choose_broadcast(int p, std::size_t bytes, const loggp_params& m, int ports, std::size_t min_block_bytes,
                                   int blocks) {
   // Every rank of an in-process world asks the same question: answer it once.
-  using key = std::tuple<int, std::size_t, double, double, double, double, int, std::size_t, int>;
+  using key = std::tuple<int, std::size_t, double, double, double, double, double, int, std::size_t, int>;
   static std::mutex mu;
   static std::map<key, broadcast_choice> recent;
-  const key k{p, bytes, m.L, m.o, m.g, m.G, ports, min_block_bytes, blocks};
+  const key k{p, bytes, m.L, m.o, m.g, m.G, m.sharing, ports, min_block_bytes, blocks};
   {
     std::lock_guard lock(mu);
     if (auto it = recent.find(k); it != recent.end()) return it->second;
@@ -128,8 +134,9 @@ broadcast_choice choose_broadcast(int p, std::size_t bytes, const loggp_params& 
 }
 
 double predict_circulant(circulant_collective what, int p, std::size_t bytes, std::size_t largest, std::size_t smallest,
-                         int n, const loggp_params& m) {
+                         int n, const loggp_params& given) {
   if (p <= 1 || bytes == 0) return 0;
+  const loggp_params m = detail::changing_links(given);
   n = std::max(n, 1);
   const double rounds = n - 1 + circulant::ceil_log2(p);
   if (what == circulant_collective::reduce) {
@@ -146,6 +153,31 @@ double predict_circulant(circulant_collective what, int p, std::size_t bytes, st
   const double phase = rounds * a + m.G * volume;
   // The reduce-scatter half combines every byte but its own part once.
   return what == circulant_collective::allreduce ? 2 * phase + m.gamma * static_cast<double>(bytes - smallest) : phase;
+}
+
+double predict_ring(circulant_collective what, int p, std::size_t bytes, std::size_t largest, std::size_t smallest, int n,
+                    const loggp_params& m) {
+  if (p <= 1 || bytes == 0) return 0;
+  n = std::max(n, 1);
+  if (what == circulant_collective::reduce) {
+    const double b = std::ceil(static_cast<double>(bytes) / n);
+    return (n + p - 2) * (round_time(b, m) + m.gamma * b);
+  }
+  if (what == circulant_collective::allreduce) {
+    largest = (bytes + static_cast<std::size_t>(p) - 1) / static_cast<std::size_t>(p);
+    smallest = bytes / static_cast<std::size_t>(p);
+  }
+  (void)smallest;
+  // (p - 1) n rounds, each as long as the largest contribution's block takes.
+  const double phase = static_cast<double>(p - 1) * n * round_time(std::ceil(static_cast<double>(largest) / n), m);
+  return what == circulant_collective::allreduce ? 2 * phase + m.gamma * static_cast<double>(bytes - smallest) : phase;
+}
+
+block_choice choose_ring_blocks(int p, std::size_t bytes, const loggp_params& m, std::size_t min_block_bytes) {
+  block_choice best{1, INFINITY};
+  for (int n : block_counts(bytes, min_block_bytes))
+    if (const double t = predict_ring(circulant_collective::reduce, p, bytes, 0, 0, n, m); t < best.predicted) best = {n, t};
+  return best;
 }
 
 block_choice choose_circulant_blocks(circulant_collective what, int p, std::size_t bytes, std::size_t largest,
