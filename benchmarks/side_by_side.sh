@@ -18,6 +18,9 @@
 #   --time S         seconds of repetitions per (op, size) and library (default 2)
 #   --goodput MBIT   what one TCP flow carries on a link, for the bounds (default 95.4% of
 #                    RATE, what iperf3 measures on netcluster.sh's 1gbit links)
+#   --calibration F  optcast's cost model (OPTCAST_CALIBRATION) from file F; default: measure
+#                    it first on the cluster (optcast calibrate, as README tells users to),
+#                    "none": the built-in defaults
 #   --out DIR        keep the raw outputs there (default a temporary directory)
 #   --keep-cluster   do not bring the cluster down (nor up, if one is up already)
 #   --help
@@ -26,7 +29,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 hosts=8 rate=1gbit sizes=8,65536,1048576,16777216 ops=bcast,scatter,gather,reduce,allreduce,allgather
-budget=2 out="" keep=0 goodput=""
+budget=2 out="" keep=0 goodput="" calibration=""
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -37,6 +40,7 @@ while [ $# -gt 0 ]; do
     --time) budget=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --goodput) goodput=$2; shift 2 ;;
+    --calibration) calibration=$2; shift 2 ;;
     --keep-cluster) keep=1; shift ;;
     --help|-h) usage; exit 0 ;;
     *) echo "side_by_side: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -79,10 +83,17 @@ trap cleanup EXIT
 flow=$(bash "$NC" exec h0 timeout 20 iperf3 -s -1 >/dev/null 2>&1 & sleep 1;
        bash "$NC" exec h1 timeout 15 iperf3 -c "$(bash "$NC" hosts | awk '$2 == "h0" {print $1}')" -t 3 -f m 2>/dev/null |
          awk '/receiver/ {print $(NF-2)}'; wait) || flow="?"
+if [ -z "$calibration" ]; then
+  echo "== optcast calibrate on the cluster" >&2
+  calibration="$out/calibration.json"
+  NETCLUSTER="$NC" bash "$here/examples/cluster_bench.sh" "$hosts" calibrate --output "$calibration" >"$out/calibrate.txt"
+fi
+cal_env=()
+[ "$calibration" != none ] && cal_env=(OPTCAST_CALIBRATION="$calibration")
 # optcast: one rank per host, the store on h0 (examples/cluster_bench.sh).
 run_optcast() {  # label
-  NETCLUSTER="$NC" BENCH="$BIN" bash "$here/examples/cluster_bench.sh" "$hosts" coll -L "$1" -l "$sizes" -o "$ops" \
-    -t "$budget" ${OPTCAST_ARGS:-}
+  env "${cal_env[@]}" NETCLUSTER="$NC" BENCH="$BIN" bash "$here/examples/cluster_bench.sh" "$hosts" coll -L "$1" -l "$sizes" \
+    -o "$ops" -t "$budget" ${OPTCAST_ARGS:-}
 }
 
 echo "== optcast (1 of 2)" >&2
@@ -99,6 +110,6 @@ echo "== optcast (2 of 2)" >&2
 run_optcast "optcast#2" >"$out/optcast2.txt"
 
 [ -n "$goodput" ] || goodput=$(python3 -c "import re,sys; n,u=re.match(r'([0-9.]+)([a-z]*)',sys.argv[1].lower()).groups(); print(0.954*float(n)*{'gbit':1000,'mbit':1,'kbit':1e-3}.get(u,1e-6))" "$rate")
-echo "# $hosts hosts at $rate (bounds at $goodput Mbit/s; one TCP flow measured ${flow:-?} Mbit/s by iperf3), sizes $sizes, $budget s per (op, size) and library, $(date -u +%F); raw outputs in $out"
+echo "# $hosts hosts at $rate (bounds at $goodput Mbit/s; one TCP flow measured ${flow:-?} Mbit/s by iperf3), sizes $sizes, $budget s per (op, size) and library, $(date -u +%F); optcast's model: ${calibration}; raw outputs in $out"
 python3 "$here/benchmarks/table.py" --p "$hosts" --rate-mbit "$goodput" \
   "$out/optcast1.txt" "$out/mpi.txt" "$out/gloo.txt" "$out/optcast2.txt"
