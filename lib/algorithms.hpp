@@ -78,6 +78,11 @@ task<result<void>> broadcast_ring(fabric& f, std::uint32_t seq, std::span<std::b
 task<result<void>> reduce_ring(fabric& f, std::uint32_t seq, std::span<std::byte> work, int root, int n,
                                const detail::erased_reduction& op);
 
+// Allreduce by recursive doubling: the whole vector, ceil(log2 p) exchanges, two more
+// rounds for p not a power of two; every rank ends with the same bits.
+task<result<void>> allreduce_recursive_doubling(fabric& f, std::uint32_t seq, std::span<std::byte> work,
+                                                const detail::erased_reduction& op);
+
 // p segments of one buffer, segment j holding count[j] elements of `elem` bytes at
 // element offset offset[j], each split into n blocks of whole elements.
 struct segment_layout {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -397,6 +398,7 @@ TEST_CASE("ring family: every result checked element by element", "[local][tcp][
   std::vector<std::size_t> offset(P + 1, 0);
   for (std::size_t r = 0; r < P; ++r) offset[r + 1] = offset[r] + counts[r];
   std::vector<std::string> wrong(P);
+  std::vector<std::vector<double>> rd_bits(P);
 
   auto res = w->run_all([&](communicator& c) -> task<result<void>> {
     const int r = c.rank();
@@ -427,6 +429,16 @@ TEST_CASE("ring family: every result checked element by element", "[local][tcp][
       std::vector<std::int64_t> in(count), out(count, -1);
       for (std::size_t i = 0; i < count; ++i) in[i] = val<std::int64_t>(r, i, 5);
       check("allreduce" + at, co_await allreduce(c, std::span<const std::int64_t>(in), std::span(out), ops::sum, o), out, sum);
+      std::fill(out.begin(), out.end(), -1);
+      check("allreduce recursive_doubling" + at,
+            co_await allreduce(c, std::span<const std::int64_t>(in), std::span(out), ops::sum, {.alg = algorithm::recursive_doubling}),
+            out, sum);
+      // Floating point: every rank the same bits (each pair combines the same operands).
+      std::vector<double> x(count), y(count, 0);
+      for (std::size_t i = 0; i < count; ++i) x[i] = val<double>(r, i, 8);
+      if (auto got = co_await allreduce(c, std::span<const double>(x), std::span(y), ops::sum, {.alg = algorithm::recursive_doubling}); !got)
+        bad += "allreduce recursive_doubling of doubles: " + got.error().message() + "; ";
+      rd_bits[R] = y;
 
       std::vector<std::int32_t> mine(counts[R]), all(total, -1), want(total);
       for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = val<std::int32_t>(r, i, 6);
@@ -449,5 +461,9 @@ TEST_CASE("ring family: every result checked element by element", "[local][tcp][
     INFO("rank " << r);
     CHECK(res[r]);
     CHECK(wrong[r] == "");
+    CHECK(std::memcmp(rd_bits[r].data(), rd_bits[0].data(), rd_bits[0].size() * sizeof(double)) == 0);
   }
+  double expect = 0;  // element 0 of the double sum, in any order: close to every rank's
+  for (int q = 0; q < p; ++q) expect += val<double>(q, 0, 8);
+  CHECK(rd_bits[0][0] == Approx(expect).epsilon(1e-12).margin(1e-12));
 }

@@ -106,7 +106,8 @@ TEST_CASE("the registry refuses an algorithm for a collective it does not serve,
                                    algorithm::staggered, algorithm::combining,     algorithm::buffered,
                                    algorithm::single_sending, algorithm::fibonacci, algorithm::ktree,
                                    algorithm::rotation,  algorithm::short_message, algorithm::long_message,
-                                   algorithm::split_tree, algorithm::continuous,   algorithm::ring};
+                                   algorithm::split_tree, algorithm::continuous,   algorithm::ring,
+                                   algorithm::recursive_doubling};
   int pairs = 0;
   for (auto coll : {collective::broadcast, collective::scatter, collective::gather, collective::allgather,
                     collective::allgatherv, collective::alltoall, collective::reduce, collective::allreduce,

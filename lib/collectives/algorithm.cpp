@@ -40,6 +40,7 @@ constexpr std::pair<algorithm, std::string_view> algorithm_name_table[] = {
     {algorithm::split_tree, "split_tree"},
     {algorithm::continuous, "continuous"},
     {algorithm::ring, "ring"},
+    {algorithm::recursive_doubling, "recursive_doubling"},
 };
 constexpr std::pair<collective, std::string_view> collective_name_table[] = {
     {collective::broadcast, "broadcast"},

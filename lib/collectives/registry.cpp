@@ -61,6 +61,17 @@ std::optional<proven_time> ring_rounds(const sim::model& m, const run_shape& s) 
                      proven_time::at_most};
 }
 
+// Recursive doubling: log2 of the largest power of two <= p, 2 more where p is not one.
+int doubling_rounds(int p) {
+  int m = 0;
+  while ((2 << m) <= p) ++m;
+  return m + ((1 << m) == p ? 0 : 2);
+}
+std::optional<proven_time> doubling_time(const sim::model& m, const run_shape& s) {
+  if (m.kind != sim::model_kind::rounds || s.p < 2) return std::nullopt;
+  return proven_time{"floor(log2 p), + 2 if p is not a power of 2", static_cast<double>(doubling_rounds(s.p)), proven_time::exact};
+}
+
 // Karp et al. 4.1: L + 2o + g (n (P - 1) - 1), with g read as max(g, o), for n items
 // per pair of ranks (an item cut from fewer bytes than blocks is empty and not sent).
 std::optional<proven_time> staggered_time(const sim::model& m, const run_shape& s) {
@@ -129,6 +140,11 @@ double ring_predicted(prediction_shape& sh, std::size_t bytes, int n, const logg
 }
 double combining_predicted(prediction_shape& sh, std::size_t bytes, int, const loggp_params& m) {
   return predict_combining(sh.p, bytes, m);
+}
+// Every round swaps and combines the whole vector.
+double doubling_predicted(prediction_shape& sh, std::size_t bytes, int, const loggp_params& m) {
+  const auto b = static_cast<double>(bytes);
+  return doubling_rounds(sh.p) * (round_time(b, m) + m.gamma * b);
 }
 
 // ---- scatter and gather ---------------------------------------------------------------
@@ -210,6 +226,9 @@ task<result<void>> allreduce_rng(reduction_call c) {
   const auto lay = even_segments(c);
   if (auto r = co_await algorithms::reduce_scatter_ring(*c.f, c.seq, 0, c.work, lay, *c.op); !r) co_return r;
   co_return co_await algorithms::allgatherv_ring(*c.f, c.seq, second_phase, c.work, lay);
+}
+task<result<void>> allreduce_rd(reduction_call c) {
+  return algorithms::allreduce_recursive_doubling(*c.f, c.seq, c.work, *c.op);
 }
 task<result<void>> allreduce_comb(reduction_call c) {
   // Every message carries the whole vector: LogP with L and g lengthened by (b - 1) G.
@@ -422,6 +441,14 @@ const std::vector<entry>& table() {
       {{C::allreduce, A::ring, baseline, "ring",
         "reduce_scatter then allgather on the ring, 2 (p - 1) n rounds; commutative operators", M::rounds, commutative, true},
        runner_of<reduction_call>{allreduce_rng}, block_rule::given_or_one, true, ring_predicted<CC::allreduce>, ring_rounds<2>},
+      // Not a candidate: on 8 emulated hosts it lost to the circulant pair at 8 B (whose
+      // empty segments send nothing) and 64 KiB (which moves 7/4 of the vector, not 3
+      // vectors), 2026-11-23.
+      {{C::allreduce, A::recursive_doubling, baseline, "recursive doubling",
+        "the whole vector swapped and combined with the rank 2^k away in step k: floor(log2 p) rounds, 2 more if p is "
+        "not a power of 2; the same bits everywhere; commutative operators",
+        M::rounds, commutative, false},
+       runner_of<reduction_call>{allreduce_rd}, block_rule::one, true, doubling_predicted, doubling_time},
       {{C::reduce_scatter_block, A::circulant, traff, "Observation 1.4",
         "Algorithm 7 backwards, n - 1 + ceil(log2 p) rounds; commutative operators", M::rounds, commutative, true},
        runner_of<segments_call>{reduce_scatter_circ}, block_rule::circulant_all_roots, true, circulant_predicted<CC::all_roots>,
