@@ -107,81 +107,57 @@ task<result<void>> reduce_ring_loop(fabric& f, std::uint32_t seq, std::span<std:
   co_return result<void>{};
 }
 
-task<result<void>> allgatherv_ring_loop(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
-                                        const segment_layout& lay, recv_window& rx) {
-  const int p = f.size(), r = f.rank();
-  const int to = (r + 1) % p, from = (r + p - 1) % p;
-  const auto nb = static_cast<std::size_t>(lay.n);
-  const std::size_t total = static_cast<std::size_t>(p - 1) * nb;
-  // Message k = t n + b: in step t, block b of segment r - t goes to r + 1 and block b of
-  // segment r - t - 1 comes from r - 1, to be forwarded in step t + 1. (p - 1) n rounds;
-  // empty blocks are not sent.
-  auto seg = [&](std::size_t k, int back) { return ((r - static_cast<int>(k / nb) - back) % p + p) % p; };
-  auto out_block = [&](std::size_t k) { return lay.block(buf, seg(k, 0), static_cast<int>(k % nb)); };
-  auto in_block = [&](std::size_t k) { return lay.block(buf, seg(k, 1), static_cast<int>(k % nb)); };
-  auto tg = [&](std::size_t k) { return tag{seq, step0 + static_cast<std::uint32_t>(k)}; };
-
-  std::size_t posted = 0;
-  auto post_until = [&](std::size_t end) {
-    for (; posted < std::min(end, total); ++posted)
-      if (auto in = in_block(posted); !in.empty()) rx.slot(posted).start(f.recv(from, tg(posted), in));
-  };
-  post_until(rx.width());
-  for (std::size_t k = 0; k < total; ++k) {
-    if (k >= nb) {  // forwards what message k - n brought
-      if (auto res = co_await rx.slot(k - nb).finished(); !res) co_return fail(res.error());
-      post_until(k - nb + 1 + rx.width());
-    }
-    if (auto out = out_block(k); !out.empty())
-      if (auto res = co_await f.send(to, tg(k), out); !res) co_return fail(res.error());
-  }
-  for (std::size_t k = total - std::min(total, nb); k < total; ++k) {
-    if (auto res = co_await rx.slot(k).finished(); !res) co_return fail(res.error());
-    post_until(k + 1 + rx.width());
-  }
-  co_return result<void>{};
+// The ring over a segmented buffer: p - 1 steps of n messages, message k = t n + b
+// carrying block b in step t. Without a reduction (allgather), step t sends segment
+// r - t, which this rank has (its own, or what came in step t - 1), and receives segment
+// r - t - 1 in place. With one (reduce-scatter), step t sends the partial of segment
+// r - t - 1 and receives that of r - t - 2 into a scratch slot, to combine into this
+// rank's before sending it on in step t + 1; after p - 1 steps segment r is complete
+// here. (p - 1) n rounds; empty blocks are not sent.
+// A step's n receives and `ahead` more, at most all of them.
+std::size_t segment_ring_window(int p, const segment_layout& lay) {
+  const auto n = static_cast<std::size_t>(lay.n);
+  return std::min(static_cast<std::size_t>(p - 1) * n, n + ahead);
 }
 
-task<result<void>> reduce_scatter_ring_loop(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
-                                            const segment_layout& lay, const detail::erased_reduction& op, recv_window& rx,
-                                            std::span<std::byte> slots, std::size_t biggest) {
+task<result<void>> segment_ring_loop(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
+                                     const segment_layout& lay, recv_window& rx, const detail::erased_reduction* op,
+                                     std::span<std::byte> slots, std::size_t biggest) {
   const int p = f.size(), r = f.rank();
   const int to = (r + 1) % p, from = (r + p - 1) % p;
   const auto nb = static_cast<std::size_t>(lay.n);
   const std::size_t total = static_cast<std::size_t>(p - 1) * nb;
-  // Message k = t n + b: in step t, the partial of block b of segment r - t - 1 goes to
-  // r + 1, and that of segment r - t - 2 comes from r - 1 and is combined into this
-  // rank's, to go on in step t + 1; after p - 1 steps segment r is complete here.
-  // (p - 1) n rounds; empty blocks are not sent.
+  const int sent_back = op ? 1 : 0;  // segment r - t - sent_back goes out in step t
   auto seg = [&](std::size_t k, int back) { return ((r - static_cast<int>(k / nb) - back) % p + p) % p; };
-  auto out_block = [&](std::size_t k) { return lay.block(buf, seg(k, 1), static_cast<int>(k % nb)); };
-  auto in_block = [&](std::size_t k) { return lay.block(buf, seg(k, 2), static_cast<int>(k % nb)); };
+  auto out_block = [&](std::size_t k) { return lay.block(buf, seg(k, sent_back), static_cast<int>(k % nb)); };
+  auto in_block = [&](std::size_t k) { return lay.block(buf, seg(k, sent_back + 1), static_cast<int>(k % nb)); };
   auto tg = [&](std::size_t k) { return tag{seq, step0 + static_cast<std::uint32_t>(k)}; };
+  auto landing = [&](std::size_t k, std::span<std::byte> in) {
+    return op ? slots.subspan((k % rx.width()) * biggest, in.size()) : in;
+  };
 
-  auto slot_buf = [&](std::size_t k, std::size_t bytes) { return slots.subspan((k % rx.width()) * biggest, bytes); };
   std::size_t posted = 0;
   auto post_until = [&](std::size_t end) {
     for (; posted < std::min(end, total); ++posted)
-      if (auto in = in_block(posted); !in.empty()) rx.slot(posted).start(f.recv(from, tg(posted), slot_buf(posted, in.size())));
+      if (auto in = in_block(posted); !in.empty()) rx.slot(posted).start(f.recv(from, tg(posted), landing(posted, in)));
   };
-  auto combine = [&](std::size_t k) {
-    if (auto mine = in_block(k); !mine.empty())
-      op(slot_buf(k, mine.size()).data(), mine.data(), mine.data(), mine.size() / op.elem);
+  auto arrived = [&](std::size_t k) {
+    if (auto mine = in_block(k); op && !mine.empty())
+      (*op)(landing(k, mine).data(), mine.data(), mine.data(), mine.size() / op->elem);
+    post_until(k + 1 + rx.width());
   };
   post_until(rx.width());
   for (std::size_t k = 0; k < total; ++k) {
-    if (k >= nb) {  // sends on what message k - n brought, combined
+    if (k >= nb) {  // sends on what message k - n brought
       if (auto res = co_await rx.slot(k - nb).finished(); !res) co_return fail(res.error());
-      combine(k - nb);
-      post_until(k - nb + 1 + rx.width());
+      arrived(k - nb);
     }
     if (auto out = out_block(k); !out.empty())
       if (auto res = co_await f.send(to, tg(k), out); !res) co_return fail(res.error());
   }
   for (std::size_t k = total - std::min(total, nb); k < total; ++k) {
     if (auto res = co_await rx.slot(k).finished(); !res) co_return fail(res.error());
-    combine(k);
-    post_until(k + 1 + rx.width());
+    arrived(k);
   }
   co_return result<void>{};
 }
@@ -214,9 +190,8 @@ task<result<void>> reduce_ring(fabric& f, std::uint32_t seq, std::span<std::byte
 task<result<void>> allgatherv_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
                                    const segment_layout& lay) {
   if (f.size() == 1 || lay.contributors.empty()) co_return result<void>{};
-  recv_window rx(std::min(static_cast<std::size_t>(f.size() - 1) * static_cast<std::size_t>(lay.n),
-                          static_cast<std::size_t>(lay.n) + ahead));
-  auto res = co_await allgatherv_ring_loop(f, seq, step0, buf, lay, rx);
+  recv_window rx(segment_ring_window(f.size(), lay));
+  auto res = co_await segment_ring_loop(f, seq, step0, buf, lay, rx, nullptr, {}, 0);
   co_await settle(rx.all());
   co_return res;
 }
@@ -224,12 +199,11 @@ task<result<void>> allgatherv_ring(fabric& f, std::uint32_t seq, std::uint32_t s
 task<result<void>> reduce_scatter_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
                                        const segment_layout& lay, const detail::erased_reduction& op) {
   if (f.size() == 1 || lay.contributors.empty()) co_return result<void>{};
-  recv_window rx(std::min(static_cast<std::size_t>(f.size() - 1) * static_cast<std::size_t>(lay.n),
-                          static_cast<std::size_t>(lay.n) + ahead));
+  recv_window rx(segment_ring_window(f.size(), lay));
   std::size_t biggest = 0;
   for (int j : lay.contributors) biggest = std::max(biggest, lay.block(buf, j, 0).size());
   const auto slots = f.scratch().take(rx.width() * biggest);
-  auto res = co_await reduce_scatter_ring_loop(f, seq, step0, buf, lay, op, rx, slots.span(), biggest);
+  auto res = co_await segment_ring_loop(f, seq, step0, buf, lay, rx, &op, slots.span(), biggest);
   co_await settle(rx.all());
   co_return res;
 }
