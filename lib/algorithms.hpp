@@ -119,6 +119,10 @@ task<result<void>> allgatherv_ring(fabric& f, std::uint32_t seq, std::uint32_t s
                                    const segment_layout& lay);
 task<result<void>> reduce_scatter_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
                                        const segment_layout& lay, const detail::erased_reduction& op);
+// Both in one pass, 2 (p - 1) n rounds: the allgather's receives are posted while the
+// reduce-scatter runs. Tags use steps 0 .. 2 (p - 1) n - 1.
+task<result<void>> allreduce_ring(fabric& f, std::uint32_t seq, std::span<std::byte> buf, const segment_layout& lay,
+                                  const detail::erased_reduction& op);
 
 // Karp et al., Section 4.1: the staggered all-to-all broadcast, each segment's n blocks
 // as n items; L + 2o + g (n (p - 1) - 1) under LogP with g >= o.

@@ -10,6 +10,7 @@
 #include "optcast/net/local.hpp"
 #include "optcast/optcast.hpp"
 
+#include "common/buffer_pool.hpp"
 #include "counting_new.hpp"
 
 using counting_new::large_allocations;
@@ -56,6 +57,29 @@ TEST_CASE("scratch pool: lends kept buffers again, distinct ones to leases held 
   CHECK(pool.kept() == 0);
   auto empty = pool.take(0);
   CHECK(empty.size() == 0);
+}
+
+TEST_CASE("message buffer pool: small messages leave the large buffer for the large ones", "[scratch]") {
+  // Unexpected messages of mixed sizes (a ring's megabyte blocks, a barrier's 8 bytes)
+  // pass through one pool; a large one must find its buffer again, not allocate.
+  optcast::detail::buffer_pool pool(std::size_t{8} << 20);
+  auto big = pool.take(2 << 20);
+  auto small = pool.take(8);
+  const std::byte* big_at = big.data();
+  pool.give_back(std::move(small));
+  pool.give_back(std::move(big));  // the most recently returned: a last-in pick would lend it to the 8 bytes
+  const long before = large_allocations.load();
+  auto s2 = pool.take(8);
+  auto b2 = pool.take(2 << 20);
+  CHECK(b2.data() == big_at);
+  CHECK(s2.capacity() < (64u << 10));
+  CHECK(large_allocations.load() == before);
+  // Beyond the budget a returned buffer is freed, not kept.
+  pool.give_back(std::move(b2));
+  auto huge = pool.take(16 << 20);
+  pool.give_back(std::move(huge));
+  auto again = pool.take(16 << 20);
+  CHECK(large_allocations.load() == before + 2);
 }
 
 TEST_CASE("collectives reuse scratch: a repeated call makes no large allocation", "[scratch]") {

@@ -107,33 +107,38 @@ task<result<void>> reduce_ring_loop(fabric& f, std::uint32_t seq, std::span<std:
   co_return result<void>{};
 }
 
-// The ring over a segmented buffer: p - 1 steps of n messages, message k = t n + b
-// carrying block b in step t. Without a reduction (allgather), step t sends segment
-// r - t, which this rank has (its own, or what came in step t - 1), and receives segment
-// r - t - 1 in place. With one (reduce-scatter), step t sends the partial of segment
-// r - t - 1 and receives that of r - t - 2 into a scratch slot, to combine into this
-// rank's before sending it on in step t + 1; after p - 1 steps segment r is complete
-// here. (p - 1) n rounds; empty blocks are not sent.
-// A step's n receives and `ahead` more, at most all of them.
-std::size_t segment_ring_window(int p, const segment_layout& lay) {
-  const auto n = static_cast<std::size_t>(lay.n);
-  return std::min(static_cast<std::size_t>(p - 1) * n, n + ahead);
-}
+// What a segment ring does: reduce-scatter, allgather, or both in one pass (allreduce).
+struct ring_phases {
+  bool reduce_scatter = false;
+  bool allgather = false;
+};
 
+// The ring over a segmented buffer: p - 1 steps of n messages per phase, message
+// k = t n + b carrying block b in step t. Allgather alone: step t sends segment r - t,
+// which this rank has (its own, or what came in step t - 1), and receives segment
+// r - t - 1 in place. Reduce-scatter: step t sends the partial of segment r - t - 1 and
+// receives that of r - t - 2 into a scratch slot, to combine into this rank's before
+// sending it on in step t + 1; after p - 1 steps segment r is complete here. Both: the
+// allgather's steps continue the count (its step t is step p - 1 + t, and modulo p the
+// same segments go out and come in), so its receives are posted, in place, while the
+// reduce-scatter is still running, and a neighbour that finishes first finds them.
+// (p - 1) n rounds per phase; empty blocks are not sent.
 task<result<void>> segment_ring_loop(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
-                                     const segment_layout& lay, recv_window& rx, const detail::erased_reduction* op,
-                                     std::span<std::byte> slots, std::size_t biggest) {
+                                     const segment_layout& lay, recv_window& rx, ring_phases phases,
+                                     const detail::erased_reduction* op, std::span<std::byte> slots, std::size_t biggest) {
   const int p = f.size(), r = f.rank();
   const int to = (r + 1) % p, from = (r + p - 1) % p;
   const auto nb = static_cast<std::size_t>(lay.n);
-  const std::size_t total = static_cast<std::size_t>(p - 1) * nb;
-  const int sent_back = op ? 1 : 0;  // segment r - t - sent_back goes out in step t
+  const std::size_t phase = static_cast<std::size_t>(p - 1) * nb;
+  const std::size_t reducing = phases.reduce_scatter ? phase : 0;  // messages 0 .. reducing - 1 are combined
+  const std::size_t total = reducing + (phases.allgather ? phase : 0);
+  const int sent_back = phases.reduce_scatter ? 1 : 0;  // segment r - t - sent_back goes out in step t
   auto seg = [&](std::size_t k, int back) { return ((r - static_cast<int>(k / nb) - back) % p + p) % p; };
   auto out_block = [&](std::size_t k) { return lay.block(buf, seg(k, sent_back), static_cast<int>(k % nb)); };
   auto in_block = [&](std::size_t k) { return lay.block(buf, seg(k, sent_back + 1), static_cast<int>(k % nb)); };
   auto tg = [&](std::size_t k) { return tag{seq, step0 + static_cast<std::uint32_t>(k)}; };
   auto landing = [&](std::size_t k, std::span<std::byte> in) {
-    return op ? slots.subspan((k % rx.width()) * biggest, in.size()) : in;
+    return k < reducing ? slots.subspan((k % rx.width()) * biggest, in.size()) : in;
   };
 
   std::size_t posted = 0;
@@ -142,7 +147,7 @@ task<result<void>> segment_ring_loop(fabric& f, std::uint32_t seq, std::uint32_t
       if (auto in = in_block(posted); !in.empty()) rx.slot(posted).start(f.recv(from, tg(posted), landing(posted, in)));
   };
   auto arrived = [&](std::size_t k) {
-    if (auto mine = in_block(k); op && !mine.empty())
+    if (auto mine = in_block(k); k < reducing && !mine.empty())
       (*op)(landing(k, mine).data(), mine.data(), mine.data(), mine.size() / op->elem);
     post_until(k + 1 + rx.width());
   };
@@ -160,6 +165,22 @@ task<result<void>> segment_ring_loop(fabric& f, std::uint32_t seq, std::uint32_t
     arrived(k);
   }
   co_return result<void>{};
+}
+
+task<result<void>> segment_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
+                                const segment_layout& lay, ring_phases phases, const detail::erased_reduction* op) {
+  if (f.size() == 1 || lay.contributors.empty()) co_return result<void>{};
+  // A step's n receives and `ahead` more, at most all of them.
+  const auto n = static_cast<std::size_t>(lay.n);
+  const std::size_t messages = static_cast<std::size_t>(f.size() - 1) * n * (phases.reduce_scatter + phases.allgather);
+  recv_window rx(std::min(messages, n + ahead));
+  std::size_t biggest = 0;
+  if (phases.reduce_scatter)
+    for (int j : lay.contributors) biggest = std::max(biggest, lay.block(buf, j, 0).size());
+  const auto slots = f.scratch().take(rx.width() * biggest);
+  auto res = co_await segment_ring_loop(f, seq, step0, buf, lay, rx, phases, op, slots.span(), biggest);
+  co_await settle(rx.all());
+  co_return res;
 }
 
 }  // namespace
@@ -189,23 +210,17 @@ task<result<void>> reduce_ring(fabric& f, std::uint32_t seq, std::span<std::byte
 
 task<result<void>> allgatherv_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
                                    const segment_layout& lay) {
-  if (f.size() == 1 || lay.contributors.empty()) co_return result<void>{};
-  recv_window rx(segment_ring_window(f.size(), lay));
-  auto res = co_await segment_ring_loop(f, seq, step0, buf, lay, rx, nullptr, {}, 0);
-  co_await settle(rx.all());
-  co_return res;
+  return segment_ring(f, seq, step0, buf, lay, {.allgather = true}, nullptr);
 }
 
 task<result<void>> reduce_scatter_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
                                        const segment_layout& lay, const detail::erased_reduction& op) {
-  if (f.size() == 1 || lay.contributors.empty()) co_return result<void>{};
-  recv_window rx(segment_ring_window(f.size(), lay));
-  std::size_t biggest = 0;
-  for (int j : lay.contributors) biggest = std::max(biggest, lay.block(buf, j, 0).size());
-  const auto slots = f.scratch().take(rx.width() * biggest);
-  auto res = co_await segment_ring_loop(f, seq, step0, buf, lay, rx, &op, slots.span(), biggest);
-  co_await settle(rx.all());
-  co_return res;
+  return segment_ring(f, seq, step0, buf, lay, {.reduce_scatter = true}, &op);
+}
+
+task<result<void>> allreduce_ring(fabric& f, std::uint32_t seq, std::span<std::byte> buf, const segment_layout& lay,
+                                  const detail::erased_reduction& op) {
+  return segment_ring(f, seq, 0, buf, lay, {.reduce_scatter = true, .allgather = true}, &op);
 }
 
 }  // namespace optcast::algorithms

@@ -221,11 +221,10 @@ task<result<void>> allreduce_circ(reduction_call c) {
   if (auto r = co_await algorithms::reduce_scatter_circulant(*c.f, c.seq, 0, c.work, lay, *c.op); !r) co_return r;
   co_return co_await algorithms::allgatherv_circulant(*c.f, c.seq, second_phase, c.work, lay);
 }
-// The same pair on the ring.
+// The same pair on the ring, run as one pass.
 task<result<void>> allreduce_rng(reduction_call c) {
   const auto lay = even_segments(c);
-  if (auto r = co_await algorithms::reduce_scatter_ring(*c.f, c.seq, 0, c.work, lay, *c.op); !r) co_return r;
-  co_return co_await algorithms::allgatherv_ring(*c.f, c.seq, second_phase, c.work, lay);
+  co_return co_await algorithms::allreduce_ring(*c.f, c.seq, c.work, lay, *c.op);
 }
 task<result<void>> allreduce_rd(reduction_call c) {
   return algorithms::allreduce_recursive_doubling(*c.f, c.seq, c.work, *c.op);

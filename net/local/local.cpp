@@ -19,7 +19,7 @@ namespace {
 struct unexpected_msg {
   int src;
   tag tg;
-  std::vector<std::byte> data;
+  detail::message_buffer data;
 };
 
 class local_fabric;
@@ -35,8 +35,8 @@ struct world_state {
   detail::op_queue ready;
   bool drain_posted = false;
   detail::buffer_pool pool;
-  std::vector<std::byte> take_buffer(std::size_t n) { return pool.take(n); }
-  void give_back(std::vector<std::byte>&& b) { pool.give_back(std::move(b)); }
+  detail::message_buffer take_buffer(std::size_t n) { return pool.take(n); }
+  void give_back(detail::message_buffer&& b) { pool.give_back(std::move(b)); }
 
   // fabric_state of an operation in `ready` (posted receives carry 1).
   static constexpr std::uintptr_t ready_mark = 2;

@@ -37,7 +37,7 @@ struct message {
   bool arrived = false;         // choosing receivers: in the receiver's buffer
   bool served = false;          // choosing receivers: its arrival window is taken
   std::uint8_t events = 0;      // scheduled events that refer to it
-  std::vector<std::byte> payload;
+  detail::message_buffer payload;
   std::uint32_t next = none, prev = none;  // the receiver's list of unmatched messages
 };
 

@@ -65,7 +65,7 @@ enum : std::uintptr_t { st_none = 0, st_queued, st_writing, st_posted, st_readin
 
 struct unexpected_msg {
   tag tg;
-  std::vector<std::byte> data;
+  detail::message_buffer data;
 };
 
 class tcp_fabric;
@@ -81,7 +81,7 @@ struct in_conn {
   std::array<std::byte, ack_bytes> ack{};
   operation* target = nullptr;     // posted receive being filled in place
   tag pending_tag{};               // unexpected payload being read
-  std::vector<std::byte> payload;
+  detail::message_buffer payload;
   bool open = true;
 };
 
@@ -228,8 +228,8 @@ private:
   void drop_in(int p, std::error_code ec, const std::string& why);
   void expire(std::uint32_t seq);
 
-  std::vector<std::byte> take_buffer(std::size_t n) { return pool_.take(n); }
-  void give_back(std::vector<std::byte>&& b) { pool_.give_back(std::move(b)); }
+  detail::message_buffer take_buffer(std::size_t n) { return pool_.take(n); }
+  void give_back(detail::message_buffer&& b) { pool_.give_back(std::move(b)); }
 
   asio::io_context& io_;
   config cfg_;
