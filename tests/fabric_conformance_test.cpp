@@ -10,6 +10,7 @@
 #include "optcast/when_all.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -330,6 +331,95 @@ TEST_CASE("a malformed frame from an admitted peer is a protocol violation", "[t
     std::memcpy(hdr.data() + 16, &len, 8);
     expect_protocol_violation(hdr);
   }
+}
+
+namespace {
+
+// A data frame header as the wire carries it: kind, 0, tag, length.
+std::vector<std::byte> data_header(std::uint32_t seq, std::uint32_t step, std::uint64_t len) {
+  std::vector<std::byte> h(24);
+  const std::uint32_t kind = 0x46444f43;
+  const std::uint64_t tg = (std::uint64_t{seq} << 32) | step;
+  std::memcpy(h.data(), &kind, 4);
+  std::memcpy(h.data() + 8, &tg, 8);
+  std::memcpy(h.data() + 16, &len, 8);
+  return h;
+}
+
+long rss_kib() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib;
+}
+
+// A stranger admitted as rank 2 announces `len` bytes for a tag no receive waits for;
+// rank 1, waiting for another message of rank 2, must fail with limit_exceeded, having
+// allocated nothing for it.
+void expect_refused_length(std::uint64_t len, std::optional<std::size_t> limit) {
+  auto old = set_log_sink([](log_level, std::string_view) {});
+  testing::tcp_test_world w(3, {}, 1, limit);
+  auto frame = handshake(2, 3);
+  const auto hdr = data_header(9, 0, len);
+  frame.insert(frame.end(), hdr.begin(), hdr.end());
+  frame.resize(frame.size() + 4096, std::byte{0x5a});  // the start of the announced payload
+  const long before = rss_kib();
+  std::thread t(stranger, tcp::listen_address(w.comms()[1].get_fabric()), frame, 500ms);
+  std::vector<std::byte> buf(16);
+  auto r = run(w.comms()[1], recv(w.comms()[1], 2, 5, buf));
+  const long after = rss_kib();
+  t.join();
+  set_log_sink(std::move(old));
+  REQUIRE_FALSE(r);
+  CHECK(r.error() == errc::limit_exceeded);
+  const auto why = w.comms()[1].failure_detail();
+  INFO(why);
+  CHECK(why.find("rank 2 sent a message of " + std::to_string(len) + " B") != std::string::npos);
+  CHECK(why.find("OPTCAST_UNEXPECTED_LIMIT") != std::string::npos);
+  CHECK(after - before < 64 * 1024);  // KiB: nothing near the announced size was committed
+}
+
+}  // namespace
+
+TEST_CASE("a length from the wire is checked before anything is allocated for it", "[tcp][fabric]") {
+  SECTION("2^40 bytes, the most a frame may announce, against the default limit") {
+    expect_refused_length(std::uint64_t{1} << 40, std::nullopt);
+  }
+  SECTION("1 GiB against a 64 MiB limit") { expect_refused_length(std::uint64_t{1} << 30, std::size_t{64} << 20); }
+}
+
+TEST_CASE("unexpected messages within the limit are held, and the room comes back when they are received",
+          "[tcp][fabric]") {
+  // 1.5 MiB of room: each 1 MiB message fits only if the one before was counted out.
+  testing::tcp_test_world w(2, {}, 1, std::size_t{3} << 19);
+  const std::size_t m = 1 << 20;
+  std::vector<std::vector<std::byte>> got(4, std::vector<std::byte>(m));
+  auto res = w.run_all([&](communicator& c) -> task<result<void>> {
+    auto& f = c.get_fabric();
+    std::vector<std::byte> one(1);
+    for (std::uint32_t i = 0; i < 4; ++i) {
+      if (c.rank() == 0) {
+        // The message, then a note on another tag: rank 1 waits only for the note, so
+        // the message, ahead of it on the connection, arrives with no receive posted.
+        const auto b = bytes(m, static_cast<int>(i));
+        if (auto r = co_await f.send(1, {4, i}, b); !r) co_return fail(r.error());
+        if (auto r = co_await f.send(1, {6, i}, one); !r) co_return fail(r.error());
+        if (auto r = co_await f.recv(1, {5, i}, one); !r) co_return fail(r.error());
+      } else {
+        if (auto r = co_await f.recv(0, {6, i}, one); !r) co_return fail(r.error());
+        if (auto r = co_await f.recv(0, {4, i}, got[i]); !r) co_return fail(r.error());
+        if (auto r = co_await f.send(0, {5, i}, one); !r) co_return fail(r.error());
+      }
+    }
+    co_return result<void>{};
+  });
+  REQUIRE(res[0]);
+  REQUIRE(res[1]);
+  for (std::uint32_t i = 0; i < 4; ++i) CHECK(got[i] == bytes(m, static_cast<int>(i)));
 }
 
 TEST_CASE("a failing rank tells its peers why", "[tcp][fabric]") {

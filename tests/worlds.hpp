@@ -3,6 +3,7 @@
 // event loop and thread and real sockets on loopback, with a store the world hosts.
 #pragma once
 
+#include <optional>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -66,7 +67,8 @@ private:
 class process_test_world final : public test_world {
 public:
   // kind: "tcp", or "ofi:<provider>".
-  process_test_world(const std::string& kind, int p, communicator_options o = {}, int ports = 1)
+  process_test_world(const std::string& kind, int p, communicator_options o = {}, int ports = 1,
+                     std::optional<std::size_t> unexpected_limit = {})
       : server_("127.0.0.1", 0, p, 0x0b7c457ull), ios_(static_cast<std::size_t>(p)) {
     std::vector<std::shared_ptr<fabric>> fabrics(static_cast<std::size_t>(p));
     std::vector<std::string> errors(static_cast<std::size_t>(p));
@@ -82,6 +84,7 @@ public:
         c.host_store = false;
         c.ports = ports;
         c.bootstrap_timeout = std::chrono::seconds(20);
+        if (unexpected_limit) c.unexpected_limit = *unexpected_limit;
         auto& io = *ios_[static_cast<std::size_t>(r)];
         try {
           if (kind == "tcp") {
@@ -129,7 +132,8 @@ private:
 
 class tcp_test_world final : public test_world {
 public:
-  explicit tcp_test_world(int p, communicator_options o = {}, int ports = 1) : w_("tcp", p, o, ports) {}
+  explicit tcp_test_world(int p, communicator_options o = {}, int ports = 1, std::optional<std::size_t> unexpected_limit = {})
+      : w_("tcp", p, o, ports, unexpected_limit) {}
   std::vector<communicator>& comms() override { return w_.comms(); }
   std::vector<result<void>> run_all(const rank_fn& fn) override { return w_.run_all(fn); }
 

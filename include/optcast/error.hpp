@@ -21,6 +21,7 @@ enum class errc {
   broken,              // the communicator failed earlier and can run no collective
   deadlock,            // simulator: ranks wait on each other and nothing is in flight
   port_violation,      // simulator: more concurrent sends or receives than the model allows
+  limit_exceeded,      // peers sent more for receives not yet posted than this rank may hold
 };
 
 const std::error_category& error_category() noexcept;

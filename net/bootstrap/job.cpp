@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 #include <random>
 
 #include "optcast/log.hpp"
@@ -54,6 +55,8 @@ job_config job_config::from_env() {
       throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_JOB_ID='" + id + "' is not a number");
   }
   c.ports = static_cast<int>(env_int("OPTCAST_PORTS", 1, 1, 64));
+  c.unexpected_limit = static_cast<std::size_t>(
+      env_int("OPTCAST_UNEXPECTED_LIMIT", static_cast<long long>(c.unexpected_limit), 0, std::numeric_limits<long long>::max()));
   c.bootstrap_timeout = std::chrono::seconds(env_int("OPTCAST_BOOTSTRAP_TIMEOUT", 60, 1, 86400));
   c.timeout = std::chrono::seconds(env_int("OPTCAST_TIMEOUT", 120, 1, 86400 * 7));
   return c;

@@ -15,6 +15,7 @@ bool tcp_fabric::start_recv(operation& op, peer_state& pe) {
     } else if (op.size) {
       std::memcpy(op.data, it->data.data(), op.size);
     }
+    release_unexpected(it->data.size());
     give_back(std::move(it->data));
     pe.unexpected.erase(it);
     return op.finish_now(ec);
@@ -159,8 +160,24 @@ void tcp_fabric::finish_into(const std::shared_ptr<in_conn>& c) {
 }
 
 void tcp_fabric::read_payload(const std::shared_ptr<in_conn>& c, tag tg, std::uint64_t len) {
+  // The length comes from the wire: checked before anything is allocated for it.
+  const std::size_t limit = cfg_.unexpected_limit;
+  auto refuse_payload = [&](const std::string& why) {
+    const std::string text = rank_name(c->peer) + " sent a message of " + std::to_string(len) + " B (collective " + std::to_string(tg.seq) + ", step " + std::to_string(tg.step) + ")" +
+                             " with no receive of that size posted: " + why;
+    log(log_level::error, rank_name(cfg_.rank) + ": " + text);
+    abort(make_error_code(errc::limit_exceeded), text);
+  };
+  if (len > limit || unexpected_bytes_ > limit - len)
+    return refuse_payload("with " + std::to_string(unexpected_bytes_) + " B already waiting for receives, more than this rank may hold (" +
+                          std::to_string(limit) + " B, OPTCAST_UNEXPECTED_LIMIT)");
   c->pending_tag = tg;
-  c->payload = take_buffer(len);
+  try {
+    c->payload = take_buffer(len);
+  } catch (const std::exception& e) {  // bad_alloc, length_error: an error, not an exception through the event loop
+    return refuse_payload(std::string("no memory to hold it (") + e.what() + ")");
+  }
+  unexpected_bytes_ += len;
   if (len == 0) return stash(c);
   asio::async_read(c->sock, asio::buffer(c->payload), c->bound([this, alive = alive_, c](std::error_code ec, std::size_t) {
     if (!*alive || !c->open) return;
@@ -181,6 +198,7 @@ void tcp_fabric::stash(const std::shared_ptr<in_conn>& c) {
     } else if (op->size) {
       std::memcpy(op->data, c->payload.data(), op->size);
     }
+    release_unexpected(c->payload.size());
     give_back(std::move(c->payload));
     op->fabric_state = st_none;
     auto alive = alive_;

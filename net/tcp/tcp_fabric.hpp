@@ -215,8 +215,10 @@ private:
   void read_into(const std::shared_ptr<in_conn>& c, std::uint64_t len);
   void finish_into(const std::shared_ptr<in_conn>& c);
 
-  // No receive posted yet: buffer the payload until one is.
+  // No receive posted yet (or one of another size): buffer the payload until one is,
+  // within cfg_.unexpected_limit.
   void read_payload(const std::shared_ptr<in_conn>& c, tag tg, std::uint64_t len);
+  void release_unexpected(std::size_t bytes) noexcept { unexpected_bytes_ -= std::min(bytes, unexpected_bytes_); }
   void stash(const std::shared_ptr<in_conn>& c);
   void read_abort(const std::shared_ptr<in_conn>& c, std::uint64_t len);
   void protocol_error(const std::shared_ptr<in_conn>& c, const std::string& what);
@@ -240,6 +242,7 @@ private:
   std::vector<peer_state> peers_;
   std::vector<std::shared_ptr<in_conn>> handshaking_;
   detail::buffer_pool pool_;
+  std::size_t unexpected_bytes_ = 0;  // held for receives not yet posted, and being read aside
   connection_counts counts_;
   bool closing_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -13,6 +13,8 @@
 //   OPTCAST_TIMEOUT              default collective deadline, seconds (default 120)
 //   OPTCAST_BOOTSTRAP_TIMEOUT    how long to wait for the store, seconds (60)
 //   OPTCAST_PORTS                k of the k-port model (default 1)
+//   OPTCAST_UNEXPECTED_LIMIT     bytes of messages a rank holds for receives not yet
+//                                posted, from all peers together (default 1 GiB)
 //   OPTCAST_STORE_FD             set by the local launcher for rank 0: a listening socket
 //                                to serve the store on
 #pragma once
@@ -43,6 +45,11 @@ struct job_config {
   std::string host;          // empty: the local address toward the store
   std::uint64_t job_id = 0;  // 0: chosen by rank 0
   int ports = 1;
+  // Messages that arrive before their receive is posted wait in memory; a peer (or a
+  // stranger holding the job id) must not make this rank hold more than this many bytes
+  // of them. Beyond it the job fails with errc::limit_exceeded, before anything is
+  // allocated. A program whose ranks run far ahead of their receivers needs more.
+  std::size_t unexpected_limit = std::size_t{1} << 30;
   std::chrono::milliseconds bootstrap_timeout{std::chrono::seconds(60)};
   // The default collective deadline, and how long rank 0 waits, when closing, for the
   // other ranks to finish.
