@@ -9,6 +9,9 @@
 #include "optcast/log.hpp"
 #include "optcast/when_all.hpp"
 
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -267,6 +270,88 @@ TEST_CASE("strangers on a rank's port are refused and the job goes on", "[tcp][f
   };
   CHECK(seen("not an optcast peer"));
   CHECK(seen("is not this job's"));
+}
+
+namespace {
+
+// Connects to the store, sends `bytes`, and returns how long the store took to close the
+// connection (at most `wait`; longer means it kept it open).
+std::chrono::milliseconds closed_after(std::uint16_t port, const std::vector<std::byte>& bytes, std::chrono::milliseconds wait) {
+  asio::io_context io;
+  asio::ip::tcp::socket s(io);
+  s.connect({asio::ip::make_address("127.0.0.1"), port});
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!bytes.empty()) asio::write(s, asio::buffer(bytes));
+  pollfd pfd{s.native_handle(), POLLIN, 0};
+  while (std::chrono::steady_clock::now() - t0 < wait) {
+    if (::poll(&pfd, 1, 50) > 0) {
+      char sink[256];
+      if (::recv(s.native_handle(), sink, sizeof sink, 0) <= 0) break;  // closed (an answer first is read and skipped)
+    }
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+}
+
+// A store message: length, type, id, arg, key length, value length, key, value.
+std::vector<std::byte> store_message(std::uint8_t type, std::uint32_t arg, const std::string& key, const std::string& val,
+                                     std::optional<std::uint32_t> claimed = {}) {
+  std::vector<std::byte> m(21 + key.size() + val.size());
+  const std::uint32_t kl = claimed.value_or(static_cast<std::uint32_t>(key.size()));
+  const std::uint32_t vl = claimed.value_or(static_cast<std::uint32_t>(val.size()));
+  const std::uint32_t len = 17 + kl + vl, id = 0;
+  std::memcpy(m.data(), &len, 4);
+  m[4] = static_cast<std::byte>(type);
+  std::memcpy(m.data() + 5, &id, 4);
+  std::memcpy(m.data() + 9, &arg, 4);
+  std::memcpy(m.data() + 13, &kl, 4);
+  std::memcpy(m.data() + 17, &vl, 4);
+  std::memcpy(m.data() + 21, key.data(), key.size());
+  std::memcpy(m.data() + 21 + key.size(), val.data(), val.size());
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("the store drops strangers: no hello in time, oversized fields, wire text escaped in its log", "[tcp][store]") {
+  std::vector<std::string> logged;
+  std::mutex mu;
+  auto old = set_log_sink([&](log_level, std::string_view m) {
+    std::lock_guard lock(mu);
+    logged.emplace_back(m);
+  });
+  {
+    store::server server("127.0.0.1", 0, 2, 0x5eedull);
+    std::chrono::milliseconds silent{}, oversized{}, evil{};
+    std::vector<std::thread> strangers;
+    // Says nothing: dropped after the hello deadline (10 s), not held forever.
+    strangers.emplace_back([&] { silent = closed_after(server.port(), {}, 15s); });
+    // A header claiming 1 MiB key and value before any hello: refused at once, nothing read.
+    strangers.emplace_back([&] { oversized = closed_after(server.port(), store_message(1, 0, "", "", 1u << 20), 5s); });
+    // A hello whose job size is terminal control text.
+    strangers.emplace_back([&] {
+      evil = closed_after(server.port(), store_message(1, 0, "optcast-store/1", "\x1b[31m8\nforged line"), 5s);
+    });
+    for (auto& t : strangers) t.join();
+    CHECK(silent >= 9s);
+    CHECK(silent < 14s);
+    CHECK(oversized < 1s);
+    CHECK(evil < 1s);
+    // The job is unharmed: both ranks join and exchange a key.
+    asio::io_context io;
+    store::client a(io, {"127.0.0.1", server.port()}, 0, 2, 5s), b(io, {"127.0.0.1", server.port()}, 1, 2, 5s);
+    CHECK(a.job_id() == 0x5eedull);
+    CHECK(b.job_id() == 0x5eedull);
+  }
+  set_log_sink(std::move(old));
+  std::lock_guard lock(mu);
+  const bool dropped = std::any_of(logged.begin(), logged.end(), [](auto& l) { return l.find("said no hello") != std::string::npos; });
+  CHECK(dropped);
+  const auto refused = std::find_if(logged.begin(), logged.end(), [](auto& l) { return l.find("expects a job of") != std::string::npos; });
+  REQUIRE(refused != logged.end());
+  INFO(*refused);
+  CHECK(refused->find("\\x1b[31m8\\x0aforged line") != std::string::npos);
+  CHECK(refused->find('\x1b') == std::string::npos);
+  CHECK(refused->find('\n') == std::string::npos);
 }
 
 TEST_CASE("a circulant broadcast opens about 2 log2 p connections per rank", "[tcp][fabric]") {

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -34,6 +35,12 @@ namespace {
 constexpr std::string_view magic = "optcast-store/1";
 constexpr std::size_t header_bytes = 21;
 constexpr std::uint32_t max_field = 1u << 20;
+// A hello carries the protocol name and the job size: nothing before it may be longer,
+// so a stranger's header commits no more than this.
+constexpr std::uint32_t max_hello_field = 64;
+// A connection that has not said hello by then is dropped: strangers must not hold the
+// store's sockets (or the rank's file descriptors) open.
+constexpr auto hello_timeout = std::chrono::seconds(10);
 
 enum type : std::uint8_t { m_hello = 1, m_welcome, m_error, m_set, m_ok, m_get, m_value, m_bye, m_peer_lost };
 
@@ -57,8 +64,9 @@ std::string encode(const message& m) {
   return out;
 }
 
-// Reads one message; a malformed one is a protocol violation.
-asio::awaitable<result<message>> read_message(tcp::socket& s) {
+// Reads one message; a malformed one is a protocol violation. `field_limit` bounds the key
+// and the value before anything is allocated for them.
+asio::awaitable<result<message>> read_message(tcp::socket& s, std::uint32_t field_limit = max_field) {
   std::array<std::byte, header_bytes> h{};
   auto [ec, n] = co_await asio::async_read(s, asio::buffer(h), use_nothrow);
   if (ec) co_return fail(ec);
@@ -68,7 +76,7 @@ asio::awaitable<result<message>> read_message(tcp::socket& s) {
   m.id = wire::get_u32(h.data() + 5);
   m.arg = wire::get_u32(h.data() + 9);
   const std::uint32_t kl = wire::get_u32(h.data() + 13), vl = wire::get_u32(h.data() + 17);
-  if (kl > max_field || vl > max_field || len != header_bytes - 4 + kl + vl || m.type < m_hello ||
+  if (kl > field_limit || vl > field_limit || len != header_bytes - 4 + kl + vl || m.type < m_hello ||
       m.type > m_peer_lost)
     co_return fail(errc::protocol_violation);
   m.key.resize(kl);
@@ -108,6 +116,23 @@ struct outbox {
                       });
   }
 };
+
+// Text from the wire, fit for a log line: printable ASCII kept, the rest escaped, cut.
+std::string printable(std::string_view s, std::size_t most = 64) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size() && i < most; ++i) {
+    const auto ch = static_cast<unsigned char>(s[i]);
+    if (ch >= 0x20 && ch < 0x7f && ch != '\\') {
+      out += static_cast<char>(ch);
+    } else {
+      char esc[5];
+      std::snprintf(esc, sizeof esc, "\\x%02x", ch);
+      out += esc;
+    }
+  }
+  if (s.size() > most) out += "... (" + std::to_string(s.size()) + " bytes)";
+  return out;
+}
 
 std::string describe_peer(const tcp::socket& s) {
   std::error_code ec;
@@ -188,8 +213,16 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   }
 
   static asio::awaitable<void> serve(std::shared_ptr<impl> self, std::shared_ptr<server_conn> c) {
-    auto first = co_await read_message(c->sock);
-    if (!first) co_return;  // a stranger that closed, or sent garbage: nothing to answer
+    asio::steady_timer hello_deadline(self->io, hello_timeout);
+    hello_deadline.async_wait([c](std::error_code ec) {
+      if (ec) return;  // the hello came
+      log(log_level::warn, "store: dropped " + describe_peer(c->sock) + ", which said no hello within 10 s");
+      std::error_code ignored;
+      c->sock.close(ignored);
+    });
+    auto first = co_await read_message(c->sock, max_hello_field);
+    hello_deadline.cancel();
+    if (!first) co_return;  // a stranger that closed, sent garbage or nothing: nothing to answer
     const message& h = *first;
     auto refuse = [&](const std::string& why) {
       log(log_level::warn, "store: refused " + describe_peer(c->sock) + ": " + why);
@@ -201,7 +234,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     }
     const int r = static_cast<int>(h.arg);
     if (h.val != std::to_string(self->size)) {
-      refuse("rank " + std::to_string(r) + " expects a job of " + h.val + " ranks, this store serves " +
+      refuse("rank " + std::to_string(r) + " expects a job of " + printable(h.val) + " ranks, this store serves " +
              std::to_string(self->size));
       co_return;
     }
@@ -428,7 +461,7 @@ client::client(asio::io_context& io, const address& server, int rank, int size,
   if (!drive(io, [&] { return fin; }, deadline))
     throw setup_error(make_error_code(errc::timeout), "the store at " + server.str() + " did not answer");
   if (!answer) throw setup_error(answer.error(), "the store at " + server.str() + " closed the connection during the handshake");
-  if (answer->type == m_error) throw setup_error(make_error_code(errc::protocol_violation), "the store at " + server.str() + " refused rank " + std::to_string(rank) + ": " + answer->val);
+  if (answer->type == m_error) throw setup_error(make_error_code(errc::protocol_violation), "the store at " + server.str() + " refused rank " + std::to_string(rank) + ": " + printable(answer->val, 400));
   if (answer->type != m_welcome || answer->val.size() != 8)
     throw setup_error(make_error_code(errc::protocol_violation), "unexpected answer from the store at " + server.str());
   impl_->job_id = wire::get_u64(reinterpret_cast<const std::byte*>(answer->val.data()));
