@@ -214,6 +214,32 @@ TEST_CASE("broadcast over TCP threads, several p, roots and sizes", "[tcp][broad
 
 namespace {
 
+// Collects what the library logs while it lives (from any thread), then puts the
+// previous sink back.
+class log_capture {
+public:
+  log_capture()
+      : old_(set_log_sink([this](log_level, std::string_view m) {
+          std::lock_guard lock(mu_);
+          lines_.emplace_back(m);
+        })) {}
+  ~log_capture() { set_log_sink(std::move(old_)); }
+  // The first line containing `what`, or empty.
+  std::string find(const std::string& what) {
+    std::lock_guard lock(mu_);
+    for (auto& l : lines_)
+      if (l.find(what) != std::string::npos) return l;
+    return {};
+  }
+  bool seen(const std::string& what) { return !find(what).empty(); }
+
+private:
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+  log_sink old_;
+};
+
+
 // Connects to host:port and writes `bytes`, then keeps the socket open for `hold`.
 void stranger(const std::string& where, std::vector<std::byte> bytes, std::chrono::milliseconds hold) {
   asio::io_context io;
@@ -228,12 +254,7 @@ void stranger(const std::string& where, std::vector<std::byte> bytes, std::chron
 }  // namespace
 
 TEST_CASE("strangers on a rank's port are refused and the job goes on", "[tcp][fabric]") {
-  std::vector<std::string> logged;
-  std::mutex mu;
-  auto old = set_log_sink([&](log_level, std::string_view m) {
-    std::lock_guard lock(mu);
-    logged.emplace_back(m);
-  });
+  log_capture log;
   {
     testing::tcp_test_world w(4);
     const std::string target = tcp::listen_address(w.comms()[1].get_fabric());
@@ -264,12 +285,8 @@ TEST_CASE("strangers on a rank's port are refused and the job goes on", "[tcp][f
       CHECK(bufs[r] == want);
     }
   }
-  set_log_sink(std::move(old));
-  auto seen = [&](const std::string& what) {
-    return std::any_of(logged.begin(), logged.end(), [&](auto& l) { return l.find(what) != std::string::npos; });
-  };
-  CHECK(seen("not an optcast peer"));
-  CHECK(seen("is not this job's"));
+  CHECK(log.seen("not an optcast peer"));
+  CHECK(log.seen("is not this job's"));
 }
 
 namespace {
@@ -313,12 +330,7 @@ std::vector<std::byte> store_message(std::uint8_t type, std::uint32_t arg, const
 }  // namespace
 
 TEST_CASE("the store drops strangers: no hello in time, oversized fields, wire text escaped in its log", "[tcp][store]") {
-  std::vector<std::string> logged;
-  std::mutex mu;
-  auto old = set_log_sink([&](log_level, std::string_view m) {
-    std::lock_guard lock(mu);
-    logged.emplace_back(m);
-  });
+  log_capture log;
   {
     store::server server("127.0.0.1", 0, 2, 0x5eedull);
     std::chrono::milliseconds silent{}, oversized{}, evil{};
@@ -342,16 +354,13 @@ TEST_CASE("the store drops strangers: no hello in time, oversized fields, wire t
     CHECK(a.job_id() == 0x5eedull);
     CHECK(b.job_id() == 0x5eedull);
   }
-  set_log_sink(std::move(old));
-  std::lock_guard lock(mu);
-  const bool dropped = std::any_of(logged.begin(), logged.end(), [](auto& l) { return l.find("said no hello") != std::string::npos; });
-  CHECK(dropped);
-  const auto refused = std::find_if(logged.begin(), logged.end(), [](auto& l) { return l.find("expects a job of") != std::string::npos; });
-  REQUIRE(refused != logged.end());
-  INFO(*refused);
-  CHECK(refused->find("\\x1b[31m8\\x0aforged line") != std::string::npos);
-  CHECK(refused->find('\x1b') == std::string::npos);
-  CHECK(refused->find('\n') == std::string::npos);
+  CHECK(log.seen("said no hello"));
+  const std::string refused = log.find("expects a job of");
+  REQUIRE_FALSE(refused.empty());
+  INFO(refused);
+  CHECK(refused.find("\\x1b[31m8\\x0aforged line") != std::string::npos);
+  CHECK(refused.find('\x1b') == std::string::npos);
+  CHECK(refused.find('\n') == std::string::npos);
 }
 
 TEST_CASE("a circulant broadcast opens about 2 log2 p connections per rank", "[tcp][fabric]") {
