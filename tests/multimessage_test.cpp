@@ -226,7 +226,7 @@ TEST_CASE("fibonacci, ktree, rotation: every rank the root's bytes on local and 
   if (wc.kind == "local")
     w = std::make_unique<testing::local_test_world>(wc.p, communicator_options{}, wc.ports);
   else
-    w = std::make_unique<testing::tcp_test_world>(wc.p, communicator_options{}, wc.ports);
+    w = std::make_unique<testing::tcp_test_world>(wc.p, communicator_options{}, testing::job_options{.ports = wc.ports});
   std::vector<algorithm> algs{algorithm::fibonacci};
   if (wc.ports >= 2) algs.insert(algs.end(), {algorithm::ktree, algorithm::rotation});
   for (auto alg : algs)

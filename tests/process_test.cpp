@@ -81,6 +81,30 @@ TEST_CASE("binomial broadcast among real processes", "[tcp][process]") {
   for (auto& rep : out.reports) CHECK(rep == "ok");
 }
 
+TEST_CASE("the launcher gives its ranks a job secret; a user's secret is passed on and checked", "[tcp][process]") {
+  auto out = run_job(3, "--bytes 1000");
+  CHECK(out.launcher_status == 0);
+  CHECK(out.launcher_stderr.find("no job secret") == std::string::npos);  // rank 0 warns without one
+  // An explicitly empty secret turns authentication off, with the warning.
+  out = run_job(3, "--bytes 1000", "OPTCAST_SECRET=");
+  CHECK(out.launcher_status == 0);
+  CHECK(out.launcher_stderr.find("no job secret") != std::string::npos);
+  out = run_job(3, "--bytes 1000", "OPTCAST_SECRET=short");
+  CHECK(out.launcher_status != 0);
+  CHECK(out.launcher_stderr.find("use at least 16") != std::string::npos);
+  const fs::path key = fs::temp_directory_path() / ("optcast-key-" + std::to_string(::getpid()));
+  std::ofstream(key) << "a key file's secret, 32 bytes...\n";
+  fs::permissions(key, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+  out = run_job(3, "--bytes 1000", "OPTCAST_SECRET_FILE=" + key.string());
+  CHECK(out.launcher_status != 0);
+  CHECK(out.launcher_stderr.find("chmod 600") != std::string::npos);
+  fs::permissions(key, fs::perms::owner_read | fs::perms::owner_write);
+  out = run_job(3, "--bytes 1000", "OPTCAST_SECRET_FILE=" + key.string());
+  CHECK(out.launcher_status == 0);
+  CHECK(out.launcher_stderr.find("no job secret") == std::string::npos);
+  fs::remove(key);
+}
+
 TEST_CASE("a rank that exits mid-broadcast makes the others fail with peer lost", "[tcp][process]") {
   const int p = 6;
   // Rank 3 dies just before its 12th operation of a 64-block broadcast of 8 MiB; the

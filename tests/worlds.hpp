@@ -26,6 +26,14 @@
 
 namespace optcast::testing {
 
+// n bytes of a pattern that differs with the seed and has no short period.
+inline std::vector<std::byte> bytes(std::size_t n, int seed) {
+  std::vector<std::byte> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = static_cast<std::byte>(((i * 7 + static_cast<std::size_t>(seed) * 131) ^ (i >> 9)) & 0xff);
+  return v;
+}
+
 using rank_fn = std::function<task<result<void>>(communicator&)>;
 
 class test_world {
@@ -62,14 +70,25 @@ private:
   std::vector<communicator> comms_;
 };
 
+// What a process_test_world's ranks take from their job_config beyond rank and size.
+struct job_options {
+  int ports = 1;
+  std::optional<std::size_t> unexpected_limit;
+  // The store's and every rank's. Worlds authenticate as --np jobs do; tests of what an
+  // unauthenticated job lets in clear it.
+  std::string secret = "a test job's secret, 32 bytes..";
+};
+
+// The job id of every process_test_world: tests that forge handshakes need it.
+constexpr std::uint64_t test_job_id = 0x0b7c457ull;
+
 // One event loop and thread per rank, each rank its own fabric over real transports
 // (TCP sockets or a libfabric provider), and a store this world hosts.
 class process_test_world final : public test_world {
 public:
   // kind: "tcp", or "ofi:<provider>".
-  process_test_world(const std::string& kind, int p, communicator_options o = {}, int ports = 1,
-                     std::optional<std::size_t> unexpected_limit = {})
-      : server_("127.0.0.1", 0, p, 0x0b7c457ull), ios_(static_cast<std::size_t>(p)) {
+  process_test_world(const std::string& kind, int p, communicator_options o = {}, const job_options& jo = {})
+      : server_("127.0.0.1", 0, p, test_job_id, jo.secret), ios_(static_cast<std::size_t>(p)) {
     std::vector<std::shared_ptr<fabric>> fabrics(static_cast<std::size_t>(p));
     std::vector<std::string> errors(static_cast<std::size_t>(p));
     std::vector<std::thread> threads;
@@ -82,9 +101,10 @@ public:
         c.size = p;
         c.store = {"127.0.0.1", server_.port()};
         c.host_store = false;
-        c.ports = ports;
+        c.ports = jo.ports;
+        c.secret = jo.secret;
         c.bootstrap_timeout = std::chrono::seconds(20);
-        if (unexpected_limit) c.unexpected_limit = *unexpected_limit;
+        if (jo.unexpected_limit) c.unexpected_limit = *jo.unexpected_limit;
         auto& io = *ios_[static_cast<std::size_t>(r)];
         try {
           if (kind == "tcp") {
@@ -132,8 +152,7 @@ private:
 
 class tcp_test_world final : public test_world {
 public:
-  explicit tcp_test_world(int p, communicator_options o = {}, int ports = 1, std::optional<std::size_t> unexpected_limit = {})
-      : w_("tcp", p, o, ports, unexpected_limit) {}
+  explicit tcp_test_world(int p, communicator_options o = {}, const job_options& jo = {}) : w_("tcp", p, o, jo) {}
   std::vector<communicator>& comms() override { return w_.comms(); }
   std::vector<result<void>> run_all(const rank_fn& fn) override { return w_.run_all(fn); }
 

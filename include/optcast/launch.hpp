@@ -15,7 +15,8 @@ namespace optcast {
 
 // With --np N (or --np=N) on the command line, this process is the launcher: it starts
 // N copies of the program (same arguments without --np) with OPTCAST_RANK, OPTCAST_SIZE,
-// OPTCAST_STORE and OPTCAST_JOB_ID set, hands rank 0 the store's listening socket, waits
+// OPTCAST_STORE, OPTCAST_JOB_ID and a fresh OPTCAST_SECRET set (unless the user gave a
+// secret), hands rank 0 the store's listening socket, waits
 // for all of them, names every rank that fails (exit status or signal), stops the rest
 // if they outlive a failure by OPTCAST_LAUNCH_GRACE seconds (default 30), and returns
 // the exit status for main to return (0 when every rank succeeded). Without --np it

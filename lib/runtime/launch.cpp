@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <vector>
 
+#include "../../net/auth/auth.hpp"
+
 namespace optcast {
 
 namespace {
@@ -79,6 +81,16 @@ std::optional<int> launch_local(int argc, char** argv) {
   const std::string store = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
   std::random_device rd;
   const std::string job = std::to_string((std::uint64_t{rd()} << 32 | rd()) | 1);
+  // The ranks authenticate each other with a secret only they (and this user) can read;
+  // one the user gave (OPTCAST_SECRET or OPTCAST_SECRET_FILE) is passed on instead.
+  std::string secret;
+  if (!std::getenv("OPTCAST_SECRET") && !std::getenv("OPTCAST_SECRET_FILE")) {
+    try {
+      secret = auth::fresh_secret();
+    } catch (const std::exception& e) {
+      return fail(e.what());
+    }
+  }
 
   struct sigaction act{};
   act.sa_handler = on_signal;
@@ -97,6 +109,7 @@ std::optional<int> launch_local(int argc, char** argv) {
       ::setenv("OPTCAST_SIZE", std::to_string(np).c_str(), 1);
       ::setenv("OPTCAST_STORE", store.c_str(), 1);
       ::setenv("OPTCAST_JOB_ID", job.c_str(), 1);
+      if (!secret.empty()) ::setenv("OPTCAST_SECRET", secret.c_str(), 1);
       if (r == 0)
         ::setenv("OPTCAST_STORE_FD", std::to_string(lfd).c_str(), 1);
       else

@@ -1,7 +1,12 @@
 #include "optcast/net/job.hpp"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 #include <limits>
 #include <random>
 
@@ -26,6 +31,24 @@ long long env_int(const char* name, long long def, long long lo, long long hi) {
     throw setup_error(make_error_code(errc::invalid_argument),
                       std::string(name) + "='" + v + "' is not a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return x;
+}
+
+// A key file, like ssh's: refused when others may read it.
+std::string read_secret_file(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0)
+    throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_SECRET_FILE '" + path + "': " + std::strerror(errno));
+  if (st.st_mode & (S_IRWXG | S_IRWXO))
+    throw setup_error(make_error_code(errc::invalid_argument),
+                      "OPTCAST_SECRET_FILE '" + path + "' may be read by others: chmod 600 it");
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_SECRET_FILE '" + path + "' cannot be read");
+  std::string s = text.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  if (s.empty()) throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_SECRET_FILE '" + path + "' is empty");
+  return s;
 }
 
 }  // namespace
@@ -54,6 +77,12 @@ job_config job_config::from_env() {
     if (errno || !end || *end)
       throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_JOB_ID='" + id + "' is not a number");
   }
+  c.secret = env("OPTCAST_SECRET");
+  if (const std::string f = env("OPTCAST_SECRET_FILE"); !f.empty()) {
+    if (!c.secret.empty())
+      throw setup_error(make_error_code(errc::invalid_argument), "both OPTCAST_SECRET and OPTCAST_SECRET_FILE are set: set one");
+    c.secret = read_secret_file(f);
+  }
   c.ports = static_cast<int>(env_int("OPTCAST_PORTS", 1, 1, 64));
   c.unexpected_limit = static_cast<std::size_t>(
       env_int("OPTCAST_UNEXPECTED_LIMIT", static_cast<long long>(c.unexpected_limit), 0, std::numeric_limits<long long>::max()));
@@ -70,10 +99,13 @@ job::job(asio::io_context& io, const job_config& cfg) : cfg_(cfg) {
   if (cfg.rank == 0 && cfg.host_store) {
     std::uint64_t id = cfg.job_id;
     while (id == 0) id = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
-    server_ = cfg.store_fd >= 0 ? std::make_unique<store::server>(cfg.store_fd, cfg.size, id)
-                                : std::make_unique<store::server>(cfg.store.host, cfg.store.port, cfg.size, id);
+    server_ = cfg.store_fd >= 0 ? std::make_unique<store::server>(cfg.store_fd, cfg.size, id, cfg.secret)
+                                : std::make_unique<store::server>(cfg.store.host, cfg.store.port, cfg.size, id, cfg.secret);
+    if (cfg.secret.empty() && cfg.size > 1)
+      log(log_level::warn, "no job secret (OPTCAST_SECRET or OPTCAST_SECRET_FILE): any process that reaches the store at " +
+                               cfg.store.str() + " can join this job or disturb it");
   }
-  client_ = std::make_unique<store::client>(io, cfg.store, cfg.rank, cfg.size, cfg.bootstrap_timeout);
+  client_ = std::make_unique<store::client>(io, cfg.store, cfg.rank, cfg.size, cfg.bootstrap_timeout, cfg.secret);
   id_ = client_->job_id();
   if (cfg.job_id && cfg.job_id != id_)
     throw setup_error(make_error_code(errc::protocol_violation),

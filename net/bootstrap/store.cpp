@@ -21,6 +21,7 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
+#include "../auth/auth.hpp"
 #include "optcast/log.hpp"
 #include "wire.hpp"
 
@@ -32,17 +33,48 @@ constexpr auto use_nothrow = asio::experimental::as_tuple(asio::use_awaitable);
 
 namespace {
 
-constexpr std::string_view magic = "optcast-store/1";
+constexpr std::string_view magic = "optcast-store/2";
 constexpr std::size_t header_bytes = 21;
 constexpr std::uint32_t max_field = 1u << 20;
-// A hello carries the protocol name and the job size: nothing before it may be longer,
-// so a stranger's header commits no more than this.
+// A hello carries the protocol name and a nonce, a proof its HMAC: nothing before the
+// handshake is done may be longer, so a stranger's header commits no more than this.
 constexpr std::uint32_t max_hello_field = 64;
-// A connection that has not said hello by then is dropped: strangers must not hold the
-// store's sockets (or the rank's file descriptors) open.
+// A connection that has not finished its handshake by then is dropped: strangers must
+// not hold the store's sockets (or the rank's file descriptors) open.
 constexpr auto hello_timeout = std::chrono::seconds(10);
 
-enum type : std::uint8_t { m_hello = 1, m_welcome, m_error, m_set, m_ok, m_get, m_value, m_bye, m_peer_lost };
+// The handshake: hello {id: job size, arg: rank, key: magic, val: the client's nonce, or
+// empty without a secret}; with a secret, challenge {val: the store's nonce} and proof
+// {val: the client's HMAC}; then welcome {val: job id, and with a secret the store's
+// HMAC}, or error {val: why}.
+enum type : std::uint8_t {
+  m_hello = 1, m_welcome, m_error, m_set, m_ok, m_get, m_value, m_bye, m_peer_lost, m_challenge, m_proof,
+  m_last = m_proof
+};
+
+constexpr std::string_view client_label = "optcast/store/client", server_label = "optcast/store/server";
+
+// What both proofs cover: the claimed rank and size and both nonces (the store's proof
+// adds the job id it hands out).
+struct transcript {
+  std::array<std::byte, 8> rank_size{};
+  auth::nonce client_nonce{}, server_nonce{};
+  std::array<std::byte, 8> job{};
+  transcript(std::uint32_t rank, std::uint32_t size) {
+    wire::put_u32(rank_size.data(), rank);
+    wire::put_u32(rank_size.data() + 4, size);
+  }
+  std::array<std::span<const std::byte>, 3> client_parts() const { return {rank_size, client_nonce, server_nonce}; }
+  std::array<std::span<const std::byte>, 4> server_parts() const { return {rank_size, client_nonce, server_nonce, job}; }
+};
+
+std::string as_string(std::span<const std::byte> b) { return std::string(reinterpret_cast<const char*>(b.data()), b.size()); }
+template <std::size_t N>
+bool copy_exact(std::array<std::byte, N>& to, std::string_view from) {
+  if (from.size() != N) return false;
+  std::memcpy(to.data(), from.data(), N);
+  return true;
+}
 
 struct message {
   std::uint8_t type = 0;
@@ -77,7 +109,7 @@ asio::awaitable<result<message>> read_message(tcp::socket& s, std::uint32_t fiel
   m.arg = wire::get_u32(h.data() + 9);
   const std::uint32_t kl = wire::get_u32(h.data() + 13), vl = wire::get_u32(h.data() + 17);
   if (kl > field_limit || vl > field_limit || len != header_bytes - 4 + kl + vl || m.type < m_hello ||
-      m.type > m_peer_lost)
+      m.type > m_last)
     co_return fail(errc::protocol_violation);
   m.key.resize(kl);
   m.val.resize(vl);
@@ -174,6 +206,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   int size = 0;
   std::uint64_t job_id = 0;
   std::uint16_t port = 0;
+  std::optional<auth::key> key;  // none: no authentication
   std::thread thread;
 
   std::map<std::string, std::string> kv;
@@ -212,45 +245,61 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     cv.notify_all();
   }
 
-  static asio::awaitable<void> serve(std::shared_ptr<impl> self, std::shared_ptr<server_conn> c) {
-    asio::steady_timer hello_deadline(self->io, hello_timeout);
-    hello_deadline.async_wait([c](std::error_code ec) {
-      if (ec) return;  // the hello came
-      log(log_level::warn, "store: dropped " + describe_peer(c->sock) + ", which said no hello within 10 s");
-      std::error_code ignored;
-      c->sock.close(ignored);
-    });
+  // The hello, and with a secret the challenge and proof; welcomes the client and returns
+  // its rank, or refuses it and returns -1.
+  static asio::awaitable<int> handshake(std::shared_ptr<impl> self, std::shared_ptr<server_conn> c) {
     auto first = co_await read_message(c->sock, max_hello_field);
-    hello_deadline.cancel();
-    if (!first) co_return;  // a stranger that closed, sent garbage or nothing: nothing to answer
+    if (!first) co_return -1;  // a stranger that closed, sent garbage or nothing: nothing to answer
     const message& h = *first;
     auto refuse = [&](const std::string& why) {
       log(log_level::warn, "store: refused " + describe_peer(c->sock) + ": " + why);
       c->send({m_error, 0, 0, {}, why});
+      return -1;
     };
-    if (h.type != m_hello || h.key != magic) {
-      refuse("not an optcast store client (protocol " + std::string(magic) + ")");
-      co_return;
+    if (h.type != m_hello) co_return refuse("not an optcast store client (no hello)");
+    if (h.key != magic) co_return refuse("the client speaks '" + printable(h.key) + "', this store " + std::string(magic));
+    transcript t(h.arg, h.id);
+    if (self->key) {
+      if (!copy_exact(t.client_nonce, h.val))
+        co_return refuse("this job has a secret (OPTCAST_SECRET) and the client did not offer one");
+      t.server_nonce = auth::fresh_nonce();
+      c->send({m_challenge, 0, 0, {}, as_string(t.server_nonce)});
+      auto answer = co_await read_message(c->sock, max_hello_field);
+      if (!answer) co_return -1;
+      auth::proof p{};
+      if (answer->type != m_proof || !copy_exact(p, answer->val) || !self->key->check(p, client_label, t.client_parts()))
+        co_return refuse("authentication failed: the client does not know the job secret");
+    } else if (!h.val.empty()) {
+      co_return refuse("the client has a job secret and this store has none (OPTCAST_SECRET set for some ranks only?)");
     }
+    // Only now, talking to a member of the job, say more than "no".
     const int r = static_cast<int>(h.arg);
-    if (h.val != std::to_string(self->size)) {
-      refuse("rank " + std::to_string(r) + " expects a job of " + printable(h.val) + " ranks, this store serves " +
-             std::to_string(self->size));
-      co_return;
-    }
-    if (r < 0 || r >= self->size) {
-      refuse("rank " + std::to_string(r) + " out of range for " + std::to_string(self->size) + " ranks");
-      co_return;
-    }
-    if (self->ranks[static_cast<std::size_t>(r)]) {
-      refuse("rank " + std::to_string(r) + " is already connected (two processes with the same rank?)");
-      co_return;
-    }
+    if (h.id != static_cast<std::uint32_t>(self->size))
+      co_return refuse("rank " + std::to_string(r) + " expects a job of " + std::to_string(h.id) + " ranks, this store serves " +
+                       std::to_string(self->size));
+    if (r < 0 || r >= self->size) co_return refuse("rank " + std::to_string(r) + " out of range for " + std::to_string(self->size) + " ranks");
+    if (self->ranks[static_cast<std::size_t>(r)])
+      co_return refuse("rank " + std::to_string(r) + " is already connected (two processes with the same rank?)");
+    wire::put_u64(t.job.data(), self->job_id);
+    std::string val = as_string(t.job);
+    if (self->key) val += as_string(self->key->prove(server_label, t.server_parts()));
+    c->send({m_welcome, 0, 0, {}, std::move(val)});
+    co_return r;
+  }
+
+  static asio::awaitable<void> serve(std::shared_ptr<impl> self, std::shared_ptr<server_conn> c) {
+    asio::steady_timer deadline(self->io, hello_timeout);
+    deadline.async_wait([c](std::error_code ec) {
+      if (ec) return;  // the handshake finished
+      log(log_level::warn, "store: dropped " + describe_peer(c->sock) + ", which did not finish its handshake within 10 s");
+      std::error_code ignored;
+      c->sock.close(ignored);
+    });
+    const int r = co_await handshake(self, c);
+    deadline.cancel();
+    if (r < 0) co_return;
     c->rank = r;
     self->ranks[static_cast<std::size_t>(r)] = c;
-    std::string id(8, '\0');
-    wire::put_u64(reinterpret_cast<std::byte*>(id.data()), self->job_id);
-    c->send({m_welcome, 0, 0, {}, id});
 
     for (;;) {
       auto m = co_await read_message(c->sock);
@@ -291,17 +340,18 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
 };
 
 namespace {
-std::shared_ptr<server::impl> make_server(int size, std::uint64_t job_id) {
+std::shared_ptr<server::impl> make_server(int size, std::uint64_t job_id, std::string_view secret) {
   if (size < 1) throw setup_error(make_error_code(errc::invalid_argument), "store: a job needs at least one rank");
   auto s = std::make_shared<server::impl>();
   s->size = size;
   s->job_id = job_id;
+  s->key = auth::key::from_secret(secret);
   return s;
 }
 }  // namespace
 
-server::server(const std::string& host, std::uint16_t port, int size, std::uint64_t job_id)
-    : impl_(make_server(size, job_id)) {
+server::server(const std::string& host, std::uint16_t port, int size, std::uint64_t job_id, std::string_view secret)
+    : impl_(make_server(size, job_id, secret)) {
   std::error_code ec;
   const auto addr = asio::ip::make_address(host, ec);
   if (ec) throw setup_error(ec, "store: '" + host + "' is not an IP address to listen on");
@@ -314,7 +364,8 @@ server::server(const std::string& host, std::uint16_t port, int size, std::uint6
   impl_->start();
 }
 
-server::server(int listening_fd, int size, std::uint64_t job_id) : impl_(make_server(size, job_id)) {
+server::server(int listening_fd, int size, std::uint64_t job_id, std::string_view secret)
+    : impl_(make_server(size, job_id, secret)) {
   std::error_code ec;
   impl_->acceptor.assign(tcp::v4(), listening_fd, ec);
   if (ec) throw setup_error(ec, "store: cannot serve on inherited socket " + std::to_string(listening_fd) + ": " + ec.message());
@@ -417,8 +468,9 @@ tcp::endpoint resolve(asio::io_context& io, const address& a) {
 }  // namespace
 
 client::client(asio::io_context& io, const address& server, int rank, int size,
-               std::chrono::milliseconds timeout)
+               std::chrono::milliseconds timeout, std::string_view secret)
     : impl_(std::make_shared<impl>(io)) {
+  const auto key = auth::key::from_secret(secret);
   const auto deadline = clock::now() + timeout;
   const auto ep = resolve(io, server);
   impl_->server_name = server.str();
@@ -451,20 +503,45 @@ client::client(asio::io_context& io, const address& server, int rank, int size,
   impl_->sock.set_option(tcp::no_delay(true));
   asio::co_spawn(io, impl::read_loop(impl_), asio::detached);
 
-  bool fin = false;
-  result<message> answer = fail(errc::timeout);
-  impl_->pending.emplace(0, [&](result<message> m) {
-    answer = std::move(m);
-    fin = true;
-  });
-  impl_->send({m_hello, 0, static_cast<std::uint32_t>(rank), std::string(magic), std::to_string(size)});
-  if (!drive(io, [&] { return fin; }, deadline))
-    throw setup_error(make_error_code(errc::timeout), "the store at " + server.str() + " did not answer");
-  if (!answer) throw setup_error(answer.error(), "the store at " + server.str() + " closed the connection during the handshake");
-  if (answer->type == m_error) throw setup_error(make_error_code(errc::protocol_violation), "the store at " + server.str() + " refused rank " + std::to_string(rank) + ": " + printable(answer->val, 400));
-  if (answer->type != m_welcome || answer->val.size() != 8)
+  // The handshake's messages all carry id 0; each answer is awaited before the next.
+  auto exchange = [&](message m) -> result<message> {
+    bool fin = false;
+    result<message> answer = fail(errc::timeout);
+    impl_->pending.emplace(0, [&](result<message> a) {
+      answer = std::move(a);
+      fin = true;
+    });
+    impl_->send(m);
+    if (!drive(io, [&] { return fin; }, deadline)) {
+      impl_->pending.erase(0);
+      throw setup_error(make_error_code(errc::timeout), "the store at " + server.str() + " did not answer");
+    }
+    if (!answer) throw setup_error(answer.error(), "the store at " + server.str() + " closed the connection during the handshake");
+    if (answer->type == m_error)
+      throw setup_error(make_error_code(errc::protocol_violation),
+                        "the store at " + server.str() + " refused rank " + std::to_string(rank) + ": " + printable(answer->val, 400));
+    return answer;
+  };
+  transcript t(static_cast<std::uint32_t>(rank), static_cast<std::uint32_t>(size));
+  if (key) t.client_nonce = auth::fresh_nonce();
+  auto answer = exchange({m_hello, static_cast<std::uint32_t>(size), static_cast<std::uint32_t>(rank), std::string(magic),
+                          key ? as_string(t.client_nonce) : std::string()});
+  if (key) {
+    if (answer->type != m_challenge || !copy_exact(t.server_nonce, answer->val))
+      throw setup_error(make_error_code(errc::protocol_violation),
+                        "the store at " + server.str() + " did not ask for the job secret, which this rank has "
+                        "(an old store, or a secret set for some ranks only?)");
+    answer = exchange({m_proof, 0, 0, {}, as_string(key->prove(client_label, t.client_parts()))});
+  }
+  const std::size_t want = key ? 8 + auth::proof_bytes : 8;
+  if (answer->type != m_welcome || answer->val.size() != want)
     throw setup_error(make_error_code(errc::protocol_violation), "unexpected answer from the store at " + server.str());
-  impl_->job_id = wire::get_u64(reinterpret_cast<const std::byte*>(answer->val.data()));
+  std::memcpy(t.job.data(), answer->val.data(), 8);
+  auth::proof p{};
+  if (key && (!copy_exact(p, std::string_view(answer->val).substr(8)) || !key->check(p, server_label, t.server_parts())))
+    throw setup_error(make_error_code(errc::protocol_violation),
+                      "the store at " + server.str() + " could not prove it knows the job secret: not this job's store");
+  impl_->job_id = wire::get_u64(t.job.data());
 }
 
 client::~client() {

@@ -1,5 +1,5 @@
 // The TCP fabric's receiving half: accepting connections, checking their handshake
-// (job id, rank), reading frames into posted receives or buffering them until one is
+// (the job secret, job id, rank), reading frames into posted receives or buffering them until one is
 // posted, and what a peer's failure or a protocol error does to the receives waiting on it.
 #include "tcp_fabric.hpp"
 
@@ -61,6 +61,7 @@ void tcp_fabric::refuse(const std::shared_ptr<in_conn>& c, std::uint32_t status,
   }
   wire::put_u32(c->ack.data(), hs_magic);
   wire::put_u32(c->ack.data() + 4, status);
+  std::memset(c->ack.data() + 8, 0, auth::proof_bytes);
   asio::async_write(c->sock, asio::buffer(c->ack), [c](std::error_code, std::size_t) {
     std::error_code e;
     c->sock.close(e);
@@ -68,10 +69,11 @@ void tcp_fabric::refuse(const std::shared_ptr<in_conn>& c, std::uint32_t status,
 }
 
 void tcp_fabric::read_hello(const std::shared_ptr<in_conn>& c) {
+  // One deadline for the whole handshake, challenge and proof included.
   c->timer.expires_after(handshake_timeout);
   c->timer.async_wait([this, alive = alive_, c](std::error_code ec) {
     if (!*alive || ec) return;
-    log(log_level::warn, rank_name(cfg_.rank) + " dropped a connection from " + endpoint_text(c->sock) + " that sent no handshake within 10 s");
+    log(log_level::warn, rank_name(cfg_.rank) + " dropped a connection from " + endpoint_text(c->sock) + " that did not finish its handshake within 10 s");
     end_handshake(c);
     std::error_code ignored;
     c->sock.close(ignored);
@@ -88,27 +90,65 @@ void tcp_fabric::read_hello(const std::shared_ptr<in_conn>& c) {
     if (wire::get_u32(h) != hs_magic) return refuse(c, hs_ok, "not an optcast peer (bad magic)");
     if (wire::get_u16(h + 4) != hs_version)
       return refuse(c, hs_bad_version, "protocol version " + std::to_string(wire::get_u16(h + 4)) + ", this is " + std::to_string(hs_version));
-    if (wire::get_u64(h + 8) != job_id_) return refuse(c, hs_bad_job, "job id " + std::to_string(wire::get_u64(h + 8)) + " is not this job's");
-    const auto r = wire::get_u32(h + 16);
-    if (wire::get_u32(h + 20) != static_cast<std::uint32_t>(cfg_.size))
-      return refuse(c, hs_bad_size, "job size " + std::to_string(wire::get_u32(h + 20)) + ", this job has " + std::to_string(cfg_.size));
-    if (r >= static_cast<std::uint32_t>(cfg_.size) || static_cast<int>(r) == cfg_.rank)
-      return refuse(c, hs_bad_rank, "rank " + std::to_string(r) + " out of range");
-    auto& pe = peer(static_cast<int>(r));
-    if (pe.in && pe.in->open) return refuse(c, hs_duplicate, rank_name(static_cast<int>(r)) + " is already connected");
-    end_handshake(c);
-    c->timer.cancel();
-    c->peer = static_cast<int>(r);
-    pe.in = c;
-    pe.in_closed = false;
-    ++counts_.incoming;
-    std::error_code ignored;
-    c->sock.set_option(tcp::no_delay(true), ignored);
-    wire::put_u32(c->ack.data(), hs_magic);
-    wire::put_u32(c->ack.data() + 4, hs_ok);
-    asio::async_write(c->sock, asio::buffer(c->ack), [c](std::error_code, std::size_t) {});
-    read_frame(c);
+    const bool offers = (wire::get_u16(h + 6) & hs_auth) != 0;
+    if (offers != key_.has_value())
+      return refuse(c, hs_auth_differs, offers ? "the peer has a job secret and this rank none (OPTCAST_SECRET set for some ranks only?)"
+                                               : "this job has a secret and the peer offered none");
+    if (key_) return challenge(c);
+    admit(c);
   });
+}
+
+void tcp_fabric::challenge(const std::shared_ptr<in_conn>& c) {
+  c->nonce = auth::fresh_nonce();
+  wire::put_u32(c->ack.data(), hs_magic);
+  wire::put_u32(c->ack.data() + 4, hs_challenge);
+  std::memcpy(c->ack.data() + 8, c->nonce.data(), c->nonce.size());
+  asio::async_write(c->sock, asio::buffer(c->ack), [this, alive = alive_, c](std::error_code ec, std::size_t) {
+    if (!*alive) return;
+    if (ec) return end_handshake(c);
+    asio::async_read(c->sock, asio::buffer(c->proof), [this, alive, c](std::error_code ec2, std::size_t) {
+      if (!*alive) return;
+      if (ec2) {
+        if (ec2 != asio::error::operation_aborted)
+          log(log_level::info, rank_name(cfg_.rank) + ": a connection from " + endpoint_text(c->sock) + " closed before proving it knows the job secret");
+        return end_handshake(c);
+      }
+      const std::array<std::span<const std::byte>, 2> parts{std::span(c->hdr.data(), hs_bytes), std::span(c->nonce)};
+      if (!key_->check(c->proof, opener_label, parts)) return refuse(c, hs_auth_failed, "it does not know the job secret");
+      admit(c);
+    });
+  });
+}
+
+void tcp_fabric::admit(const std::shared_ptr<in_conn>& c) {
+  const std::byte* h = c->hdr.data();
+  if (wire::get_u64(h + 8) != job_id_) return refuse(c, hs_bad_job, "job id " + std::to_string(wire::get_u64(h + 8)) + " is not this job's");
+  const auto r = wire::get_u32(h + 16);
+  if (wire::get_u32(h + 20) != static_cast<std::uint32_t>(cfg_.size))
+    return refuse(c, hs_bad_size, "job size " + std::to_string(wire::get_u32(h + 20)) + ", this job has " + std::to_string(cfg_.size));
+  if (r >= static_cast<std::uint32_t>(cfg_.size) || static_cast<int>(r) == cfg_.rank)
+    return refuse(c, hs_bad_rank, "rank " + std::to_string(r) + " out of range");
+  auto& pe = peer(static_cast<int>(r));
+  if (pe.in && pe.in->open) return refuse(c, hs_duplicate, rank_name(static_cast<int>(r)) + " is already connected");
+  end_handshake(c);
+  c->timer.cancel();
+  c->peer = static_cast<int>(r);
+  pe.in = c;
+  pe.in_closed = false;
+  ++counts_.incoming;
+  std::error_code ignored;
+  c->sock.set_option(tcp::no_delay(true), ignored);
+  wire::put_u32(c->ack.data(), hs_magic);
+  wire::put_u32(c->ack.data() + 4, hs_ok);
+  std::memset(c->ack.data() + 8, 0, auth::proof_bytes);
+  if (key_) {
+    const std::array<std::span<const std::byte>, 2> parts{std::span(c->hdr.data(), hs_bytes), std::span(c->nonce)};
+    const auto mine = key_->prove(acceptor_label, parts);
+    std::memcpy(c->ack.data() + 8, mine.data(), mine.size());
+  }
+  asio::async_write(c->sock, asio::buffer(c->ack), [c](std::error_code, std::size_t) {});
+  read_frame(c);
 }
 
 void tcp_fabric::read_frame(const std::shared_ptr<in_conn>& c) {

@@ -10,6 +10,7 @@ namespace impl {
 void tcp_fabric::bootstrap() {
   job_ = std::make_unique<job>(io_, cfg_);
   job_id_ = job_->id();
+  key_ = auth::key::from_secret(cfg_.secret);
   job_->on_failure(
       [this, alive = alive_](int r) {
         if (*alive && !closing_) abort(make_error_code(errc::peer_lost), rank_name(r) + " died (its store connection closed without goodbye)");
@@ -229,30 +230,61 @@ void tcp_fabric::send_hello(int p) {
   out.sock.set_option(tcp::no_delay(true), ec);
   wire::put_u32(out.hs.data(), hs_magic);
   wire::put_u16(out.hs.data() + 4, hs_version);
-  wire::put_u16(out.hs.data() + 6, 0);
+  wire::put_u16(out.hs.data() + 6, key_ ? hs_auth : 0);
   wire::put_u64(out.hs.data() + 8, job_id_);
   wire::put_u32(out.hs.data() + 16, static_cast<std::uint32_t>(cfg_.rank));
   wire::put_u32(out.hs.data() + 20, static_cast<std::uint32_t>(cfg_.size));
+  const auto n = key_ ? auth::fresh_nonce() : auth::nonce{};
+  std::memcpy(out.hs.data() + 24, n.data(), n.size());
   asio::async_write(out.sock, asio::buffer(out.hs), [this, alive = alive_, p](std::error_code e, std::size_t) {
     if (!*alive) return;
     if (e) return fail_out(p, make_error_code(errc::peer_lost), "handshake with " + rank_name(p) + ": " + e.message());
-    auto& o = peer(p).out;
-    asio::async_read(o.sock, asio::buffer(o.ack), [this, alive, p](std::error_code e2, std::size_t) {
+    read_reply(p);
+  });
+}
+
+void tcp_fabric::read_reply(int p) {
+  auto& o = peer(p).out;
+  asio::async_read(o.sock, asio::buffer(o.ack), [this, alive = alive_, p](std::error_code e, std::size_t) {
+    if (!*alive) return;
+    auto& o2 = peer(p).out;
+    if (e) return fail_out(p, make_error_code(errc::peer_lost), "handshake with " + rank_name(p) + ": " + e.message());
+    const auto status = wire::get_u32(o2.ack.data() + 4);
+    if (wire::get_u32(o2.ack.data()) != hs_magic)
+      return fail_out(p, make_error_code(errc::protocol_violation), "what listens at " + o2.where + " is not " + rank_name(p));
+    if (status != hs_challenge) return handshake_done(p);
+    if (!key_ || o2.acceptor_nonce != auth::nonce{})  // one challenge, and only to a rank that has the secret
+      return fail_out(p, make_error_code(errc::protocol_violation), rank_name(p) + " at " + o2.where + " asked for a job secret out of turn");
+    std::memcpy(o2.acceptor_nonce.data(), o2.ack.data() + 8, o2.acceptor_nonce.size());
+    const std::array<std::span<const std::byte>, 2> parts{std::span(o2.hs), std::span(o2.acceptor_nonce)};
+    o2.proof = key_->prove(opener_label, parts);
+    asio::async_write(o2.sock, asio::buffer(o2.proof), [this, alive, p](std::error_code e2, std::size_t) {
       if (!*alive) return;
-      auto& o2 = peer(p).out;
       if (e2) return fail_out(p, make_error_code(errc::peer_lost), "handshake with " + rank_name(p) + ": " + e2.message());
-      const auto status = wire::get_u32(o2.ack.data() + 4);
-      if (wire::get_u32(o2.ack.data()) != hs_magic || status != hs_ok)
-        return fail_out(p, make_error_code(errc::protocol_violation),
-                        rank_name(p) + " at " + o2.where + " refused the connection: " + status_text(status));
-      std::error_code ignored;
-      o2.sock.non_blocking(true, ignored);
-      limit_unsent(o2.sock);
-      o2.st = out_conn::state::ready;
-      ++counts_.outgoing;
-      write_next(p);
+      read_reply(p);
     });
   });
+}
+
+void tcp_fabric::handshake_done(int p) {
+  auto& o = peer(p).out;
+  const auto status = wire::get_u32(o.ack.data() + 4);
+  if (status != hs_ok)
+    return fail_out(p, make_error_code(errc::protocol_violation), rank_name(p) + " at " + o.where + " refused the connection: " + status_text(status));
+  if (key_) {
+    // The acceptor proves it knows the secret too: nobody else can pose as rank p.
+    std::memcpy(o.proof.data(), o.ack.data() + 8, o.proof.size());
+    const std::array<std::span<const std::byte>, 2> parts{std::span(o.hs), std::span(o.acceptor_nonce)};
+    if (o.acceptor_nonce == auth::nonce{} || !key_->check(o.proof, acceptor_label, parts))
+      return fail_out(p, make_error_code(errc::protocol_violation),
+                      "what listens at " + o.where + " for " + rank_name(p) + " could not prove it knows the job secret");
+  }
+  std::error_code ignored;
+  o.sock.non_blocking(true, ignored);
+  limit_unsent(o.sock);
+  o.st = out_conn::state::ready;
+  ++counts_.outgoing;
+  write_next(p);
 }
 
 void tcp_fabric::fail_out(int p, std::error_code ec, const std::string& why) {

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <vector>
 #include <asio/bind_allocator.hpp>
@@ -18,6 +19,7 @@
 #include <asio/read.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/write.hpp>
+#include "../auth/auth.hpp"
 #include "../bootstrap/wire.hpp"
 #include "../common/buffer_pool.hpp"
 #include "../common/deadlines.hpp"
@@ -31,13 +33,22 @@ using asio::ip::tcp;
 
 namespace impl {
 
-// Handshake: u32 magic, u16 version, u16 flags, u64 job id, u32 rank, u32 size.
+// Handshake. The rank that opens a connection sends its hello: u32 magic, u16 version,
+// u16 flags (hs_auth: it has the job secret), u64 job id, u32 rank, u32 size, a 32-byte
+// nonce (zero without a secret). The acceptor answers with a reply: u32 magic, u32
+// status, 32 bytes. With a secret, the first reply is hs_challenge with the acceptor's
+// nonce, the opener sends its 32-byte proof (net/auth/auth.hpp) over the hello and that
+// nonce, and only then does the acceptor look at the job id and rank; its final reply
+// (hs_ok) carries its own proof. Without a secret the first reply is the final one.
 constexpr std::uint32_t hs_magic = 0x4354504f;  // "OPTC"
-constexpr std::uint16_t hs_version = 1;
-constexpr std::size_t hs_bytes = 24;
-// Answer: u32 magic, u32 status.
-constexpr std::size_t ack_bytes = 8;
-enum hs_status : std::uint32_t { hs_ok = 0, hs_bad_version, hs_bad_job, hs_bad_rank, hs_bad_size, hs_duplicate };
+constexpr std::uint16_t hs_version = 2;
+constexpr std::uint16_t hs_auth = 1;
+constexpr std::size_t hs_bytes = 24 + auth::nonce_bytes;
+constexpr std::size_t reply_bytes = 8 + auth::proof_bytes;
+constexpr std::string_view opener_label = "optcast/tcp/opener", acceptor_label = "optcast/tcp/acceptor";
+enum hs_status : std::uint32_t {
+  hs_ok = 0, hs_bad_version, hs_bad_job, hs_bad_rank, hs_bad_size, hs_duplicate, hs_challenge, hs_auth_differs, hs_auth_failed
+};
 
 inline const char* status_text(std::uint32_t s) {
   switch (s) {
@@ -46,6 +57,8 @@ inline const char* status_text(std::uint32_t s) {
     case hs_bad_rank: return "rank out of range";
     case hs_bad_size: return "job size differs";
     case hs_duplicate: return "that rank is already connected";
+    case hs_auth_differs: return "one side has a job secret and the other none (OPTCAST_SECRET set for some ranks only?)";
+    case hs_auth_failed: return "wrong job secret";
     default: return "unknown refusal";
   }
 }
@@ -77,8 +90,10 @@ struct in_conn {
   detail::handler_memory mem;  // for the one read in flight
   auto bound(auto handler) { return asio::bind_allocator(detail::handler_allocator<int>(mem), std::move(handler)); }
   int peer = -1;
-  std::array<std::byte, std::max(hs_bytes, frame_bytes)> hdr{};
-  std::array<std::byte, ack_bytes> ack{};
+  std::array<std::byte, std::max(hs_bytes, frame_bytes)> hdr{};  // the hello, then frame headers
+  std::array<std::byte, reply_bytes> ack{};
+  auth::nonce nonce{};  // ours, for its proof
+  auth::proof proof{};  // its answer to it
   operation* target = nullptr;     // posted receive being filled in place
   tag pending_tag{};               // unexpected payload being read
   detail::message_buffer payload;
@@ -92,7 +107,9 @@ struct out_conn {
   tcp::socket sock;
   std::string where;  // "host:port", for messages
   std::array<std::byte, hs_bytes> hs{};
-  std::array<std::byte, ack_bytes> ack{};
+  std::array<std::byte, reply_bytes> ack{};
+  auth::nonce acceptor_nonce{};
+  auth::proof proof{};
   std::array<std::byte, frame_bytes> hdr{};
   operation* writing = nullptr;
   std::size_t written = 0;  // of header + payload
@@ -195,6 +212,8 @@ private:
   // Connection on first use: ask the store where the peer listens, connect, handshake.
   void open_out(int p);
   void send_hello(int p);
+  void read_reply(int p);
+  void handshake_done(int p);
 
   // The connection to p cannot carry more: fail what waits on it.
   void fail_out(int p, std::error_code ec, const std::string& why);
@@ -209,6 +228,9 @@ private:
 
   void refuse(const std::shared_ptr<in_conn>& c, std::uint32_t status, const std::string& why);
   void read_hello(const std::shared_ptr<in_conn>& c);
+  void challenge(const std::shared_ptr<in_conn>& c);
+  // Authenticated (or no secret): the job id and rank are checked, and the peer admitted.
+  void admit(const std::shared_ptr<in_conn>& c);
   void read_frame(const std::shared_ptr<in_conn>& c);
 
   // The payload goes straight into the posted receive.
@@ -236,6 +258,7 @@ private:
   asio::io_context& io_;
   config cfg_;
   std::uint64_t job_id_ = 0;
+  std::optional<auth::key> key_;
   std::unique_ptr<job> job_;
   tcp::acceptor acceptor_;
   std::string listen_;

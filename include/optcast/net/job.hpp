@@ -10,6 +10,9 @@
 //                                address of the connection to the store)
 //   OPTCAST_JOB_ID               64-bit job id; peers from another job are refused
 //                                (default: rank 0 draws one and the store hands it out)
+//   OPTCAST_SECRET               the job secret, at least 16 bytes: every connection
+//                                (store and data) must prove it knows it (--np sets one)
+//   OPTCAST_SECRET_FILE          or a file holding it (readable by its owner only)
 //   OPTCAST_TIMEOUT              default collective deadline, seconds (default 120)
 //   OPTCAST_BOOTSTRAP_TIMEOUT    how long to wait for the store, seconds (60)
 //   OPTCAST_PORTS                k of the k-port model (default 1)
@@ -44,6 +47,9 @@ struct job_config {
   int store_fd = -1;
   std::string host;          // empty: the local address toward the store
   std::uint64_t job_id = 0;  // 0: chosen by rank 0
+  // Every rank's store and data connections prove they know it (net/auth/auth.hpp);
+  // empty: no authentication, and anyone who reaches the store may join (rank 0 warns).
+  std::string secret;
   int ports = 1;
   // Messages that arrive before their receive is posted wait in memory; a peer (or a
   // stranger holding the job id) must not make this rank hold more than this many bytes

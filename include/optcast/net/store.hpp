@@ -7,8 +7,14 @@
 // every other rank at once, so their collectives fail with errc::peer_lost instead of
 // waiting for a deadline. The server stays up until every rank has said goodbye.
 //
+// With a job secret, every connection starts with a mutual challenge–response
+// (net/auth/auth.hpp): the store answers nothing but a refusal, and hands out no slot and
+// no job id, until the client has proved it knows the secret; the client then checks
+// the store's proof. Without one, anyone who reaches the store may join.
+//
 // Wire format (little-endian): u32 length of the rest, u8 type, u32 id, u32 arg,
-// u32 key length, u32 value length, key, value. Values up to 1 MiB.
+// u32 key length, u32 value length, key, value. Values up to 1 MiB; nothing before the
+// handshake is done longer than 64 bytes, and a client has 10 s to finish it.
 #pragma once
 
 #include <chrono>
@@ -16,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "optcast/error.hpp"
 
@@ -36,10 +43,11 @@ result<address> parse_address(std::string_view s);
 class server {
 public:
   // Listens on host:port (port 0: any free port) for a job of `size` ranks.
-  server(const std::string& host, std::uint16_t port, int size, std::uint64_t job_id);
+  // `secret`: the job secret (empty: none; else at least 16 bytes, setup_error if not).
+  server(const std::string& host, std::uint16_t port, int size, std::uint64_t job_id, std::string_view secret = {});
   // Serves on a socket that is already bound and listening (handed over by a launcher,
   // which avoids racing another process for the port).
-  server(int listening_fd, int size, std::uint64_t job_id);
+  server(int listening_fd, int size, std::uint64_t job_id, std::string_view secret = {});
   ~server();
   server(const server&) = delete;
   server& operator=(const server&) = delete;
@@ -59,10 +67,10 @@ private:
 class client {
 public:
   // Connects (retrying while the server is not up yet, until `timeout`) and introduces
-  // itself as `rank` of a job of `size`; runs `io` until that is done. Throws
-  // optcast::setup_error with the reason on failure.
+  // itself as `rank` of a job of `size`, proving it knows `secret` if there is one; runs
+  // `io` until that is done. Throws optcast::setup_error with the reason on failure.
   client(asio::io_context& io, const address& server, int rank, int size,
-         std::chrono::milliseconds timeout);
+         std::chrono::milliseconds timeout, std::string_view secret = {});
   ~client();
   client(const client&) = delete;
   client& operator=(const client&) = delete;

@@ -1,0 +1,599 @@
+// Trust nothing from the wire: what strangers, impostors and admitted peers that break the
+// protocol can do to a job (nothing but be refused, or fail it with a clear error), on
+// the TCP fabric and the store.
+#include <catch2/catch.hpp>
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/write.hpp>
+
+#include "optcast/log.hpp"
+#include "optcast/when_all.hpp"
+#include "worlds.hpp"
+
+using namespace optcast;
+using namespace std::chrono_literals;
+
+namespace {
+
+using testing::bytes;
+
+}  // namespace
+
+namespace {
+
+// Collects what the library logs while it lives (from any thread), then puts the
+// previous sink back.
+class log_capture {
+public:
+  log_capture()
+      : old_(set_log_sink([this](log_level, std::string_view m) {
+          std::lock_guard lock(mu_);
+          lines_.emplace_back(m);
+        })) {}
+  ~log_capture() { set_log_sink(std::move(old_)); }
+  // The first line containing `what`, or empty.
+  std::string find(const std::string& what) {
+    std::lock_guard lock(mu_);
+    for (auto& l : lines_)
+      if (l.find(what) != std::string::npos) return l;
+    return {};
+  }
+  bool seen(const std::string& what) { return !find(what).empty(); }
+
+private:
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+  log_sink old_;
+};
+
+
+// A handshake as a rank without the job secret sends it: `rank` of `size` in job `job`,
+// flags, a nonce (zero).
+std::vector<std::byte> handshake(std::uint32_t rank, std::uint32_t size, std::uint64_t job = testing::test_job_id,
+                                 std::uint16_t flags = 0) {
+  std::vector<std::byte> h(56);
+  const std::uint32_t magic = 0x4354504f;
+  const std::uint16_t version = 2;
+  std::memcpy(h.data(), &magic, 4);
+  std::memcpy(h.data() + 4, &version, 2);
+  std::memcpy(h.data() + 6, &flags, 2);
+  std::memcpy(h.data() + 8, &job, 8);
+  std::memcpy(h.data() + 16, &rank, 4);
+  std::memcpy(h.data() + 20, &size, 4);
+  return h;
+}
+
+// Connects to host:port and writes `bytes`, then keeps the socket open for `hold`.
+void stranger(const std::string& where, std::vector<std::byte> bytes, std::chrono::milliseconds hold) {
+  asio::io_context io;
+  asio::ip::tcp::socket s(io);
+  auto a = store::parse_address(where);
+  REQUIRE(a);
+  s.connect({asio::ip::make_address(a->host), a->port});
+  if (!bytes.empty()) asio::write(s, asio::buffer(bytes));
+  std::this_thread::sleep_for(hold);
+}
+
+}  // namespace
+
+TEST_CASE("strangers on a rank's port are refused and the job goes on", "[tcp][fabric]") {
+  log_capture log;
+  {
+    testing::tcp_test_world w(4, {}, {.secret = {}});
+    const std::string target = tcp::listen_address(w.comms()[1].get_fabric());
+    REQUIRE_FALSE(target.empty());
+    // Garbage; a well-formed handshake of another job; a half handshake that stops.
+    std::vector<std::byte> garbage(100, std::byte{0x41});
+    auto other_job = handshake(1, 4, 0x77);
+    std::vector<std::thread> strangers;
+    strangers.emplace_back(stranger, target, garbage, 200ms);
+    strangers.emplace_back(stranger, target, other_job, 200ms);
+    strangers.emplace_back(stranger, target, std::vector<std::byte>(10, std::byte{0x4f}), 200ms);
+    std::this_thread::sleep_for(50ms);
+
+    std::vector<std::vector<std::byte>> bufs(4, std::vector<std::byte>(1 << 20));
+    const auto want = bytes(1 << 20, 9);
+    bufs[0] = want;
+    auto res = w.run_all([&](communicator& c) {
+      return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 0, {.blocks = 4});
+    });
+    for (auto& t : strangers) t.join();
+    for (std::size_t r = 0; r < 4; ++r) {
+      REQUIRE(res[r]);
+      CHECK(bufs[r] == want);
+    }
+  }
+  CHECK(log.seen("not an optcast peer"));
+  CHECK(log.seen("is not this job's"));
+}
+
+namespace {
+
+// Connects to the store, sends `bytes`, and returns how long the store took to close the
+// connection (at most `wait`; longer means it kept it open).
+std::chrono::milliseconds closed_after(std::uint16_t port, const std::vector<std::byte>& bytes, std::chrono::milliseconds wait) {
+  asio::io_context io;
+  asio::ip::tcp::socket s(io);
+  s.connect({asio::ip::make_address("127.0.0.1"), port});
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!bytes.empty()) asio::write(s, asio::buffer(bytes));
+  pollfd pfd{s.native_handle(), POLLIN, 0};
+  while (std::chrono::steady_clock::now() - t0 < wait) {
+    if (::poll(&pfd, 1, 50) > 0) {
+      char sink[256];
+      if (::recv(s.native_handle(), sink, sizeof sink, 0) <= 0) break;  // closed (an answer first is read and skipped)
+    }
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+}
+
+// A store message: length, type, id, arg, key length, value length, key, value (`claimed`
+// replaces both lengths in the header).
+std::vector<std::byte> store_message(std::uint8_t type, std::uint32_t arg, const std::string& key, const std::string& val,
+                                     std::optional<std::uint32_t> claimed = {}, std::uint32_t id = 0) {
+  std::vector<std::byte> m(21 + key.size() + val.size());
+  const std::uint32_t kl = claimed.value_or(static_cast<std::uint32_t>(key.size()));
+  const std::uint32_t vl = claimed.value_or(static_cast<std::uint32_t>(val.size()));
+  const std::uint32_t len = 17 + kl + vl;
+  std::memcpy(m.data(), &len, 4);
+  m[4] = static_cast<std::byte>(type);
+  std::memcpy(m.data() + 5, &id, 4);
+  std::memcpy(m.data() + 9, &arg, 4);
+  std::memcpy(m.data() + 13, &kl, 4);
+  std::memcpy(m.data() + 17, &vl, 4);
+  std::memcpy(m.data() + 21, key.data(), key.size());
+  std::memcpy(m.data() + 21 + key.size(), val.data(), val.size());
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("the store drops strangers: no hello in time, oversized fields, wire text escaped in its log", "[tcp][store]") {
+  log_capture log;
+  {
+    store::server server("127.0.0.1", 0, 2, 0x5eedull);
+    std::chrono::milliseconds silent{}, oversized{}, evil{};
+    std::vector<std::thread> strangers;
+    // Says nothing: dropped after the hello deadline (10 s), not held forever.
+    strangers.emplace_back([&] { silent = closed_after(server.port(), {}, 15s); });
+    // A header claiming 1 MiB key and value before any hello: refused at once, nothing read.
+    strangers.emplace_back([&] { oversized = closed_after(server.port(), store_message(1, 0, "", "", 1u << 20), 5s); });
+    // A hello whose protocol name is terminal control text.
+    strangers.emplace_back([&] { evil = closed_after(server.port(), store_message(1, 0, "\x1b[31m8\nforged line", ""), 5s); });
+    for (auto& t : strangers) t.join();
+    CHECK(silent >= 9s);
+    CHECK(silent < 14s);
+    CHECK(oversized < 1s);
+    CHECK(evil < 1s);
+    // The job is unharmed: both ranks join and exchange a key.
+    asio::io_context io;
+    store::client a(io, {"127.0.0.1", server.port()}, 0, 2, 5s), b(io, {"127.0.0.1", server.port()}, 1, 2, 5s);
+    CHECK(a.job_id() == 0x5eedull);
+    CHECK(b.job_id() == 0x5eedull);
+  }
+  CHECK(log.seen("did not finish its handshake within 10 s"));
+  const std::string refused = log.find("the client speaks");
+  REQUIRE_FALSE(refused.empty());
+  INFO(refused);
+  CHECK(refused.find("\\x1b[31m8\\x0aforged line") != std::string::npos);
+  CHECK(refused.find('\x1b') == std::string::npos);
+  CHECK(refused.find('\n') == std::string::npos);
+}
+
+namespace {
+
+// A stranger admitted as rank 2 sends `frame`; rank 1, waiting for rank 2, must fail
+// with a protocol violation and be broken by it.
+void expect_protocol_violation(const std::vector<std::byte>& frame) {
+  auto old = set_log_sink([](log_level, std::string_view) {});
+  testing::tcp_test_world w(3, {}, {.secret = {}});  // without a secret anyone with the job id gets this far
+  auto bytes = handshake(2, 3);
+  bytes.insert(bytes.end(), frame.begin(), frame.end());
+  std::thread t(stranger, tcp::listen_address(w.comms()[1].get_fabric()), bytes, 500ms);
+  std::vector<std::byte> buf(16);
+  auto r = run(w.comms()[1], recv(w.comms()[1], 2, 5, buf));
+  t.join();
+  set_log_sink(std::move(old));
+  REQUIRE_FALSE(r);
+  CHECK(r.error() == errc::protocol_violation);
+  CHECK(w.comms()[1].failure() == errc::protocol_violation);
+  CHECK(w.comms()[1].failure_detail().find("malformed frame") != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("a malformed frame from an admitted peer is a protocol violation", "[tcp][fabric]") {
+  SECTION("bad frame kind") { expect_protocol_violation(std::vector<std::byte>(24, std::byte{0x13})); }
+  SECTION("absurd length") {
+    std::vector<std::byte> hdr(24);
+    const std::uint32_t kind = 0x46444f43;
+    const std::uint64_t len = ~std::uint64_t{0};
+    std::memcpy(hdr.data(), &kind, 4);
+    std::memcpy(hdr.data() + 16, &len, 8);
+    expect_protocol_violation(hdr);
+  }
+}
+
+namespace {
+
+// A data frame header as the wire carries it: kind, 0, tag, length.
+std::vector<std::byte> data_header(std::uint32_t seq, std::uint32_t step, std::uint64_t len) {
+  std::vector<std::byte> h(24);
+  const std::uint32_t kind = 0x46444f43;
+  const std::uint64_t tg = (std::uint64_t{seq} << 32) | step;
+  std::memcpy(h.data(), &kind, 4);
+  std::memcpy(h.data() + 8, &tg, 8);
+  std::memcpy(h.data() + 16, &len, 8);
+  return h;
+}
+
+long rss_kib() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib;
+}
+
+// A stranger admitted as rank 2 announces `len` bytes for a tag no receive waits for;
+// rank 1, waiting for another message of rank 2, must fail with limit_exceeded, having
+// allocated nothing for it.
+void expect_refused_length(std::uint64_t len, std::optional<std::size_t> limit) {
+  auto old = set_log_sink([](log_level, std::string_view) {});
+  testing::tcp_test_world w(3, {}, {.unexpected_limit = limit, .secret = {}});
+  auto frame = handshake(2, 3);
+  const auto hdr = data_header(9, 0, len);
+  frame.insert(frame.end(), hdr.begin(), hdr.end());
+  frame.resize(frame.size() + 4096, std::byte{0x5a});  // the start of the announced payload
+  const long before = rss_kib();
+  std::thread t(stranger, tcp::listen_address(w.comms()[1].get_fabric()), frame, 500ms);
+  std::vector<std::byte> buf(16);
+  auto r = run(w.comms()[1], recv(w.comms()[1], 2, 5, buf));
+  const long after = rss_kib();
+  t.join();
+  set_log_sink(std::move(old));
+  REQUIRE_FALSE(r);
+  CHECK(r.error() == errc::limit_exceeded);
+  const auto why = w.comms()[1].failure_detail();
+  INFO(why);
+  CHECK(why.find("rank 2 sent a message of " + std::to_string(len) + " B") != std::string::npos);
+  CHECK(why.find("OPTCAST_UNEXPECTED_LIMIT") != std::string::npos);
+  CHECK(after - before < 64 * 1024);  // KiB: nothing near the announced size was committed
+}
+
+}  // namespace
+
+TEST_CASE("a length from the wire is checked before anything is allocated for it", "[tcp][fabric]") {
+  SECTION("2^40 bytes, the most a frame may announce, against the default limit") {
+    expect_refused_length(std::uint64_t{1} << 40, std::nullopt);
+  }
+  SECTION("1 GiB against a 64 MiB limit") { expect_refused_length(std::uint64_t{1} << 30, std::size_t{64} << 20); }
+}
+
+TEST_CASE("unexpected messages within the limit are held, and the room comes back when they are received",
+          "[tcp][fabric]") {
+  // 1.5 MiB of room: each 1 MiB message fits only if the one before was counted out.
+  testing::tcp_test_world w(2, {}, {.unexpected_limit = std::size_t{3} << 19});
+  const std::size_t m = 1 << 20;
+  std::vector<std::vector<std::byte>> got(4, std::vector<std::byte>(m));
+  auto res = w.run_all([&](communicator& c) -> task<result<void>> {
+    auto& f = c.get_fabric();
+    std::vector<std::byte> one(1);
+    for (std::uint32_t i = 0; i < 4; ++i) {
+      if (c.rank() == 0) {
+        // The message, then a note on another tag: rank 1 waits only for the note, so
+        // the message, ahead of it on the connection, arrives with no receive posted.
+        const auto b = bytes(m, static_cast<int>(i));
+        if (auto r = co_await f.send(1, {4, i}, b); !r) co_return fail(r.error());
+        if (auto r = co_await f.send(1, {6, i}, one); !r) co_return fail(r.error());
+        if (auto r = co_await f.recv(1, {5, i}, one); !r) co_return fail(r.error());
+      } else {
+        if (auto r = co_await f.recv(0, {6, i}, one); !r) co_return fail(r.error());
+        if (auto r = co_await f.recv(0, {4, i}, got[i]); !r) co_return fail(r.error());
+        if (auto r = co_await f.send(0, {5, i}, one); !r) co_return fail(r.error());
+      }
+    }
+    co_return result<void>{};
+  });
+  REQUIRE(res[0]);
+  REQUIRE(res[1]);
+  for (std::uint32_t i = 0; i < 4; ++i) CHECK(got[i] == bytes(m, static_cast<int>(i)));
+}
+
+// ------------------------------------------------------------------- job secrets
+
+namespace {
+
+// Reads up to n bytes, until the peer closes or `wait` passes.
+std::vector<std::byte> read_some(asio::ip::tcp::socket& s, std::size_t n, std::chrono::milliseconds wait = 5s) {
+  std::vector<std::byte> got;
+  const auto until = std::chrono::steady_clock::now() + wait;
+  pollfd pfd{s.native_handle(), POLLIN, 0};
+  while (got.size() < n && std::chrono::steady_clock::now() < until) {
+    if (::poll(&pfd, 1, 50) <= 0) continue;
+    std::byte buf[256];
+    const auto k = ::recv(s.native_handle(), buf, std::min(sizeof buf, n - got.size()), 0);
+    if (k <= 0) break;
+    got.insert(got.end(), buf, buf + k);
+  }
+  return got;
+}
+
+bool closed_within(asio::ip::tcp::socket& s, std::chrono::milliseconds wait) {
+  const auto until = std::chrono::steady_clock::now() + wait;
+  pollfd pfd{s.native_handle(), POLLIN, 0};
+  while (std::chrono::steady_clock::now() < until) {
+    if (::poll(&pfd, 1, 50) <= 0) continue;
+    std::byte buf[256];
+    if (::recv(s.native_handle(), buf, sizeof buf, 0) <= 0) return true;
+  }
+  return false;
+}
+
+std::uint32_t u32_at(const std::vector<std::byte>& v, std::size_t at) {
+  std::uint32_t x = 0;
+  if (v.size() >= at + 4) std::memcpy(&x, v.data() + at, 4);
+  return x;
+}
+
+asio::ip::tcp::endpoint endpoint_of(const std::string& where) {
+  auto a = store::parse_address(where);
+  REQUIRE(a);
+  return {asio::ip::make_address(a->host), a->port};
+}
+
+// What a stranger without the secret gets from a rank: the statuses of the replies to
+// its hello (with `offer`, the auth flag and then 32 bytes posing as a proof), followed
+// by `then` (a frame it hopes is read), and whether the rank closed the connection.
+struct stranger_outcome {
+  std::vector<std::uint32_t> statuses;
+  bool nonce_given = false;
+  bool closed = false;
+};
+
+stranger_outcome try_without_secret(const std::string& where, std::uint64_t job, bool offer, const std::vector<std::byte>& then) {
+  asio::io_context io;
+  asio::ip::tcp::socket s(io);
+  s.connect(endpoint_of(where));
+  asio::write(s, asio::buffer(handshake(2, 3, job, offer ? 1 : 0)));
+  stranger_outcome out;
+  auto reply = read_some(s, 40);
+  if (reply.size() == 40) out.statuses.push_back(u32_at(reply, 4));
+  if (offer && u32_at(reply, 4) == 6) {  // the challenge
+    out.nonce_given = std::any_of(reply.begin() + 8, reply.end(), [](std::byte b) { return b != std::byte{0}; });
+    std::vector<std::byte> guess(32, std::byte{0x42});
+    guess.insert(guess.end(), then.begin(), then.end());
+    std::error_code ignored;
+    asio::write(s, asio::buffer(guess), ignored);
+    reply = read_some(s, 40);
+    if (reply.size() == 40) out.statuses.push_back(u32_at(reply, 4));
+  } else {
+    std::error_code ignored;
+    asio::write(s, asio::buffer(then), ignored);
+  }
+  out.closed = closed_within(s, 5s);
+  return out;
+}
+
+// A frame announcing 2^40 bytes, and an abort frame with the attacker's text.
+std::vector<std::byte> evil_frames() {
+  auto f = data_header(9, 0, std::uint64_t{1} << 40);
+  const std::string text = "forged: give up";
+  std::vector<std::byte> abort_hdr(24);
+  const std::uint32_t kind = 0x41444f43;
+  const std::uint64_t code = 5, len = text.size();
+  std::memcpy(abort_hdr.data(), &kind, 4);
+  std::memcpy(abort_hdr.data() + 8, &code, 8);
+  std::memcpy(abort_hdr.data() + 16, &len, 8);
+  f.insert(f.end(), abort_hdr.begin(), abort_hdr.end());
+  for (char ch : text) f.push_back(static_cast<std::byte>(ch));
+  return f;
+}
+
+// Every rank sends to every other one: all p(p-1) connections carry a checked message.
+// Ranks other than `host` first wait for `hold` (their threads block, while host's event
+// loop runs and meets whoever connects to it).
+std::vector<result<void>> all_pairs(testing::test_world& w, std::size_t m, std::vector<std::vector<std::vector<std::byte>>>& got,
+                                    int host = -1, std::shared_future<void> hold = {}) {
+  const int p = static_cast<int>(w.comms().size());
+  got.assign(static_cast<std::size_t>(p), std::vector<std::vector<std::byte>>(static_cast<std::size_t>(p), std::vector<std::byte>(m)));
+  return w.run_all([&, p, host, hold](communicator& c) -> task<result<void>> {
+    const int r = c.rank();
+    if (r != host && hold.valid()) hold.wait();
+    const auto mine = bytes(m, r);
+    for (int k = 1; k < p; ++k) {
+      auto x = co_await exchange(c.get_fabric(), (r + k) % p, mine, (r + p - k) % p,
+                                 got[static_cast<std::size_t>(r)][static_cast<std::size_t>((r + p - k) % p)], {4, static_cast<std::uint32_t>(k)});
+      if (!x) co_return x;
+    }
+    co_return result<void>{};
+  });
+}
+
+}  // namespace
+
+TEST_CASE("with a job secret, a party without it is refused before any frame is read and learns nothing", "[tcp][auth]") {
+  log_capture log;
+  {
+    testing::tcp_test_world w(3);  // with a secret
+    const std::string target = tcp::listen_address(w.comms()[1].get_fabric());
+    // Before rank 2 has connected to rank 1, strangers who know the job id claim its slot.
+    stranger_outcome plain, guess, other;
+    std::shared_future<void> strangers = std::async(std::launch::async, [&] {
+      // Without a secret: refused at once (a job with a secret takes no other kind).
+      plain = try_without_secret(target, testing::test_job_id, false, evil_frames());
+      // Offering a secret it does not have: challenged, its guess refused, and closed.
+      guess = try_without_secret(target, testing::test_job_id, true, evil_frames());
+      // With another job id: the same.
+      other = try_without_secret(target, 0x77, true, evil_frames());
+    }).share();
+    std::vector<std::vector<std::vector<std::byte>>> got;
+    auto res = all_pairs(w, 100000, got, 1, strangers);
+    CHECK(plain.statuses == std::vector<std::uint32_t>{7});  // hs_auth_differs
+    CHECK(plain.closed);
+    CHECK(guess.statuses == std::vector<std::uint32_t>{6, 8});  // hs_challenge, hs_auth_failed
+    CHECK(guess.nonce_given);
+    CHECK(guess.closed);
+    CHECK(other.statuses == guess.statuses);  // the job id it knows is no help
+    for (int r = 0; r < 3; ++r) {
+      INFO("rank " << r);
+      REQUIRE(res[static_cast<std::size_t>(r)]);
+      for (int s = 0; s < 3; ++s)
+        if (s != r) CHECK(got[static_cast<std::size_t>(r)][static_cast<std::size_t>(s)] == bytes(100000, s));
+      CHECK_FALSE(w.comms()[static_cast<std::size_t>(r)].failure());
+    }
+  }
+  CHECK(log.seen("this job has a secret and the peer offered none"));
+  CHECK(log.seen("it does not know the job secret"));
+  CHECK_FALSE(log.seen("forged"));
+}
+
+TEST_CASE("a rank refuses a listener that cannot prove it knows the job secret", "[tcp][auth]") {
+  auto old = set_log_sink([](log_level, std::string_view) {});
+  const std::string secret = "the secret of a job of two ranks";
+  store::server server("127.0.0.1", 0, 2, 0x5eedull, secret);
+  // An impostor listens where rank 1 should: it challenges, takes the proof, and answers
+  // "ok" with a proof of its own that it cannot compute.
+  asio::io_context fake_io;
+  asio::ip::tcp::acceptor fake(fake_io, {asio::ip::make_address("127.0.0.1"), 0});
+  std::vector<std::byte> proof_seen;
+  std::thread impostor([&] {
+    asio::ip::tcp::socket s(fake_io);
+    fake.accept(s);
+    auto hello = read_some(s, 56);
+    std::vector<std::byte> challenge(40, std::byte{0x17});
+    const std::uint32_t magic = 0x4354504f, st_challenge = 6, st_ok = 0;
+    std::memcpy(challenge.data(), &magic, 4);
+    std::memcpy(challenge.data() + 4, &st_challenge, 4);
+    asio::write(s, asio::buffer(challenge));
+    proof_seen = read_some(s, 32);
+    std::vector<std::byte> ok(40, std::byte{0x99});
+    std::memcpy(ok.data(), &magic, 4);
+    std::memcpy(ok.data() + 4, &st_ok, 4);
+    asio::write(s, asio::buffer(ok));
+    closed_within(s, 5s);
+  });
+  asio::io_context io;
+  // The store is the job's (it needs the secret to be told where rank 1 listens).
+  store::client rank1(io, {"127.0.0.1", server.port()}, 1, 2, 5s, secret);
+  REQUIRE(rank1.set_wait("optcast/addr/1", "127.0.0.1:" + std::to_string(fake.local_endpoint().port()), 5s));
+  job_config c;
+  c.rank = 0;
+  c.size = 2;
+  c.store = {"127.0.0.1", server.port()};
+  c.host_store = false;
+  c.secret = secret;
+  communicator comm(tcp::connect(io, c));
+  std::vector<std::byte> msg(8);
+  auto r = run(comm, send(comm, 1, 3, msg));
+  impostor.join();
+  set_log_sink(std::move(old));
+  CHECK(proof_seen.size() == 32);
+  REQUIRE_FALSE(r);
+  CHECK(r.error() == errc::protocol_violation);
+  INFO(comm.failure_detail());
+  CHECK(comm.failure_detail().find("could not prove it knows the job secret") != std::string::npos);
+}
+
+namespace {
+
+// Reads one store message (the header's length, then the rest); empty on close.
+std::vector<std::byte> read_store_message(asio::ip::tcp::socket& s) {
+  auto len = read_some(s, 4);
+  if (len.size() < 4) return {};
+  auto rest = read_some(s, u32_at(len, 0));
+  len.insert(len.end(), rest.begin(), rest.end());
+  return len;
+}
+
+std::string setup_failure(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const setup_error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("with a job secret, the store admits, and answers, only those who know it", "[store][auth]") {
+  log_capture log;
+  const std::string secret = "the secret of a job of two ranks";
+  const std::uint64_t id = 0x5eed5eed5eedull;
+  store::server server("127.0.0.1", 0, 2, id, secret);
+  const store::address where{"127.0.0.1", server.port()};
+  asio::io_context io;
+  auto join = [&](int rank, const std::string& s) { store::client c(io, where, rank, 2, 5s, s); };
+  CHECK_THAT(setup_failure([&] { join(0, ""); }), Catch::Contains("has a secret") && Catch::Contains("did not offer one"));
+  CHECK_THAT(setup_failure([&] { join(0, "another job's secret, 32 bytes.."); }), Catch::Contains("does not know the job secret"));
+  // A stranger squatting on rank 0's slot with a guessed proof hears no welcome and no job id.
+  {
+    asio::ip::tcp::socket s(io);
+    s.connect(endpoint_of(where.str()));
+    asio::write(s, asio::buffer(store_message(1, 0, "optcast-store/2", std::string(32, 'n'), {}, 2)));
+    const auto challenge = read_store_message(s);
+    REQUIRE(challenge.size() == 21 + 32);
+    CHECK(std::to_integer<int>(challenge[4]) == 10);
+    asio::write(s, asio::buffer(store_message(11, 0, "", std::string(32, 'p'))));
+    const auto answer = read_store_message(s);
+    REQUIRE(answer.size() > 21);
+    CHECK(std::to_integer<int>(answer[4]) == 3);  // error
+    std::vector<std::byte> id_bytes(8);
+    std::memcpy(id_bytes.data(), &id, 8);
+    CHECK(std::search(answer.begin(), answer.end(), id_bytes.begin(), id_bytes.end()) == answer.end());
+    CHECK(closed_within(s, 5s));
+  }
+  // The real ranks take their slots.
+  store::client a(io, where, 0, 2, 5s, secret), b(io, where, 1, 2, 5s, secret);
+  CHECK(a.job_id() == id);
+  CHECK(b.job_id() == id);
+  // A store without the secret cannot take in a rank that has one.
+  store::server open_store("127.0.0.1", 0, 2, id);
+  CHECK_THAT(setup_failure([&] { store::client c(io, {"127.0.0.1", open_store.port()}, 0, 2, 5s, secret); }),
+             Catch::Contains("has a job secret and this store has none"));
+  CHECK(log.seen("the client does not know the job secret"));
+}
+
+TEST_CASE("a rank refuses a store that cannot prove it knows the job secret", "[store][auth]") {
+  const std::string secret = "the secret of a job of two ranks";
+  asio::io_context fake_io;
+  asio::ip::tcp::acceptor fake(fake_io, {asio::ip::make_address("127.0.0.1"), 0});
+  std::thread impostor([&] {
+    asio::ip::tcp::socket s(fake_io);
+    fake.accept(s);
+    read_store_message(s);  // hello
+    asio::write(s, asio::buffer(store_message(10, 0, "", std::string(32, 'c'))));
+    read_store_message(s);  // proof
+    std::string welcome(8, '\x01');
+    welcome += std::string(32, '\x99');
+    asio::write(s, asio::buffer(store_message(2, 0, "", welcome)));
+    closed_within(s, 5s);
+  });
+  asio::io_context io;
+  const auto why = setup_failure([&] { store::client c(io, {"127.0.0.1", fake.local_endpoint().port()}, 0, 2, 5s, secret); });
+  impostor.join();
+  CHECK_THAT(why, Catch::Contains("could not prove it knows the job secret"));
+}
+
+TEST_CASE("a job secret shorter than 16 bytes is refused with the reason", "[store][auth]") {
+  CHECK_THAT(setup_failure([&] { store::server s("127.0.0.1", 0, 2, 1, "short"); }), Catch::Contains("at least 16"));
+}
