@@ -86,7 +86,7 @@ constexpr std::uint64_t test_job_id = 0x0b7c457ull;
 // (TCP sockets or a libfabric provider), and a store this world hosts.
 class process_test_world final : public test_world {
 public:
-  // kind: "tcp", or "ofi:<provider>".
+  // kind: "tcp", "tcp:encrypt" (OPTCAST_ENCRYPT), or "ofi:<provider>".
   process_test_world(const std::string& kind, int p, communicator_options o = {}, const job_options& jo = {})
       : server_("127.0.0.1", 0, p, test_job_id, jo.secret), ios_(static_cast<std::size_t>(p)) {
     std::vector<std::shared_ptr<fabric>> fabrics(static_cast<std::size_t>(p));
@@ -103,11 +103,12 @@ public:
         c.host_store = false;
         c.ports = jo.ports;
         c.secret = jo.secret;
+        c.encrypt = kind == "tcp:encrypt";
         c.bootstrap_timeout = std::chrono::seconds(20);
         if (jo.unexpected_limit) c.unexpected_limit = *jo.unexpected_limit;
         auto& io = *ios_[static_cast<std::size_t>(r)];
         try {
-          if (kind == "tcp") {
+          if (kind.starts_with("tcp")) {
             fabrics[static_cast<std::size_t>(r)] = tcp::connect(io, c);
           } else {
             ofi::config oc;
@@ -175,10 +176,11 @@ inline const std::vector<std::string>& ofi_providers() {
 }
 inline bool ofi_run() { return std::getenv("OPTCAST_TEST_OFI") != nullptr; }
 
-// The fabrics every conformance test runs on: local, the simulator (rounds and LogGP)
-// and tcp; in the libfabric run, libfabric's tcp;ofi_rxm and shm.
+// The fabrics every conformance test runs on: local, the simulator (rounds and LogGP),
+// tcp and tcp with every frame encrypted; in the libfabric run, libfabric's tcp;ofi_rxm
+// and shm.
 inline std::vector<std::string> fabric_kinds() {
-  if (!ofi_run()) return {"local", "sim", "sim:logp", "tcp"};
+  if (!ofi_run()) return {"local", "sim", "sim:logp", "tcp", "tcp:encrypt"};
   std::vector<std::string> kinds;
   for (const auto& prov : ofi_providers()) kinds.push_back("ofi:" + prov);
   return kinds;
@@ -196,6 +198,12 @@ inline std::vector<world_case> world_cases(std::initializer_list<int> local, std
   std::vector<world_case> out;
   for (int p : local) out.push_back({"local", p});
   for (int p : tcp) out.push_back({"tcp", p});
+  // Encrypted TCP once, on the largest world of at most 7 ranks (enough for every peer
+  // pattern, without doubling the suite's time).
+  int enc = 0;
+  for (int p : tcp)
+    if (p <= 7) enc = std::max(enc, p);
+  if (enc) out.push_back({"tcp:encrypt", enc});
   return out;
 }
 

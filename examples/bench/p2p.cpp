@@ -29,13 +29,14 @@ int p2p_cmd(int argc, char** argv) {
   std::string fabric_name = "tcp";
   std::size_t bytes = std::size_t{16} << 20;
   int count = 32, runs = 5;
-  bool json = false;
+  bool json = false, encrypt = false;
   app.add_option("--fabric", fabric_name, "tcp or ofi (provider from FI_PROVIDER or the best available)")
       ->check(CLI::IsMember({"tcp", "ofi"}))->capture_default_str();
   app.add_option("--bytes", bytes, "message size")->transform(CLI::AsSizeValue(true))->capture_default_str();
   app.add_option("--count", count, "messages per run")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.add_option("--runs", runs, "runs of each; the median is reported")->check(CLI::Range(1, 1000))->capture_default_str();
   app.add_flag("--json", json, "one JSON object");
+  app.add_flag("--encrypt", encrypt, "tcp: encrypt every frame (OPTCAST_ENCRYPT)");
   try {
     app.parse(argc - 1, argv + 1);
   } catch (const CLI::ParseError& e) {
@@ -44,7 +45,9 @@ int p2p_cmd(int argc, char** argv) {
 
   // A store and two ranks, each with its own event loop and thread; built at once (a
   // libfabric rank waits in its bootstrap for the other's endpoint).
-  store::server server("127.0.0.1", 0, 2, 42);
+  // Authenticated, as jobs started with --np are.
+  const std::string secret = "optcast-bench p2p's own job secret";
+  store::server server("127.0.0.1", 0, 2, 42, secret);
   std::vector<std::unique_ptr<asio::io_context>> ios;
   std::vector<std::shared_ptr<fabric>> fabs(2);
   for (int r = 0; r < 2; ++r) ios.push_back(std::make_unique<asio::io_context>(1));
@@ -58,6 +61,8 @@ int p2p_cmd(int argc, char** argv) {
         c.size = 2;
         c.store = {"127.0.0.1", server.port()};
         c.host_store = false;
+        c.secret = secret;
+        c.encrypt = encrypt;
         try {
           fabs[static_cast<std::size_t>(r)] = fabric_name == "ofi" ? ofi::connect(*ios[static_cast<std::size_t>(r)], c)
                                                                    : tcp::connect(*ios[static_cast<std::size_t>(r)], c);
@@ -70,7 +75,7 @@ int p2p_cmd(int argc, char** argv) {
   }
   std::vector<communicator> comms;
   for (auto& f : fabs) comms.emplace_back(f);
-  const std::string described = fabric_description(comms[0]);
+  const std::string described = fabric_description(comms[0]) + (encrypt ? " (encrypted)" : "");
 
   // Round trips of 8 bytes, half of one is the latency.
   auto pingpong = [&] {

@@ -2,6 +2,8 @@
 
 #include <sodium.h>
 
+#include <cstring>
+
 #include "../bootstrap/wire.hpp"
 #include "optcast/error.hpp"
 
@@ -65,6 +67,36 @@ proof key::prove(std::string_view label, std::span<const std::span<const std::by
 bool key::check(const proof& p, std::string_view label, std::span<const std::span<const std::byte>> parts) const {
   const proof want = prove(label, parts);
   return sodium_memcmp(want.data(), p.data(), p.size()) == 0;
+}
+
+channel::channel(const proof& session_key) noexcept {
+  static_assert(crypto_aead_chacha20poly1305_ietf_KEYBYTES == 32 && crypto_aead_chacha20poly1305_ietf_NPUBBYTES == 12 &&
+                crypto_aead_chacha20poly1305_ietf_ABYTES == tag_bytes);
+  std::memcpy(k_.data(), session_key.data(), k_.size());
+}
+
+channel::~channel() { sodium_memzero(k_.data(), k_.size()); }
+
+std::array<unsigned char, 12> channel::next_nonce() noexcept {
+  std::array<unsigned char, 12> n{};
+  wire::put_u64(reinterpret_cast<std::byte*>(n.data()), count_++);
+  return n;
+}
+
+void channel::seal(std::span<const std::byte> ad, const std::byte* in, std::byte* out, std::size_t n, std::byte* tag) noexcept {
+  const auto n96 = next_nonce();
+  crypto_aead_chacha20poly1305_ietf_encrypt_detached(
+      reinterpret_cast<unsigned char*>(out), reinterpret_cast<unsigned char*>(tag), nullptr,
+      reinterpret_cast<const unsigned char*>(in), n, reinterpret_cast<const unsigned char*>(ad.data()), ad.size(), nullptr,
+      n96.data(), k_.data());
+}
+
+bool channel::open(std::span<const std::byte> ad, std::byte* data, std::size_t n, const std::byte* tag) noexcept {
+  const auto n96 = next_nonce();
+  return crypto_aead_chacha20poly1305_ietf_decrypt_detached(
+             reinterpret_cast<unsigned char*>(data), nullptr, reinterpret_cast<const unsigned char*>(data), n,
+             reinterpret_cast<const unsigned char*>(tag), reinterpret_cast<const unsigned char*>(ad.data()), ad.size(),
+             n96.data(), k_.data()) == 0;
 }
 
 }  // namespace optcast::auth

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -44,6 +45,30 @@ public:
 
 private:
   std::array<unsigned char, 32> k_{};
+};
+
+// One direction of an encrypted connection (OPTCAST_ENCRYPT): ChaCha20-Poly1305 (IETF)
+// under a key both ends derive from their handshake, the nonce counting frames. A
+// connection carries frames in order and its key is its own, so no nonce repeats.
+class channel {
+public:
+  static constexpr std::size_t tag_bytes = 16;
+  explicit channel(const proof& session_key) noexcept;
+  ~channel();
+  channel(const channel&) = delete;
+  channel& operator=(const channel&) = delete;
+
+  // Encrypts n bytes from `in` into `out` (the same place is allowed) and authenticates
+  // `ad` (the frame header) with them; the tag goes to `tag`.
+  void seal(std::span<const std::byte> ad, const std::byte* in, std::byte* out, std::size_t n, std::byte* tag) noexcept;
+  // Decrypts in place; false (data unusable) when the frame was not sealed by the other
+  // end under this key, in this place of the stream, with this header.
+  [[nodiscard]] bool open(std::span<const std::byte> ad, std::byte* data, std::size_t n, const std::byte* tag) noexcept;
+
+private:
+  std::array<unsigned char, 12> next_nonce() noexcept;
+  std::array<unsigned char, 32> k_{};
+  std::uint64_t count_ = 0;
 };
 
 }  // namespace optcast::auth

@@ -83,6 +83,7 @@ job_config job_config::from_env() {
       throw setup_error(make_error_code(errc::invalid_argument), "both OPTCAST_SECRET and OPTCAST_SECRET_FILE are set: set one");
     c.secret = read_secret_file(f);
   }
+  c.encrypt = env_int("OPTCAST_ENCRYPT", 0, 0, 1) != 0;
   c.ports = static_cast<int>(env_int("OPTCAST_PORTS", 1, 1, 64));
   c.unexpected_limit = static_cast<std::size_t>(
       env_int("OPTCAST_UNEXPECTED_LIMIT", static_cast<long long>(c.unexpected_limit), 0, std::numeric_limits<long long>::max()));
@@ -96,6 +97,9 @@ job::job(asio::io_context& io, const job_config& cfg) : cfg_(cfg) {
     throw setup_error(make_error_code(errc::invalid_argument),
                       "rank " + std::to_string(cfg.rank) + " is not in a job of " + std::to_string(cfg.size));
   if (cfg.ports < 1) throw setup_error(make_error_code(errc::invalid_argument), "ports must be at least 1");
+  if (cfg.encrypt && cfg.secret.empty())
+    throw setup_error(make_error_code(errc::invalid_argument),
+                      "OPTCAST_ENCRYPT needs a job secret (OPTCAST_SECRET or OPTCAST_SECRET_FILE): the connections' keys come from it");
   if (cfg.rank == 0 && cfg.host_store) {
     std::uint64_t id = cfg.job_id;
     while (id == 0) id = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();

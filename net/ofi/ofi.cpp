@@ -278,6 +278,9 @@ config config::from_env() {
 }
 
 std::shared_ptr<optcast::fabric> connect(asio::io_context& io, const config& cfg) {
+  if (cfg.encrypt)
+    throw setup_error(make_error_code(errc::invalid_argument),
+                      "OPTCAST_ENCRYPT is for the TCP fabric: libfabric moves the data itself, unencrypted");
   auto f = std::make_shared<ofi_fabric>(io, cfg);
   f->bootstrap();
   return f;

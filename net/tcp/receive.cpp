@@ -94,6 +94,9 @@ void tcp_fabric::read_hello(const std::shared_ptr<in_conn>& c) {
     if (offers != key_.has_value())
       return refuse(c, hs_auth_differs, offers ? "the peer has a job secret and this rank none (OPTCAST_SECRET set for some ranks only?)"
                                                : "this job has a secret and the peer offered none");
+    if (((wire::get_u16(h + 6) & hs_encrypt) != 0) != cfg_.encrypt)
+      return refuse(c, hs_encrypt_differs, cfg_.encrypt ? "this job encrypts and the peer does not (OPTCAST_ENCRYPT)"
+                                                         : "the peer encrypts and this rank does not (OPTCAST_ENCRYPT)");
     if (key_) return challenge(c);
     admit(c);
   });
@@ -146,6 +149,7 @@ void tcp_fabric::admit(const std::shared_ptr<in_conn>& c) {
     const std::array<std::span<const std::byte>, 2> parts{std::span(c->hdr.data(), hs_bytes), std::span(c->nonce)};
     const auto mine = key_->prove(acceptor_label, parts);
     std::memcpy(c->ack.data() + 8, mine.data(), mine.size());
+    if (cfg_.encrypt) c->chan = std::make_unique<auth::channel>(session_key(std::span(c->hdr.data(), hs_bytes), c->nonce));
   }
   asio::async_write(c->sock, asio::buffer(c->ack), [c](std::error_code, std::size_t) {});
   read_frame(c);
@@ -180,13 +184,21 @@ void tcp_fabric::read_frame(const std::shared_ptr<in_conn>& c) {
   }));
 }
 
-void tcp_fabric::read_into(const std::shared_ptr<in_conn>& c, std::uint64_t len) {
-  if (len == 0) return finish_into(c);
-  asio::async_read(c->sock, asio::buffer(c->target->data, len), c->bound([this, alive = alive_, c](std::error_code ec, std::size_t) {
+template <class Then>
+void tcp_fabric::read_body(const std::shared_ptr<in_conn>& c, std::byte* data, std::uint64_t len, Then then) {
+  if (len == 0 && !c->chan) return then();
+  const std::array<asio::mutable_buffer, 2> bufs{asio::buffer(data, len), c->chan ? asio::buffer(c->mac) : asio::mutable_buffer()};
+  asio::async_read(c->sock, bufs, c->bound([this, alive = alive_, c, data, len, then = std::move(then)](std::error_code ec, std::size_t) mutable {
     if (!*alive || !c->open) return;
     if (ec) return in_ended(c, ec.message());
-    finish_into(c);
+    if (c->chan && !c->chan->open(std::span(c->hdr.data(), frame_bytes), data, len, c->mac.data()))
+      return protocol_error(c, "a frame that fails authentication (forged, or altered on the way)");
+    then();
   }));
+}
+
+void tcp_fabric::read_into(const std::shared_ptr<in_conn>& c, std::uint64_t len) {
+  read_body(c, c->target->data, len, [this, c] { finish_into(c); });
 }
 
 void tcp_fabric::finish_into(const std::shared_ptr<in_conn>& c) {
@@ -218,12 +230,7 @@ void tcp_fabric::read_payload(const std::shared_ptr<in_conn>& c, tag tg, std::ui
     return refuse_payload(std::string("no memory to hold it (") + e.what() + ")");
   }
   unexpected_bytes_ += len;
-  if (len == 0) return stash(c);
-  asio::async_read(c->sock, asio::buffer(c->payload), c->bound([this, alive = alive_, c](std::error_code ec, std::size_t) {
-    if (!*alive || !c->open) return;
-    if (ec) return in_ended(c, ec.message());
-    stash(c);
-  }));
+  read_body(c, c->payload.data(), len, [this, c] { stash(c); });
 }
 
 void tcp_fabric::stash(const std::shared_ptr<in_conn>& c) {
@@ -252,13 +259,10 @@ void tcp_fabric::stash(const std::shared_ptr<in_conn>& c) {
 
 void tcp_fabric::read_abort(const std::shared_ptr<in_conn>& c, std::uint64_t len) {
   c->payload.resize(len);
-  asio::async_read(c->sock, asio::buffer(c->payload), c->bound([this, alive = alive_, c](std::error_code ec, std::size_t) {
-    if (!*alive || !c->open) return;
-    const int p = c->peer;
-    if (ec) return in_ended(c, ec.message());
+  read_body(c, c->payload.data(), len, [this, c] {
     const std::string why(reinterpret_cast<const char*>(c->payload.data()), c->payload.size());
-    abort(make_error_code(errc::peer_lost), why.empty() ? rank_name(p) + " failed" : why);
-  }));
+    abort(make_error_code(errc::peer_lost), why.empty() ? rank_name(c->peer) + " failed" : why);
+  });
 }
 
 void tcp_fabric::protocol_error(const std::shared_ptr<in_conn>& c, const std::string& what) {

@@ -99,7 +99,10 @@ void tcp_fabric::tell_peers(const std::string& why) noexcept {
   for (int r = 0; r < cfg_.size; ++r) {
     auto& out = peer(r).out;
     if (r == cfg_.rank || out.st != out_conn::state::ready || out.writing) continue;
-    std::array<asio::const_buffer, 2> bufs{asio::buffer(h), asio::buffer(text)};
+    std::string body = text + std::string(out.chan ? auth::channel::tag_bytes : 0, '\0');
+    auto* b = reinterpret_cast<std::byte*>(body.data());
+    if (out.chan) out.chan->seal(h, b, b, text.size(), b + text.size());
+    std::array<asio::const_buffer, 2> bufs{asio::buffer(h), asio::buffer(body)};
     std::error_code ignored;
     out.sock.write_some(bufs, ignored);  // a partial frame is harmless: the socket closes next
   }
@@ -130,14 +133,14 @@ bool tcp_fabric::start_send(operation& op, peer_state& pe) {
   if (out.st == out_conn::state::ready && !out.writing && out.queue.empty()) {
     // Most frames fit the socket buffer: write now and finish without a trip through
     // the event loop.
-    fill_header(out, op);
+    if (!fill_header(out, op)) return fail_now(op, make_error_code(errc::limit_exceeded), "no memory to encrypt the message");
     std::error_code ec;
     const std::size_t n = out.sock.write_some(frame_buffers(out, op, 0), ec);
     if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
       fail_out(op.peer, ec, "writing to " + rank_name(op.peer) + ": " + ec.message());
       return fail_now(op, make_error_code(errc::peer_lost), "writing to " + rank_name(op.peer) + ": " + ec.message());
     }
-    if (n == frame_bytes + op.size) return op.finish_now({});
+    if (n == frame_total(out, op)) return op.finish_now({});
     out.writing = &op;
     out.written = n;
     op.fabric_state = st_writing;
@@ -150,17 +153,26 @@ bool tcp_fabric::start_send(operation& op, peer_state& pe) {
   return false;
 }
 
-void tcp_fabric::fill_header(out_conn& out, const operation& op) {
+bool tcp_fabric::fill_header(out_conn& out, const operation& op) noexcept {
   wire::put_u32(out.hdr.data(), frame_data);
   wire::put_u32(out.hdr.data() + 4, 0);
   wire::put_u64(out.hdr.data() + 8, op.tg.packed());
   wire::put_u64(out.hdr.data() + 16, op.size);
+  if (!out.chan) return true;
+  try {
+    out.sealed.resize(op.size + auth::channel::tag_bytes);
+  } catch (const std::exception&) {
+    return false;
+  }
+  out.chan->seal(out.hdr, op.data, out.sealed.data(), op.size, out.sealed.data() + op.size);
+  return true;
 }
 
 std::array<asio::const_buffer, 2> tcp_fabric::frame_buffers(const out_conn& out, const operation& op, std::size_t skip) {
-  if (skip < frame_bytes)
-    return {asio::buffer(out.hdr.data() + skip, frame_bytes - skip), asio::buffer(op.data, op.size)};
-  return {asio::buffer(op.data + (skip - frame_bytes), op.size - (skip - frame_bytes)), asio::const_buffer()};
+  const std::byte* body = out.chan ? out.sealed.data() : op.data;
+  const std::size_t len = frame_total(out, op) - frame_bytes;
+  if (skip < frame_bytes) return {asio::buffer(out.hdr.data() + skip, frame_bytes - skip), asio::buffer(body, len)};
+  return {asio::buffer(body + (skip - frame_bytes), len - (skip - frame_bytes)), asio::const_buffer()};
 }
 
 void tcp_fabric::continue_write(int p) {
@@ -191,9 +203,15 @@ void tcp_fabric::continue_write(int p) {
 void tcp_fabric::write_next(int p) {
   auto& out = peer(p).out;
   if (out.writing || out.st != out_conn::state::ready) return;
-  operation* op = out.queue.pop_front();
+  operation* op = nullptr;
+  auto alive = alive_;
+  while ((op = out.queue.pop_front()) && !fill_header(out, *op)) {
+    op->fabric_state = st_none;
+    note_error("no memory to encrypt the message: " + describe_op(*op));
+    op->complete(make_error_code(errc::limit_exceeded));
+    if (!*alive || out.writing) return;  // its waiter may have closed the fabric or sent again
+  }
   if (!op) return;
-  fill_header(out, *op);
   out.writing = op;
   out.written = 0;
   op->fabric_state = st_writing;
@@ -230,7 +248,7 @@ void tcp_fabric::send_hello(int p) {
   out.sock.set_option(tcp::no_delay(true), ec);
   wire::put_u32(out.hs.data(), hs_magic);
   wire::put_u16(out.hs.data() + 4, hs_version);
-  wire::put_u16(out.hs.data() + 6, key_ ? hs_auth : 0);
+  wire::put_u16(out.hs.data() + 6, static_cast<std::uint16_t>((key_ ? hs_auth : 0) | (cfg_.encrypt ? hs_encrypt : 0)));
   wire::put_u64(out.hs.data() + 8, job_id_);
   wire::put_u32(out.hs.data() + 16, static_cast<std::uint32_t>(cfg_.rank));
   wire::put_u32(out.hs.data() + 20, static_cast<std::uint32_t>(cfg_.size));
@@ -278,6 +296,7 @@ void tcp_fabric::handshake_done(int p) {
     if (o.acceptor_nonce == auth::nonce{} || !key_->check(o.proof, acceptor_label, parts))
       return fail_out(p, make_error_code(errc::protocol_violation),
                       "what listens at " + o.where + " for " + rank_name(p) + " could not prove it knows the job secret");
+    if (cfg_.encrypt) o.chan = std::make_unique<auth::channel>(session_key(o.hs, o.acceptor_nonce));
   }
   std::error_code ignored;
   o.sock.non_blocking(true, ignored);

@@ -40,14 +40,19 @@ namespace impl {
 // nonce, the opener sends its 32-byte proof (net/auth/auth.hpp) over the hello and that
 // nonce, and only then does the acceptor look at the job id and rank; its final reply
 // (hs_ok) carries its own proof. Without a secret the first reply is the final one.
+// hs_encrypt (OPTCAST_ENCRYPT, which needs a secret): both ends then derive a key for the
+// connection from the handshake, and every frame's payload is encrypted and followed by a
+// 16-byte tag that authenticates it and its header (auth::channel).
 constexpr std::uint32_t hs_magic = 0x4354504f;  // "OPTC"
 constexpr std::uint16_t hs_version = 2;
-constexpr std::uint16_t hs_auth = 1;
+constexpr std::uint16_t hs_auth = 1, hs_encrypt = 2;
 constexpr std::size_t hs_bytes = 24 + auth::nonce_bytes;
 constexpr std::size_t reply_bytes = 8 + auth::proof_bytes;
-constexpr std::string_view opener_label = "optcast/tcp/opener", acceptor_label = "optcast/tcp/acceptor";
+constexpr std::string_view opener_label = "optcast/tcp/opener", acceptor_label = "optcast/tcp/acceptor",
+                           session_label = "optcast/tcp/session";
 enum hs_status : std::uint32_t {
-  hs_ok = 0, hs_bad_version, hs_bad_job, hs_bad_rank, hs_bad_size, hs_duplicate, hs_challenge, hs_auth_differs, hs_auth_failed
+  hs_ok = 0, hs_bad_version, hs_bad_job, hs_bad_rank, hs_bad_size, hs_duplicate, hs_challenge, hs_auth_differs, hs_auth_failed,
+  hs_encrypt_differs
 };
 
 inline const char* status_text(std::uint32_t s) {
@@ -59,6 +64,7 @@ inline const char* status_text(std::uint32_t s) {
     case hs_duplicate: return "that rank is already connected";
     case hs_auth_differs: return "one side has a job secret and the other none (OPTCAST_SECRET set for some ranks only?)";
     case hs_auth_failed: return "wrong job secret";
+    case hs_encrypt_differs: return "one side encrypts and the other not (OPTCAST_ENCRYPT set for some ranks only?)";
     default: return "unknown refusal";
   }
 }
@@ -94,6 +100,8 @@ struct in_conn {
   std::array<std::byte, reply_bytes> ack{};
   auth::nonce nonce{};  // ours, for its proof
   auth::proof proof{};  // its answer to it
+  std::unique_ptr<auth::channel> chan;  // OPTCAST_ENCRYPT
+  std::array<std::byte, auth::channel::tag_bytes> mac{};
   operation* target = nullptr;     // posted receive being filled in place
   tag pending_tag{};               // unexpected payload being read
   detail::message_buffer payload;
@@ -110,6 +118,8 @@ struct out_conn {
   std::array<std::byte, reply_bytes> ack{};
   auth::nonce acceptor_nonce{};
   auth::proof proof{};
+  std::unique_ptr<auth::channel> chan;  // OPTCAST_ENCRYPT
+  detail::message_buffer sealed;        // the frame being written, encrypted, and its tag
   std::array<std::byte, frame_bytes> hdr{};
   operation* writing = nullptr;
   std::size_t written = 0;  // of header + payload
@@ -204,8 +214,16 @@ private:
   // ------------------------------------------------------------------ sending
 
   bool start_send(operation& op, peer_state& pe);
-  void fill_header(out_conn& out, const operation& op);
+  // The header, and with encryption the sealed payload; false when there is no memory for it.
+  [[nodiscard]] bool fill_header(out_conn& out, const operation& op) noexcept;
+  static std::size_t frame_total(const out_conn& out, const operation& op) {
+    return frame_bytes + op.size + (out.chan ? auth::channel::tag_bytes : 0);
+  }
   static std::array<asio::const_buffer, 2> frame_buffers(const out_conn& out, const operation& op, std::size_t skip);
+  auth::proof session_key(std::span<const std::byte> hello, const auth::nonce& acceptor_nonce) const {
+    const std::array<std::span<const std::byte>, 2> parts{hello, std::span(acceptor_nonce)};
+    return key_->prove(session_label, parts);
+  }
   void continue_write(int p);
   void write_next(int p);
 
@@ -243,6 +261,10 @@ private:
   void release_unexpected(std::size_t bytes) noexcept { unexpected_bytes_ -= std::min(bytes, unexpected_bytes_); }
   void stash(const std::shared_ptr<in_conn>& c);
   void read_abort(const std::shared_ptr<in_conn>& c, std::uint64_t len);
+  // Reads a frame's payload (len bytes to data) and, when encrypted, its tag, and opens
+  // it in place; then `then()`. A payload that fails to open is a protocol violation.
+  template <class Then>
+  void read_body(const std::shared_ptr<in_conn>& c, std::byte* data, std::uint64_t len, Then then);
   void protocol_error(const std::shared_ptr<in_conn>& c, const std::string& what);
 
   // The peer's stream to us ended (cleanly between frames when `error` is empty).
