@@ -223,8 +223,13 @@ TEST_CASE("a circulant broadcast opens about 2 log2 p connections per rank", "[t
   }
 }
 
-TEST_CASE("a failing rank tells its peers why", "[tcp][fabric]") {
-  testing::tcp_test_world w(2);
+TEST_CASE("a failing rank tells its peers why", "[local][tcp][fabrics][fabric]") {
+  // Through an abort frame and the store (TCP), the store (libfabric), or at once (local).
+  const auto kind = GENERATE(from_range(testing::ofi_run() ? std::vector<std::string>{"ofi:tcp;ofi_rxm", "ofi:shm"}
+                                                           : std::vector<std::string>{"local", "tcp"}));
+  INFO(kind);
+  auto wp = testing::make_world(kind, 2);
+  auto& w = *wp;
   std::vector<std::byte> buf(8);
   auto res = w.run_all([&](communicator& c) -> task<result<void>> {
     auto& f = c.get_fabric();
@@ -238,7 +243,7 @@ TEST_CASE("a failing rank tells its peers why", "[tcp][fabric]") {
     co_return as_void(co_await f.recv(0, {3, 1}, buf));  // never sent: rank 0 failed
   });
   REQUIRE_FALSE(res[1]);
-  CHECK(res[1].error() == errc::peer_lost);
+  CHECK(res[1].error() == errc::timeout);  // the failing rank's own error, not a lost peer
   CHECK(w.comms()[1].failure_detail().find("rank 0 failed: the reason of rank 0") != std::string::npos);
 }
 

@@ -24,6 +24,9 @@ public:
     return inner_->start(op);
   }
   void cancel(operation& op, std::error_code ec) noexcept override { inner_->cancel(op, ec); }
+  void sign(std::uint32_t seq, const call_signature& s) override { inner_->sign(seq, s); }
+  void unsign(std::uint32_t seq) noexcept override { inner_->unsign(seq); }
+  call_signature signature_of(std::uint32_t seq) const noexcept override { return inner_->signature_of(seq); }
   std::uint64_t arm_deadline(std::uint32_t seq, std::chrono::nanoseconds t) override {
     return inner_->arm_deadline(seq, t);
   }

@@ -218,9 +218,9 @@ void expect_protocol_violation(const std::vector<std::byte>& frame) {
 }  // namespace
 
 TEST_CASE("a malformed frame from an admitted peer is a protocol violation", "[tcp][fabric]") {
-  SECTION("bad frame kind") { expect_protocol_violation(std::vector<std::byte>(24, std::byte{0x13})); }
+  SECTION("bad frame kind") { expect_protocol_violation(std::vector<std::byte>(24 + 32, std::byte{0x13})); }
   SECTION("absurd length") {
-    std::vector<std::byte> hdr(24);
+    std::vector<std::byte> hdr(24 + 32);
     const std::uint32_t kind = 0x46444f43;
     const std::uint64_t len = ~std::uint64_t{0};
     std::memcpy(hdr.data(), &kind, 4);
@@ -231,9 +231,9 @@ TEST_CASE("a malformed frame from an admitted peer is a protocol violation", "[t
 
 namespace {
 
-// A data frame header as the wire carries it: kind, 0, tag, length.
+// A data frame header as the wire carries it: kind, 0, tag, length, an empty signature.
 std::vector<std::byte> data_header(std::uint32_t seq, std::uint32_t step, std::uint64_t len) {
-  std::vector<std::byte> h(24);
+  std::vector<std::byte> h(24 + 32);
   const std::uint32_t kind = 0x46444f43;
   const std::uint64_t tg = (std::uint64_t{seq} << 32) | step;
   std::memcpy(h.data(), &kind, 4);
@@ -397,7 +397,7 @@ stranger_outcome try_without_secret(const std::string& where, std::uint64_t job,
 std::vector<std::byte> evil_frames() {
   auto f = data_header(9, 0, std::uint64_t{1} << 40);
   const std::string text = "forged: give up";
-  std::vector<std::byte> abort_hdr(24);
+  std::vector<std::byte> abort_hdr(24 + 32);
   const std::uint32_t kind = 0x41444f43;
   const std::uint64_t code = 5, len = text.size();
   std::memcpy(abort_hdr.data(), &kind, 4);
@@ -549,7 +549,7 @@ TEST_CASE("with a job secret, the store admits, and answers, only those who know
   {
     asio::ip::tcp::socket s(io);
     s.connect(endpoint_of(where.str()));
-    asio::write(s, asio::buffer(store_message(1, 0, "optcast-store/2", std::string(32, 'n'), {}, 2)));
+    asio::write(s, asio::buffer(store_message(1, 0, "optcast-store/3", std::string(32, 'n'), {}, 2)));
     const auto challenge = read_store_message(s);
     REQUIRE(challenge.size() == 21 + 32);
     CHECK(std::to_integer<int>(challenge[4]) == 10);
@@ -660,7 +660,7 @@ job_config rank_of(int r, int size, std::uint16_t port, const std::string& secre
 }
 
 // Rank 0 sends 1000 bytes to rank 1 through a proxy that flips one payload byte (the
-// opener's hello is 56 bytes, its proof 32, the frame header 24). What rank 1 got, or
+// opener's hello is 56 bytes, its proof 32, the frame header 56). What rank 1 got, or
 // why it failed.
 result<std::vector<std::byte>> send_through_flipper(bool encrypt) {
   const std::string secret = "the secret of a job of two ranks";
@@ -672,7 +672,7 @@ result<std::vector<std::byte>> send_through_flipper(bool encrypt) {
   auto f0 = tcp::connect(io0, rank_of(0, 3, server.port(), secret, encrypt));
   t.join();
   store::client me(io2, {"127.0.0.1", server.port()}, 2, 3, 5s, secret);
-  flipping_proxy proxy(endpoint_of(tcp::listen_address(*f1)), 56 + 32 + 24 + 500);
+  flipping_proxy proxy(endpoint_of(tcp::listen_address(*f1)), 56 + 32 + 56 + 500);
   REQUIRE(me.set_wait("optcast/addr/1", proxy.address(), 5s));
   communicator c0(f0), c1(f1);
   const auto sent = bytes(1000, 3);

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -42,6 +43,14 @@ public:
   virtual std::vector<communicator>& comms() = 0;
   virtual std::vector<result<void>> run_all(const rank_fn& fn) = 0;
   int size() { return static_cast<int>(comms().size()); }
+  // Lets every rank handle what reaches it (another rank's report of a failure) for up
+  // to `most`, until `done(rank's communicator)` holds on every rank; whether it does.
+  virtual bool settle(const std::function<bool(communicator&)>& done, std::chrono::milliseconds most) {
+    (void)most;
+    for (auto& c : comms())
+      if (!done(c)) return false;
+    return true;
+  }
 };
 
 class local_test_world final : public test_world {
@@ -137,6 +146,22 @@ public:
       threads.emplace_back([&, r] { out[r] = run(comms_[r], fn(comms_[r])); });
     for (auto& t : threads) t.join();
     return out;
+  }
+
+  bool settle(const std::function<bool(communicator&)>& done, std::chrono::milliseconds most) override {
+    std::vector<std::thread> threads;
+    std::vector<char> ok(comms_.size(), 0);
+    const auto until = std::chrono::steady_clock::now() + most;
+    for (std::size_t r = 0; r < comms_.size(); ++r)
+      threads.emplace_back([&, r] {
+        auto& io = *ios_[r];
+        while (!(ok[r] = done(comms_[r])) && std::chrono::steady_clock::now() < until) {
+          if (io.stopped()) io.restart();
+          io.run_for(std::chrono::milliseconds(5));
+        }
+      });
+    for (auto& t : threads) t.join();
+    return std::all_of(ok.begin(), ok.end(), [](char x) { return x != 0; });
   }
 
   // OPTCAST_TEST_OFI_MR=always registers every buffer (the FI_MR_LOCAL path).

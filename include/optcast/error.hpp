@@ -22,6 +22,7 @@ enum class errc {
   deadlock,            // simulator: ranks wait on each other and nothing is in flight
   port_violation,      // simulator: more concurrent sends or receives than the model allows
   limit_exceeded,      // peers sent more for receives not yet posted than this rank may hold
+  call_mismatch,       // ranks called a collective differently (root, size, operator, type, ...)
 };
 
 const std::error_category& error_category() noexcept;

@@ -29,9 +29,12 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <array>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "optcast/error.hpp"
 #include "optcast/scratch.hpp"
@@ -83,6 +86,32 @@ enum class op_kind : std::uint8_t { send, recv, idle, compute };
 
 class fabric;
 class trace_log;
+
+// What a rank's call of a collective was, carried by every message of it (on TCP, the
+// local fabric and the simulator whole; on libfabric as a 64-bit hash), so that a
+// receiver whose own call differs fails with errc::call_mismatch naming both calls,
+// instead of reducing with the wrong operator or taking a message from the wrong root.
+// All zero: no collective (point-to-point, or a fabric's own traffic).
+struct call_signature {
+  std::uint8_t coll = 0;  // optcast::collective + 1
+  std::uint8_t alg = 0;   // optcast::algorithm + 1 (the one running, after the automatic choice)
+  std::uint8_t op = 0;    // reduction operator (reduction.hpp's reduction_op), 0: none
+  std::uint8_t type = 0;  // element type of a reduction (reduction_type), 0: none
+  std::uint32_t root = 0xffffffffu;  // none
+  std::uint32_t blocks = 0;
+  std::uint32_t elem = 0;    // element size, bytes
+  std::uint64_t bytes = 0;   // the call's size (total bytes of its shape)
+  std::uint64_t counts = 0;  // hash of a v-collective's counts, 0: none
+
+  static constexpr std::size_t wire_bytes = 32;
+  bool operator==(const call_signature&) const = default;
+  bool empty() const noexcept { return *this == call_signature{}; }
+  void encode(std::byte* out) const noexcept;  // wire_bytes, little-endian
+  static call_signature decode(const std::byte* in) noexcept;
+  std::uint64_t hash() const noexcept;  // 0 for the empty signature
+  // "broadcast (circulant, root 1, 1000 B, 4 blocks)".
+  std::string describe() const;
+};
 
 // One send or receive. It lives in the frame of the coroutine that awaits it (no heap
 // allocation per message); while started it is linked into the fabric's queues, so it
@@ -224,6 +253,33 @@ public:
   // This rank's scratch memory, reused from one collective to the next (scratch.hpp).
   scratch_pool& scratch() noexcept { return scratch_; }
 
+  // The signature of collective `seq` while it runs on this rank (set by the collectives
+  // layer before its first message, cleared after its last), which the fabric puts on
+  // every message of it and checks every arriving one against. A fabric that wraps
+  // another forwards these three to it.
+  virtual void sign(std::uint32_t seq, const call_signature& s);
+  virtual void unsign(std::uint32_t seq) noexcept;
+  virtual call_signature signature_of(std::uint32_t seq) const noexcept;
+  // For fabrics, when a message for receive `op` arrives signed `theirs`: true if it
+  // matches this rank's call; otherwise records why (both calls) and returns false, and
+  // the fabric fails `op` with errc::call_mismatch.
+  bool signature_matches(const operation& op, const call_signature& theirs);
+  bool signature_hash_matches(const operation& op, std::uint64_t theirs);
+  // A message of `bytes` signed `theirs` arrived for receive `op`: call_mismatch if the
+  // calls differ, else size_mismatch if the sizes do (with the reason recorded), else none.
+  std::error_code arrival_error(const operation& op, const call_signature& theirs, std::size_t bytes);
+  // A message of collective `seq` signed `theirs` arrived from `src` with no receive
+  // posted for it: false (with both calls recorded) if this rank has signed that
+  // collective differently, which no later receive could put right (another root or
+  // schedule may never post one). Fabrics check on arrival and, for what arrived before
+  // the call started, in sign().
+  bool unexpected_consistent(int src, std::uint32_t seq, const call_signature& theirs);
+  // After collective `seq` finished its operations on this rank, before it returns: a
+  // message of it still unreceived says another rank called it differently (fails the
+  // fabric with errc::call_mismatch, and returns that); none otherwise. One arriving
+  // later is caught by unexpected_consistent.
+  virtual std::error_code leftover(std::uint32_t seq);
+
 protected:
   // Records the first failure (later ones keep the first, which is the cause).
   void note_failure(std::error_code ec, std::string detail) {
@@ -233,6 +289,16 @@ protected:
     }
   }
   void note_error(std::string what) { last_error_ = std::move(what); }
+  // Records that a message of collective `seq` from `src`, signed `theirs`, was never
+  // received by this rank's call `mine` (leftover()).
+  void note_unreceived(int src, std::uint32_t seq, const call_signature& theirs, const call_signature& mine);
+  // Another rank's report of why the job failed. It replaces a lost connection
+  // (errc::peer_lost) recorded first, which is most often that rank closing its
+  // connections after its failure, while the report of it was on its way.
+  void note_cause(std::error_code ec, std::string detail) {
+    if (failure_ == errc::peer_lost && ec != errc::peer_lost) failure_ = {};
+    note_failure(ec, std::move(detail));
+  }
   // For a fabric that can start over (the simulator's reset).
   void clear_failure() noexcept {
     failure_ = {};
@@ -248,7 +314,24 @@ private:
   std::string last_error_;
   scratch_pool scratch_;
   std::shared_ptr<trace_log> trace_;
+  // Collectives in flight on this rank: few, so a vector searched from the newest.
+  std::vector<std::pair<std::uint32_t, call_signature>> signed_;
+  // The latest collectives this rank finished, for messages of theirs that come late.
+  std::array<std::pair<std::uint32_t, call_signature>, 32> finished_{};
+  std::size_t finished_next_ = 0;
 };
+
+// The error a rank fails with when another rank reports (by an abort frame or through
+// the store) that it failed with `code`: the same, so that a mismatch or a timeout reads
+// as one on every rank; peer_lost for codes that are not the other rank's job's failure
+// (its shutdown, a refused call) or that are not optcast's at all.
+std::error_code told_error(std::uint64_t code) noexcept;
+
+// How long the operations a broken connection (TCP) or a failed transfer (libfabric)
+// leaves waiting hold out for the reason — another rank's report of its failure, or the
+// store's word that it died — before they fail with errc::peer_lost. The peer that
+// failed closes its connections at once, and its report travels a round trip behind.
+inline constexpr std::chrono::milliseconds loss_grace{250};
 
 inline void operation::complete(std::error_code e) noexcept {
   ec = e;

@@ -54,11 +54,34 @@ struct erased_reduction {
   // built-ins on integers): an algorithm that combines in a different order on every
   // rank (the combining broadcast) still gives every rank the same bits.
   bool order_free = false;
+  // What the operator and element type are, so that ranks calling with different ones
+  // are told (call_signature): reduction_op and reduction_type codes.
+  std::uint8_t op_code = 0;
+  std::uint8_t type_code = 0;
 
   void operator()(const std::byte* left, const std::byte* right, std::byte* out, std::size_t count) const {
     apply(self, left, right, out, count);
   }
 };
+
+// Codes of call_signature::op and ::type.
+enum reduction_op : std::uint8_t { op_sum = 1, op_product, op_min, op_max, op_band, op_bor, op_bxor, op_custom };
+enum reduction_type : std::uint8_t {
+  t_int8 = 1, t_uint8, t_int16, t_uint16, t_int32, t_uint32, t_int64, t_uint64, t_float, t_double, t_long_double, t_bool,
+  t_char, t_other
+};
+template <class T>
+constexpr std::uint8_t type_code() noexcept {
+  if constexpr (std::is_same_v<T, bool>) return t_bool;
+  else if constexpr (std::is_same_v<T, char>) return t_char;
+  else if constexpr (std::is_same_v<T, float>) return t_float;
+  else if constexpr (std::is_same_v<T, double>) return t_double;
+  else if constexpr (std::is_same_v<T, long double>) return t_long_double;
+  else if constexpr (std::is_integral_v<T>) {
+    constexpr int size_rank = sizeof(T) == 1 ? 0 : sizeof(T) == 2 ? 1 : sizeof(T) == 4 ? 2 : 3;
+    return static_cast<std::uint8_t>(t_int8 + 2 * size_rank + (std::is_unsigned_v<T> ? 1 : 0));
+  } else return t_other;
+}
 
 template <class T, class F>
 void apply_elementwise(const void* self, const std::byte* l, const std::byte* r, std::byte* o, std::size_t n) {
@@ -118,13 +141,13 @@ template <class T>
   requires std::is_trivially_copyable_v<T>
 class reduction {
 public:
-  reduction(ops::sum_t) requires std::is_arithmetic_v<T> : reduction(builtin<std::plus<T>>()) {}
-  reduction(ops::product_t) requires std::is_arithmetic_v<T> : reduction(builtin<std::multiplies<T>>()) {}
-  reduction(ops::min_t) requires std::is_arithmetic_v<T> : reduction(builtin<detail::min_fn>()) {}
-  reduction(ops::max_t) requires std::is_arithmetic_v<T> : reduction(builtin<detail::max_fn>()) {}
-  reduction(ops::band_t) requires std::integral<T> : reduction(builtin<std::bit_and<T>>()) {}
-  reduction(ops::bor_t) requires std::integral<T> : reduction(builtin<std::bit_or<T>>()) {}
-  reduction(ops::bxor_t) requires std::integral<T> : reduction(builtin<std::bit_xor<T>>()) {}
+  reduction(ops::sum_t) requires std::is_arithmetic_v<T> : reduction(builtin<std::plus<T>, detail::op_sum>()) {}
+  reduction(ops::product_t) requires std::is_arithmetic_v<T> : reduction(builtin<std::multiplies<T>, detail::op_product>()) {}
+  reduction(ops::min_t) requires std::is_arithmetic_v<T> : reduction(builtin<detail::min_fn, detail::op_min>()) {}
+  reduction(ops::max_t) requires std::is_arithmetic_v<T> : reduction(builtin<detail::max_fn, detail::op_max>()) {}
+  reduction(ops::band_t) requires std::integral<T> : reduction(builtin<std::bit_and<T>, detail::op_band>()) {}
+  reduction(ops::bor_t) requires std::integral<T> : reduction(builtin<std::bit_or<T>, detail::op_bor>()) {}
+  reduction(ops::bxor_t) requires std::integral<T> : reduction(builtin<std::bit_xor<T>, detail::op_bxor>()) {}
 
   // A user operator T f(const T& left, const T& right); it must be associative, and is
   // taken as commutative only when the caller says so. It is copied and kept alive by
@@ -135,7 +158,7 @@ public:
     auto held = std::make_shared<const F>(std::move(f));
     reduction r;
     r.erased_ = {sizeof(T), c == commutativity::commutative, held.get(), held, &detail::apply_elementwise<T, F>,
-                 &detail::apply_to_parts<T, F>};
+                 &detail::apply_to_parts<T, F>, false, detail::op_custom, detail::type_code<T>()};
     return r;
   }
 
@@ -164,11 +187,12 @@ public:
 
 private:
   reduction() = default;
-  template <class F>
+  template <class F, std::uint8_t Op>
   static reduction builtin() {
     static const F f{};
     reduction r;
-    r.erased_ = {sizeof(T), true, &f, nullptr, &detail::apply_elementwise<T, F>, &detail::apply_to_parts<T, F>, std::integral<T>};
+    r.erased_ = {sizeof(T), true, &f, nullptr, &detail::apply_elementwise<T, F>, &detail::apply_to_parts<T, F>, std::integral<T>,
+                 Op, detail::type_code<T>()};
     return r;
   }
 

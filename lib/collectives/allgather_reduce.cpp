@@ -22,6 +22,7 @@ task<result<void>> allgatherv_bytes(communicator& c, std::span<const std::byte> 
                                     std::vector<std::int64_t> counts_in, std::size_t elem, bool regular,
                                     collective_options opts) {
   call_start call(c, regular ? collective::allgather : collective::allgatherv, opts);
+  call.sig.elem = static_cast<std::uint32_t>(elem);
   if (!call.ok()) co_return call.early;
   const auto counts = call.counts(counts_in);
   if (!call.ok()) co_return call.early;

@@ -93,6 +93,7 @@ task<result<void>> summation_bytes(communicator& c, std::int64_t n, operand_load
   const auto m = summation_model(c, opts, why);
   if (!why.empty()) co_return refuse(c, why);
   const auto [row, blocks] = call.resolve(call.traits(&op), {}, {});
+  call.sig.bytes = static_cast<std::uint64_t>(n) * op.elem;  // the operands' bytes
   co_return co_await call.run(row->runner_for<summation_call>()({&c.get_fabric(), call.seq, out, root, n, m, &op, &load}));
 }
 

@@ -27,6 +27,19 @@ private:
   std::uint64_t token_;
 };
 
+// The call's signature on the fabric while its messages are in flight.
+class signature_scope {
+public:
+  signature_scope(fabric& f, std::uint32_t seq, const call_signature& s) : f_(f), seq_(seq) { f.sign(seq, s); }
+  ~signature_scope() { f_.unsign(seq_); }
+  signature_scope(const signature_scope&) = delete;
+  signature_scope& operator=(const signature_scope&) = delete;
+
+private:
+  fabric& f_;
+  std::uint32_t seq_;
+};
+
 // A failed collective leaves ranks in different places of its schedule, so nothing
 // later on this communicator could match up: it is broken from here on (docs/DESIGN.md).
 inline result<void> finish(communicator& c, result<void> r) {
@@ -73,6 +86,10 @@ public:
   const collective_options& opts;
   const std::uint32_t seq;
   result<void> early;  // what the call returns when a check failed
+  // What this rank's call is, as far as the checks below have seen it (root, counts,
+  // operator, the resolved algorithm, blocks and size); run() signs the call's messages
+  // with it. An entry point that chooses its algorithm without resolve() fills it in.
+  call_signature sig;
 
   bool ok() const noexcept { return static_cast<bool>(early); }
   // Records "<collective>: why" and fails the call.
@@ -87,12 +104,15 @@ public:
   // The model (model_for), checked; a refusal if the caller's is impossible.
   std::optional<loggp_params> model();
   // The row and block count the call runs (resolve() below).
-  resolved resolve(const call_traits& traits, const loggp_params& m, const call_shape& shape) const;
+  resolved resolve(const call_traits& traits, const loggp_params& m, const call_shape& shape);
+  // Records the algorithm and block count the call runs.
+  void ran(algorithm alg, int blocks) noexcept;
   // Runs `body` (the round loop) under the call's deadline, and breaks the communicator
   // if it fails.
   task<result<void>> run(task<result<void>> body);
 
-  call_traits traits(const erased_reduction* op = nullptr) const noexcept;
+  // Also records the operator and element type in the signature.
+  call_traits traits(const erased_reduction* op = nullptr) noexcept;
 };
 
 resolved resolve(const communicator& c, collective coll, const collective_options& o, const call_traits& traits,

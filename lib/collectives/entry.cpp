@@ -41,6 +41,7 @@ std::optional<loggp_params> model_for(communicator& c, const collective_options&
 
 call_start::call_start(communicator& c, collective what, const collective_options& o)
     : comm(c), coll(what), opts(o), seq(c.next_seq()) {
+  sig.coll = static_cast<std::uint8_t>(static_cast<int>(what) + 1);
   if (c.broken())
     early = fail(errc::broken);
   else if (o.blocks < 0)
@@ -53,6 +54,7 @@ bool call_start::refuse(const std::string& why) {
 }
 
 bool call_start::check_root(int root) {
+  sig.root = static_cast<std::uint32_t>(root);
   if (root >= 0 && root < comm.size()) return true;
   return refuse("root " + std::to_string(root) + " is not a rank of this " + std::to_string(comm.size()) +
                 "-rank communicator");
@@ -65,6 +67,9 @@ std::vector<std::size_t> call_start::counts(const std::vector<std::int64_t>& giv
   }
   std::vector<std::size_t> out;
   out.reserve(given.size());
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the counts
+  for (auto n : given) h = (h ^ static_cast<std::uint64_t>(n)) * 0x100000001b3ull;
+  sig.counts = h ? h : 1;
   for (std::size_t j = 0; j < given.size(); ++j) {
     if (given[j] < 0) {
       refuse("counts[" + std::to_string(j) + "] = " + std::to_string(given[j]) + " is negative (or too large)");
@@ -75,7 +80,12 @@ std::vector<std::size_t> call_start::counts(const std::vector<std::int64_t>& giv
   return out;
 }
 
-call_traits call_start::traits(const erased_reduction* op) const noexcept {
+call_traits call_start::traits(const erased_reduction* op) noexcept {
+  if (op) {
+    sig.op = op->op_code;
+    sig.type = op->type_code;
+    sig.elem = static_cast<std::uint32_t>(op->elem);
+  }
   return {comm.ports(), op ? op->commutative : true, op ? op->order_free : true};
 }
 
@@ -93,8 +103,16 @@ std::optional<loggp_params> call_start::model() {
   return m;
 }
 
-resolved call_start::resolve(const call_traits& t, const loggp_params& m, const call_shape& shape) const {
-  return detail::resolve(comm, coll, opts, t, m, shape);
+resolved call_start::resolve(const call_traits& t, const loggp_params& m, const call_shape& shape) {
+  const auto r = detail::resolve(comm, coll, opts, t, m, shape);
+  ran(r.row->info.alg, r.blocks);
+  if (shape.bytes) sig.bytes = shape.bytes;
+  return r;
+}
+
+void call_start::ran(algorithm alg, int blocks) noexcept {
+  sig.alg = static_cast<std::uint8_t>(static_cast<int>(alg) + 1);
+  sig.blocks = static_cast<std::uint32_t>(blocks);
 }
 
 resolved resolve(const communicator& c, collective coll, const collective_options& o, const call_traits& t,
@@ -145,7 +163,11 @@ resolved resolve(const communicator& c, collective coll, const collective_option
 
 task<result<void>> call_start::run(task<result<void>> body) {
   deadline_scope deadline(comm.get_fabric(), seq, opts.timeout.value_or(comm.options().timeout));
-  co_return finish(comm, co_await std::move(body));
+  signature_scope signature(comm.get_fabric(), seq, sig);
+  auto r = co_await std::move(body);
+  if (r)
+    if (auto ec = comm.get_fabric().leftover(seq)) r = fail(ec);
+  co_return finish(comm, std::move(r));
 }
 
 }  // namespace detail
@@ -224,6 +246,8 @@ task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int roo
     log(log_level::debug, "broadcast of " + std::to_string(data.size()) + " B on " + std::to_string(c.size()) +
                               " ranks: automatic chose " + chosen->explain());
   const auto& row = *detail::find_entry(collective::broadcast, chosen->alg);
+  call.ran(chosen->alg, chosen->blocks);
+  call.sig.bytes = data.size();
   co_return co_await call.run(row.runner_for<detail::broadcast_call>()(
       {&c.get_fabric(), call.seq, data, root, chosen->blocks, c.ports(), *model}));
 }

@@ -26,6 +26,7 @@ bool prepare(call_start& call, std::size_t many, std::size_t one, const std::vec
              int root, scatter_setup& s) {
   communicator& c = call.comm;
   const int p = c.size();
+  call.sig.elem = static_cast<std::uint32_t>(elem);
   if (!call.check_root(root)) return false;
   const auto counts = call.counts(given);
   if (!call.ok()) return false;

@@ -19,6 +19,7 @@ public:
       case errc::deadlock: return "deadlock (every waiting rank waits on another, nothing in flight)";
       case errc::port_violation: return "port violation (more concurrent messages than the model's ports)";
       case errc::limit_exceeded: return "limit exceeded (more unexpected message bytes than this rank may hold)";
+      case errc::call_mismatch: return "the ranks called the collective differently";
     }
     return "unknown optcast error " + std::to_string(code);
   }

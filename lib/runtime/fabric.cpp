@@ -1,5 +1,10 @@
 #include "optcast/fabric.hpp"
 
+#include <algorithm>
+
+#include "../../net/bootstrap/wire.hpp"
+#include "optcast/algorithm.hpp"
+#include "optcast/reduction.hpp"
 #include "optcast/when_all.hpp"
 
 namespace optcast {
@@ -21,6 +26,161 @@ std::string describe_op(const operation& op) {
   s += " rank " + std::to_string(op.peer) + " (collective " + std::to_string(op.tg.seq) +
        ", step " + std::to_string(op.tg.step) + ")";
   return s;
+}
+
+void call_signature::encode(std::byte* out) const noexcept {
+  out[0] = std::byte{coll};
+  out[1] = std::byte{alg};
+  out[2] = std::byte{op};
+  out[3] = std::byte{type};
+  wire::put_u32(out + 4, root);
+  wire::put_u32(out + 8, blocks);
+  wire::put_u32(out + 12, elem);
+  wire::put_u64(out + 16, bytes);
+  wire::put_u64(out + 24, counts);
+}
+
+call_signature call_signature::decode(const std::byte* in) noexcept {
+  call_signature s;
+  s.coll = std::to_integer<std::uint8_t>(in[0]);
+  s.alg = std::to_integer<std::uint8_t>(in[1]);
+  s.op = std::to_integer<std::uint8_t>(in[2]);
+  s.type = std::to_integer<std::uint8_t>(in[3]);
+  s.root = wire::get_u32(in + 4);
+  s.blocks = wire::get_u32(in + 8);
+  s.elem = wire::get_u32(in + 12);
+  s.bytes = wire::get_u64(in + 16);
+  s.counts = wire::get_u64(in + 24);
+  return s;
+}
+
+std::uint64_t call_signature::hash() const noexcept {
+  if (empty()) return 0;
+  std::byte b[wire_bytes];
+  encode(b);
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+  for (std::byte x : b) h = (h ^ std::to_integer<std::uint64_t>(x)) * 0x100000001b3ull;
+  return h ? h : 1;
+}
+
+namespace {
+
+std::string_view op_name(std::uint8_t op) {
+  static constexpr std::string_view names[] = {"?", "sum", "product", "min", "max", "band", "bor", "bxor", "a custom operator"};
+  return op < std::size(names) ? names[op] : "?";
+}
+
+std::string_view type_name(std::uint8_t t) {
+  static constexpr std::string_view names[] = {"?",       "int8",   "uint8",  "int16", "uint16", "int32",  "uint32", "int64",
+                                               "uint64",  "float",  "double", "long double", "bool", "char", "a struct"};
+  return t < std::size(names) ? names[t] : "?";
+}
+
+std::string called_differently(std::uint32_t seq, int them, const call_signature& theirs, int me, const call_signature& mine) {
+  return "collective " + std::to_string(seq) + " was called differently: rank " + std::to_string(them) + " called " +
+         theirs.describe() + ", rank " + std::to_string(me) + " " + mine.describe();
+}
+
+}  // namespace
+
+std::string call_signature::describe() const {
+  if (empty()) return "no collective (point-to-point)";
+  std::string s = coll ? std::string(to_string(static_cast<collective>(coll - 1))) : "?";
+  s += " (";
+  s += alg ? std::string(to_string(static_cast<algorithm>(alg - 1))) : "?";
+  if (root != 0xffffffffu) s += ", root " + std::to_string(root);
+  s += ", " + std::to_string(bytes) + " B";
+  if (counts) s += ", counts #" + std::to_string(counts % 100000);
+  if (op) s += ", " + std::string(op_name(op)) + " of " + std::string(type_name(type)) + "s";
+  else if (elem > 1) s += ", " + std::to_string(elem) + "-byte elements";
+  s += ", " + std::to_string(blocks) + (blocks == 1 ? " block)" : " blocks)");
+  return s;
+}
+
+void fabric::sign(std::uint32_t seq, const call_signature& s) {
+  if (!s.empty()) signed_.emplace_back(seq, s);
+}
+
+void fabric::unsign(std::uint32_t seq) noexcept {
+  for (auto it = signed_.rbegin(); it != signed_.rend(); ++it)
+    if (it->first == seq) {
+      finished_[finished_next_++ % finished_.size()] = *it;
+      signed_.erase(std::next(it).base());
+      return;
+    }
+}
+
+call_signature fabric::signature_of(std::uint32_t seq) const noexcept {
+  for (auto it = signed_.rbegin(); it != signed_.rend(); ++it)
+    if (it->first == seq) return it->second;
+  return {};
+}
+
+bool fabric::signature_matches(const operation& op, const call_signature& theirs) {
+  const auto mine = signature_of(op.tg.seq);
+  if (mine == theirs) return true;
+  note_error(called_differently(op.tg.seq, op.peer, theirs, rank(), mine));
+  return false;
+}
+
+bool fabric::signature_hash_matches(const operation& op, std::uint64_t theirs) {
+  const auto mine = signature_of(op.tg.seq);
+  if (mine.hash() == theirs) return true;
+  note_error("collective " + std::to_string(op.tg.seq) + " was called differently: rank " + std::to_string(op.peer) +
+             "'s call (signature " + std::to_string(theirs) + ") differs from rank " + std::to_string(rank()) + "'s " +
+             mine.describe());
+  return false;
+}
+
+bool fabric::unexpected_consistent(int src, std::uint32_t seq, const call_signature& theirs) {
+  if (theirs.empty() || failure()) return true;  // not a collective's; or nothing to save
+  const auto mine = signature_of(seq);
+  if (!mine.empty()) {
+    if (mine == theirs) return true;
+    note_error(called_differently(seq, src, theirs, rank(), mine));
+    return false;
+  }
+  // Every message of a collective is received within it: one for a collective this rank
+  // has finished was sent by a call that differs from this rank's.
+  for (const auto& [s, sig] : finished_)
+    if (s == seq && !sig.empty()) {
+      note_unreceived(src, seq, theirs, sig);
+      return false;
+    }
+  return true;  // not started here yet: checked when it is (sign)
+}
+
+void fabric::note_unreceived(int src, std::uint32_t seq, const call_signature& theirs, const call_signature& mine) {
+  note_error(mine == theirs ? "rank " + std::to_string(src) + " sent a message of collective " + std::to_string(seq) + " (" +
+                                  theirs.describe() + ") that rank " + std::to_string(rank()) +
+                                  " finished without receiving it: the ranks' calls differ"
+                            : called_differently(seq, src, theirs, rank(), mine));
+}
+
+std::error_code fabric::leftover(std::uint32_t) { return {}; }
+
+std::error_code fabric::arrival_error(const operation& op, const call_signature& theirs, std::size_t bytes) {
+  if (!signature_matches(op, theirs)) return make_error_code(errc::call_mismatch);
+  if (bytes != op.size) {
+    note_error("size mismatch: " + describe_op(op) + " got a message of " + std::to_string(bytes) + " B");
+    return make_error_code(errc::size_mismatch);
+  }
+  return {};
+}
+
+std::error_code told_error(std::uint64_t code) noexcept {
+  switch (static_cast<errc>(code)) {
+    case errc::timeout:
+    case errc::protocol_violation:
+    case errc::size_mismatch:
+    case errc::limit_exceeded:
+    case errc::call_mismatch:
+    case errc::deadlock:
+    case errc::port_violation:
+      return make_error_code(static_cast<errc>(code));
+    default:
+      return make_error_code(errc::peer_lost);
+  }
 }
 
 std::error_code check_op(const fabric& f, const operation& op) noexcept {

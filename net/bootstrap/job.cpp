@@ -119,10 +119,18 @@ job::job(asio::io_context& io, const job_config& cfg) : cfg_(cfg) {
 
 job::~job() { leave(); }
 
-void job::on_failure(std::function<void(int)> lost, std::function<void(std::string)> gone) {
-  client_->on_events(std::move(lost), [gone = std::move(gone)](std::error_code ec) {
-    gone("lost the connection to the store on rank 0 (" + ec.message() + "): rank 0 died?");
-  });
+void job::on_failure(std::function<void(int)> lost, std::function<void(std::string)> gone,
+                     std::function<void(std::uint64_t, std::string)> failed) {
+  client_->on_events(
+      std::move(lost),
+      [gone = std::move(gone)](std::error_code ec) {
+        gone("lost the connection to the store on rank 0 (" + ec.message() + "): rank 0 died?");
+      },
+      std::move(failed));
+}
+
+void job::report_failure(int code, std::string why) {
+  if (!left_) client_->report_failure(static_cast<std::uint32_t>(code), std::move(why));
 }
 
 void job::leave() noexcept {

@@ -33,12 +33,15 @@ constexpr auto use_nothrow = asio::experimental::as_tuple(asio::use_awaitable);
 
 namespace {
 
-constexpr std::string_view magic = "optcast-store/2";
+constexpr std::string_view magic = "optcast-store/3";
 constexpr std::size_t header_bytes = 21;
 constexpr std::uint32_t max_field = 1u << 20;
 // A hello carries the protocol name and a nonce, a proof its HMAC: nothing before the
 // handshake is done may be longer, so a stranger's header commits no more than this.
 constexpr std::uint32_t max_hello_field = 64;
+// A failure's text, as a rank reports it and as the store passes it on.
+constexpr std::size_t max_failure_text = 2000;
+constexpr auto lost_code = static_cast<std::uint32_t>(errc::peer_lost);
 // A connection that has not finished its handshake by then is dropped: strangers must
 // not hold the store's sockets (or the rank's file descriptors) open.
 constexpr auto hello_timeout = std::chrono::seconds(10);
@@ -46,10 +49,13 @@ constexpr auto hello_timeout = std::chrono::seconds(10);
 // The handshake: hello {id: job size, arg: rank, key: magic, val: the client's nonce, or
 // empty without a secret}; with a secret, challenge {val: the store's nonce} and proof
 // {val: the client's HMAC}; then welcome {val: job id, and with a secret the store's
-// HMAC}, or error {val: why}.
+// HMAC}, or error {val: why}. A rank whose collective failed says failed {arg: error
+// code, val: why}; the store passes the job's first failure on to every other rank as
+// job_failed {id: code, arg: rank, val: why}, also to ranks that connect later.
 enum type : std::uint8_t {
   m_hello = 1, m_welcome, m_error, m_set, m_ok, m_get, m_value, m_bye, m_peer_lost, m_challenge, m_proof,
-  m_last = m_proof
+  m_failed, m_job_failed,
+  m_last = m_job_failed
 };
 
 constexpr std::string_view client_label = "optcast/store/client", server_label = "optcast/store/server";
@@ -149,23 +155,6 @@ struct outbox {
   }
 };
 
-// Text from the wire, fit for a log line: printable ASCII kept, the rest escaped, cut.
-std::string printable(std::string_view s, std::size_t most = 64) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size() && i < most; ++i) {
-    const auto ch = static_cast<unsigned char>(s[i]);
-    if (ch >= 0x20 && ch < 0x7f && ch != '\\') {
-      out += static_cast<char>(ch);
-    } else {
-      char esc[5];
-      std::snprintf(esc, sizeof esc, "\\x%02x", ch);
-      out += esc;
-    }
-  }
-  if (s.size() > most) out += "... (" + std::to_string(s.size()) + " bytes)";
-  return out;
-}
-
 std::string describe_peer(const tcp::socket& s) {
   std::error_code ec;
   auto ep = s.remote_endpoint(ec);
@@ -212,6 +201,9 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   std::map<std::string, std::string> kv;
   std::map<std::string, std::vector<std::pair<std::shared_ptr<server_conn>, std::uint32_t>>> waiting;
   std::vector<std::shared_ptr<server_conn>> ranks;
+  // Every connection, ranks or not yet, for the shutdown to close.
+  std::vector<std::weak_ptr<server_conn>> conns;
+  std::optional<message> failure;  // the job's first, as job_failed
 
   std::mutex mu;
   std::condition_variable cv;
@@ -233,6 +225,8 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
       }
       sock.set_option(tcp::no_delay(true));
       auto c = std::make_shared<server_conn>(std::move(sock));
+      std::erase_if(self->conns, [](auto& w) { return w.expired(); });
+      self->conns.push_back(c);
       asio::co_spawn(self->io, serve(self, c), asio::detached);
     }
   }
@@ -257,7 +251,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
       return -1;
     };
     if (h.type != m_hello) co_return refuse("not an optcast store client (no hello)");
-    if (h.key != magic) co_return refuse("the client speaks '" + printable(h.key) + "', this store " + std::string(magic));
+    if (h.key != magic) co_return refuse("the client speaks '" + wire::printable(h.key) + "', this store " + std::string(magic));
     transcript t(h.arg, h.id);
     if (self->key) {
       if (!copy_exact(t.client_nonce, h.val))
@@ -300,6 +294,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     if (r < 0) co_return;
     c->rank = r;
     self->ranks[static_cast<std::size_t>(r)] = c;
+    if (self->failure) c->send(*self->failure);
 
     for (;;) {
       auto m = co_await read_message(c->sock);
@@ -317,6 +312,12 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
           c->send({m_value, m->id, 0, {}, it->second});
         else
           self->waiting[m->key].emplace_back(c, m->id);
+      } else if (m->type == m_failed) {
+        // The first failure, unless it was a lost connection and this one may say why.
+        if (self->failure && (self->failure->id != lost_code || m->arg == lost_code)) continue;
+        self->failure = message{m_job_failed, m->arg, static_cast<std::uint32_t>(r), {}, m->val.substr(0, max_failure_text)};
+        for (auto& other : self->ranks)
+          if (other && other != c) other->send(*self->failure);
       } else if (m->type == m_bye) {
         c->said_bye = true;
         break;
@@ -373,12 +374,14 @@ server::server(int listening_fd, int size, std::uint64_t job_id, std::string_vie
 }
 
 server::~server() {
-  asio::post(impl_->io, [s = impl_] {
+  // Not io.stop(): the coroutines' frames, left pending in the io_context that the impl
+  // owns, would hold the impl forever. With every socket closed they all end, and run()
+  // returns when nothing is left.
+  asio::post(impl_->io, [s = impl_.get()] {
     std::error_code ec;
     s->acceptor.close(ec);
-    for (auto& c : s->ranks)
-      if (c) c->sock.close(ec);
-    s->io.stop();
+    for (auto& w : s->conns)
+      if (auto c = w.lock()) c->sock.close(ec);
   });
   if (impl_->thread.joinable()) impl_->thread.join();
 }
@@ -403,6 +406,7 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
   std::unordered_map<std::uint32_t, std::function<void(result<message>)>> pending;
   std::function<void(int)> lost;
   std::function<void(std::error_code)> closed;
+  std::function<void(std::uint64_t, std::string)> failed;
   bool leaving = false;
   std::string server_name;
 
@@ -428,6 +432,10 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
       }
       if (m->type == m_peer_lost) {
         if (self->lost) self->lost(static_cast<int>(m->arg));
+        continue;
+      }
+      if (m->type == m_job_failed) {
+        if (self->failed) self->failed(m->id, wire::printable(m->val, max_failure_text));
         continue;
       }
       auto it = self->pending.find(m->id);
@@ -519,7 +527,7 @@ client::client(asio::io_context& io, const address& server, int rank, int size,
     if (!answer) throw setup_error(answer.error(), "the store at " + server.str() + " closed the connection during the handshake");
     if (answer->type == m_error)
       throw setup_error(make_error_code(errc::protocol_violation),
-                        "the store at " + server.str() + " refused rank " + std::to_string(rank) + ": " + printable(answer->val, 400));
+                        "the store at " + server.str() + " refused rank " + std::to_string(rank) + ": " + wire::printable(answer->val, 400));
     return answer;
   };
   transcript t(static_cast<std::uint32_t>(rank), static_cast<std::uint32_t>(size));
@@ -587,9 +595,17 @@ result<std::string> client::get_wait(std::string key, std::chrono::milliseconds 
   return std::move(*out);
 }
 
-void client::on_events(std::function<void(int)> lost, std::function<void(std::error_code)> closed) {
+void client::on_events(std::function<void(int)> lost, std::function<void(std::error_code)> closed,
+                       std::function<void(std::uint64_t, std::string)> failed) {
   impl_->lost = std::move(lost);
   impl_->closed = std::move(closed);
+  impl_->failed = std::move(failed);
+}
+
+void client::report_failure(std::uint32_t code, std::string why) {
+  if (impl_->leaving || !impl_->sock.is_open()) return;
+  why.resize(std::min(why.size(), max_failure_text));
+  impl_->send({m_failed, 0, code, {}, std::move(why)});
 }
 
 void client::bye() {

@@ -3,8 +3,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 namespace optcast::wire {
 
@@ -31,6 +33,23 @@ inline std::uint64_t get_u64(const std::byte* p) noexcept {
   std::uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v |= std::to_integer<std::uint64_t>(p[i]) << (8 * i);
   return v;
+}
+
+// Text from the wire, fit for a log line: printable ASCII kept, the rest escaped, cut.
+inline std::string printable(std::string_view s, std::size_t most = 64) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size() && i < most; ++i) {
+    const auto ch = static_cast<unsigned char>(s[i]);
+    if (ch >= 0x20 && ch < 0x7f && ch != '\\') {
+      out += static_cast<char>(ch);
+    } else {
+      char esc[5];
+      std::snprintf(esc, sizeof esc, "\\x%02x", ch);
+      out += esc;
+    }
+  }
+  if (s.size() > most) out += "... (" + std::to_string(s.size()) + " bytes)";
+  return out;
 }
 
 }  // namespace optcast::wire

@@ -19,6 +19,7 @@ namespace {
 struct unexpected_msg {
   int src;
   tag tg;
+  call_signature sig;
   detail::message_buffer data;
 };
 
@@ -68,6 +69,7 @@ public:
         }) {}
 
   ~local_fabric() override {
+    closing_ = true;
     abort(make_error_code(errc::cancelled), "rank " + std::to_string(rank_) + " shut down");
     w_->ranks[static_cast<std::size_t>(rank_)] = nullptr;
   }
@@ -122,24 +124,59 @@ public:
     }
   }
 
+  // A failure here ends the job on every rank at once, with its cause (as the TCP and
+  // libfabric fabrics do through abort frames and the store): a rank that waits on this
+  // one, or that finished its part and goes on to the next collective, would otherwise
+  // wait for its deadline or run on against a broken peer.
   void abort(std::error_code ec, std::string detail) noexcept override {
     note_failure(ec, detail);
     fail_posted([](const operation&) { return true; }, ec, detail);
+    if (spread_ || closing_) return;
+    spread_ = true;
+    const std::string why = "rank " + std::to_string(rank_) + " failed: " + failure_detail();
+    for (auto* other : w_->ranks)
+      if (other && other != this) other->told(ec, why);
   }
 
-  // The rank dies. As over TCP, where the store tells every rank of a lost peer, the
-  // whole job learns of it: no collective can complete without the dead rank, so every
-  // communicator fails at once with peer_lost instead of waiting for its deadline.
+  // The rank dies: no collective can complete without it, so every communicator fails
+  // at once with peer_lost.
   void kill() {
     dead_ = true;
     const std::string why = "rank " + std::to_string(rank_) + " died";
-    abort(make_error_code(errc::peer_lost), why);
+    told(make_error_code(errc::peer_lost), why);
     for (auto* other : w_->ranks)
-      if (other && other != this) other->abort(make_error_code(errc::peer_lost), why);
+      if (other && other != this) other->told(make_error_code(errc::peer_lost), why);
+  }
+
+  std::error_code leftover(std::uint32_t seq) override {
+    const auto mine = signature_of(seq);
+    for (const auto& m : unexpected_)
+      if (m.tg.seq == seq && !m.sig.empty() && !failure()) {
+        note_unreceived(m.src, seq, m.sig, mine);
+        abort(make_error_code(errc::call_mismatch), last_error());
+        return make_error_code(errc::call_mismatch);
+      }
+    return {};
+  }
+
+  // Signed after messages of the collective arrived: they may say it was called
+  // differently elsewhere.
+  void sign(std::uint32_t seq, const call_signature& s) override {
+    fabric::sign(seq, s);
+    for (const auto& m : unexpected_)
+      if (m.tg.seq == seq && !unexpected_consistent(m.src, seq, m.sig))
+        return abort(make_error_code(errc::call_mismatch), last_error());
   }
 
 private:
   static constexpr std::uintptr_t posted_mark = 1;
+
+  // Another rank's failure: this rank fails with it, and does not pass it on.
+  void told(std::error_code ec, const std::string& detail) noexcept {
+    spread_ = true;
+    note_cause(ec, detail);
+    fail_posted([](const operation&) { return true; }, ec, detail);
+  }
 
   bool fail_now(operation& op, std::error_code ec, const std::string& why) {
     note_error(why + ": " + describe_op(op));
@@ -153,10 +190,8 @@ private:
     if (match) {
       dst.posted_.remove(*match);
       match->fabric_state = 0;
-      if (match->size != op.size) {
-        dst.note_error("size mismatch: " + describe_op(*match) + " got a message of " +
-                       std::to_string(op.size) + " B");
-        w_->make_ready(*match, make_error_code(errc::size_mismatch));
+      if (auto bad = dst.arrival_error(*match, signature_of(op.tg.seq), op.size)) {
+        w_->make_ready(*match, bad);
       } else {
         if (op.size) std::memcpy(match->data, op.data, op.size);
         w_->make_ready(*match, {});
@@ -164,7 +199,13 @@ private:
     } else {
       auto buf = w_->take_buffer(op.size);
       if (op.size) std::memcpy(buf.data(), op.data, op.size);
-      dst.unexpected_.push_back({rank_, op.tg, std::move(buf)});
+      const auto sig = signature_of(op.tg.seq);
+      if (!dst.unexpected_consistent(rank_, op.tg.seq, sig)) {
+        w_->give_back(std::move(buf));
+        dst.abort(make_error_code(errc::call_mismatch), dst.last_error());
+      } else {
+        dst.unexpected_.push_back({rank_, op.tg, sig, std::move(buf)});
+      }
     }
     return op.finish_now({});
   }
@@ -172,12 +213,8 @@ private:
   bool start_recv(operation& op) {
     for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
       if (it->src != op.peer || it->tg != op.tg) continue;
-      std::error_code ec;
-      if (it->data.size() != op.size) {
-        note_error("size mismatch: " + describe_op(op) + " got a message of " +
-                   std::to_string(it->data.size()) + " B");
-        ec = make_error_code(errc::size_mismatch);
-      } else if (op.size) {
+      const std::error_code ec = arrival_error(op, it->sig, it->data.size());
+      if (!ec && op.size) {
         std::memcpy(op.data, it->data.data(), op.size);
       }
       w_->give_back(std::move(it->data));
@@ -208,6 +245,8 @@ private:
   std::shared_ptr<world_state> w_;
   int rank_;
   bool dead_ = false;
+  bool closing_ = false;
+  bool spread_ = false;  // every rank knows of this one's failure, or told it of theirs
   detail::op_queue posted_;
   std::vector<unexpected_msg> unexpected_;
   detail::deadline_table deadlines_;

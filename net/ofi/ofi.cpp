@@ -14,6 +14,8 @@ info_ptr make_hints(const std::string& prov, bool ordered) {
   h->ep_attr->type = FI_EP_RDM;
   h->caps = FI_TAGGED | FI_MSG | FI_DIRECTED_RECV;
   h->mode = FI_CONTEXT | FI_CONTEXT2;  // every operation carries an fi_context2
+  // Every message carries its call's signature hash as remote CQ data (call_signature).
+  h->domain_attr->cq_data_size = 8;
   // The memory registration modes optcast can work with.
   h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
   h->domain_attr->threading = FI_THREAD_DOMAIN;
@@ -89,10 +91,13 @@ void ofi_fabric::bootstrap() {
   job_ = std::make_unique<job>(io_, cfg_);
   job_->on_failure(
       [this, alive = alive_](int r) {
-        if (*alive && !closing_) abort(make_error_code(errc::peer_lost), rank_name(r) + " died (its store connection closed without goodbye)");
+        if (*alive && !closing_) told(make_error_code(errc::peer_lost), rank_name(r) + " died (its store connection closed without goodbye)");
       },
       [this, alive = alive_](std::string why) {
-        if (*alive && !closing_) abort(make_error_code(errc::peer_lost), why);
+        if (*alive && !closing_) told(make_error_code(errc::peer_lost), why);
+      },
+      [this, alive = alive_](std::uint64_t code, std::string why) {
+        if (*alive && !closing_) told(told_error(code), why);
       });
 
   std::string prov = cfg_.provider, why = "no provider";

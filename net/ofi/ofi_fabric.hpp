@@ -56,7 +56,7 @@ inline std::string rank_name(int r) { return "rank " + std::to_string(r); }
 
 // Where an operation is, in operation::fabric_state's low bits; registered memory, if
 // any, is kept in fabric_ctx after the provider's fi_context2.
-enum : std::uintptr_t { st_none = 0, st_retry, st_posted, st_cancelling };
+enum : std::uintptr_t { st_none = 0, st_retry, st_posted, st_cancelling, st_lost, st_reaped };
 static_assert(sizeof(fi_context2) <= sizeof(operation::fabric_ctx) - sizeof(void*));
 inline fid_mr*& mr_of(operation& op) { return *reinterpret_cast<fid_mr**>(&op.fabric_ctx[9]); }
 
@@ -95,9 +95,13 @@ public:
 
   void run_until(stop_predicate done) override;
 
-  // Closing the endpoint makes the provider drop every outstanding operation (no
-  // completion, no further access to their buffers); only then are they completed here.
+  // Takes every outstanding operation back from the provider (quiesce) before any is
+  // completed here: a coroutine woken by the first may free the others' memory.
   void abort(std::error_code ec, std::string detail) noexcept override;
+  // Another rank failed (the store's word): fail with it, and do not pass it on.
+  void told(std::error_code ec, const std::string& why) noexcept;
+  // A transfer failed on the peer's side: its operation waits in lost_ for the cause.
+  void lost_peer(const std::string& why);
 
 private:
   static std::string addr_key(int r) { return "optcast/ofi/" + std::to_string(r); }
@@ -112,6 +116,13 @@ private:
   void release_mr(operation& op);
   static operation& op_of(void* ctx);
   void finish(operation& op, std::error_code ec);
+  // Cancels every posted operation and reads the CQ until the provider has given each
+  // back (into lost_, uncompleted), for a bounded time; if some are still out then, the
+  // endpoint is closed, which drops them. The endpoint stays open otherwise: with shm, a
+  // rank of the same process still sending to it would touch the closed region.
+  void quiesce();
+  // Moves an operation the provider gave back (completed) from posted_ to reaped_.
+  void hold(operation& op);
 
   // Reads the CQ until it is empty; completions resume their coroutines. Returns whether
   // anything completed.
@@ -141,8 +152,13 @@ private:
   bool waiting_ = false;
   bool progress_posted_ = false;
   bool closing_ = false;
+  bool spread_ = false;  // every rank was told of this rank's failure, or it was told of theirs
   detail::op_queue posted_;  // with the provider
   detail::op_queue retry_;   // refused with -FI_EAGAIN, to post after progress
+  detail::op_queue lost_;    // failed on the peer's side, waiting for the cause (lost_peer)
+  detail::op_queue reaped_;  // given back by the provider, to be completed here
+  asio::steady_timer loss_timer_{io_};
+  bool loss_timer_armed_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   detail::deadline_table deadlines_;
 };

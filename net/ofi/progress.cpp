@@ -22,9 +22,16 @@ void ofi_fabric::cancel(operation& op, std::error_code ec) noexcept {
     case st_retry:
       retry_.remove(op);
       break;
+    case st_lost:
+      lost_.remove(op);
+      break;
+    case st_reaped:
+      reaped_.remove(op);
+      break;
     case st_posted:
-      // With the endpoint closed, abort() is completing everything already.
-      if (!ep_) return;
+    case st_cancelling:
+      // (abort() takes every operation out of posted_ before completing any.)
+      if (op.fabric_state == st_cancelling) return;
       // The provider finishes it with FI_ECANCELED (or normally, if too late); the
       // error to report waits in op.ec until then.
       op.fabric_state = st_cancelling;
@@ -45,9 +52,35 @@ void ofi_fabric::run_until(stop_predicate done) {
   }
 }
 
+void ofi_fabric::lost_peer(const std::string& why) {
+  // Most often the peer failed and closed its endpoint; the store's word of why comes
+  // within a round trip (told() then ends these operations with the cause).
+  if (loss_timer_armed_) return;
+  loss_timer_armed_ = true;
+  loss_timer_.expires_after(loss_grace);
+  loss_timer_.async_wait([this, alive = alive_, why](std::error_code ec) {
+    if (!*alive) return;
+    loss_timer_armed_ = false;
+    if (ec || failure()) return;
+    abort(make_error_code(errc::peer_lost), why);
+  });
+}
+
+void ofi_fabric::told(std::error_code ec, const std::string& why) noexcept {
+  spread_ = true;
+  note_cause(ec, why);
+  abort(ec, why);
+}
+
 void ofi_fabric::abort(std::error_code ec, std::string detail) noexcept {
   note_failure(ec, detail);
-  ep_.reset();
+  if (!closing_ && !spread_ && job_) {
+    // This rank's own failure: the store tells every other rank at once (libfabric has
+    // no connection of ours to carry an abort frame).
+    spread_ = true;
+    job_->report_failure(failure().value(), rank_name(cfg_.rank) + " failed: " + failure_detail());
+  }
+  quiesce();
   auto alive = alive_;
   auto fail_all = [&](detail::op_queue& q) {
     while (operation* op = q.pop_front()) {
@@ -59,7 +92,50 @@ void ofi_fabric::abort(std::error_code ec, std::string detail) noexcept {
     }
     return true;
   };
-  if (fail_all(posted_)) fail_all(retry_);
+  loss_timer_.cancel();
+  if (fail_all(posted_) && fail_all(reaped_) && fail_all(retry_)) fail_all(lost_);
+}
+
+void ofi_fabric::quiesce() {
+  if (!ep_ || !cq_) {
+    ep_.reset();
+    return;
+  }
+  for (operation* op = posted_.front(); op; op = op->next)
+    if (op->fabric_state == st_posted) {
+      op->fabric_state = st_cancelling;
+      fi_cancel(&ep_->fid, op->fabric_ctx);
+    }
+  auto given_back = [&](void* ctx) { hold(op_of(ctx)); };
+  // Receives are cancelled at once; a send the peer never takes (it died) is not.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  std::array<fi_cq_tagged_entry, 16> entries{};
+  while (!posted_.empty() && std::chrono::steady_clock::now() < until) {
+    const ssize_t n = fi_cq_read(cq_.get(), entries.data(), entries.size());
+    if (n == -FI_EAGAIN) {
+      sched_yield();
+      continue;
+    }
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      if (fi_cq_readerr(cq_.get(), &err, 0) != 1) break;
+      given_back(err.op_context);
+      continue;
+    }
+    if (n < 0) break;
+    for (ssize_t i = 0; i < n; ++i) given_back(entries[static_cast<std::size_t>(i)].op_context);
+  }
+  if (!posted_.empty()) {
+    ep_.reset();
+    while (operation* op = posted_.front()) hold(*op);
+  }
+}
+
+void ofi_fabric::hold(operation& op) {
+  posted_.remove(op);
+  release_mr(op);
+  op.fabric_state = st_reaped;
+  reaped_.push_back(op);
 }
 
 bool ofi_fabric::fail_now(operation& op, std::error_code ec, const std::string& why) {
@@ -80,7 +156,7 @@ std::error_code ofi_fabric::submit(operation& op) {
 }
 
 ofi_fabric::posted ofi_fabric::try_post(operation& op, std::error_code& ec) {
-  if (!ep_) {
+  if (!ep_ || failure()) {
     ec = failure() ? failure() : make_error_code(errc::broken);
     return posted::failed;
   }
@@ -102,7 +178,7 @@ ofi_fabric::posted ofi_fabric::try_post(operation& op, std::error_code& ec) {
   std::byte* buf = op.size ? op.data : &empty;
   const fi_addr_t addr = addrs_[static_cast<std::size_t>(op.peer)];
   const ssize_t ret = op.kind == op_kind::send
-                          ? fi_tsend(ep_.get(), buf, op.size, desc, addr, op.tg.packed(), op.fabric_ctx)
+                          ? fi_tsenddata(ep_.get(), buf, op.size, desc, signature_of(op.tg.seq).hash(), addr, op.tg.packed(), op.fabric_ctx)
                           : fi_trecv(ep_.get(), buf, op.size, desc, addr, op.tg.packed(), 0, op.fabric_ctx);
   if (ret == -FI_EAGAIN) {
     release_mr(op);
@@ -142,7 +218,7 @@ bool ofi_fabric::drain() {
   bool any = false;
   auto alive = alive_;
   std::array<fi_cq_tagged_entry, 16> entries{};
-  while (cq_ && ep_) {
+  while (cq_ && ep_ && !failure()) {
     const ssize_t n = fi_cq_read(cq_.get(), entries.data(), entries.size());
     if (n == -FI_EAGAIN) break;
     if (n == -FI_EAVAIL) {
@@ -150,42 +226,76 @@ bool ofi_fabric::drain() {
       if (fi_cq_readerr(cq_.get(), &err, 0) != 1) break;
       operation& op = op_of(err.op_context);
       std::error_code ec;
+      std::string why;
       const int code = err.err < 0 ? -err.err : err.err;  // shm reports it negated
-      if (code == FI_ETRUNC) {
+      if (code == FI_ETRUNC && !signature_hash_matches(op, (err.flags & FI_REMOTE_CQ_DATA) ? err.data : 0)) {
+        ec = make_error_code(errc::call_mismatch);
+        why = last_error();
+      } else if (code == FI_ETRUNC) {
         // olen, the bytes that did not fit, is not reported by every provider (shm
         // leaves it 0). Either way the provider wrote only what fits.
-        note_error("size mismatch: " + describe_op(op) + " got a larger message" +
-                   (err.olen ? " of " + std::to_string(op.size + err.olen) + " B" : std::string()));
+        why = "size mismatch: " + describe_op(op) + " got a larger message" +
+              (err.olen ? " of " + std::to_string(op.size + err.olen) + " B" : std::string());
         ec = make_error_code(errc::size_mismatch);
       } else if (code == FI_ECANCELED && op.fabric_state == st_cancelling) {
         ec = op.ec;  // ours (a failed sibling, a deadline)
+        any = true;
+        finish(op, ec);
+        if (!*alive || failure()) return true;
+        continue;
       } else {  // including FI_ECANCELED we did not ask for: shm's for a dead peer
-        note_error(describe_op(op) + ": " + fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, nullptr, 0) + " (" + fi_error(err.err) + ")");
+        why = describe_op(op) + ": " + fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, nullptr, 0) + " (" + fi_error(err.err) + ")";
+        note_error(why);
+        if (!failure()) {  // waits for the cause (lost_peer)
+          posted_.remove(op);
+          release_mr(op);
+          op.fabric_state = st_lost;
+          lost_.push_back(op);
+          lost_peer(why);
+          any = true;
+          continue;
+        }
         ec = make_error_code(errc::peer_lost);
       }
-      any = true;
-      finish(op, ec);
-      if (!*alive) return true;
-      continue;
+      // A failed operation fails the communicator.
+      hold(op);
+      abort(ec, why);
+      return true;
     }
     if (n < 0) {
       abort(make_error_code(errc::protocol_violation), "fi_cq_read: " + fi_error(static_cast<int>(n)));
       return true;
     }
+    // The whole batch leaves posted_ before any of it completes: a coroutine woken by
+    // one may fail the fabric, whose quiesce() must not wait for the others.
+    std::error_code bad;
+    std::string why;
     for (ssize_t i = 0; i < n; ++i) {
-      operation& op = op_of(entries[static_cast<std::size_t>(i)].op_context);
-      std::error_code ec;
-      if (op.kind == op_kind::recv && entries[static_cast<std::size_t>(i)].len != op.size) {
-        note_error("size mismatch: " + describe_op(op) + " got a message of " + std::to_string(entries[static_cast<std::size_t>(i)].len) + " B");
-        ec = make_error_code(errc::size_mismatch);
+      const auto& e = entries[static_cast<std::size_t>(i)];
+      operation& op = op_of(e.op_context);
+      if (!bad && op.kind == op_kind::recv && !signature_hash_matches(op, (e.flags & FI_REMOTE_CQ_DATA) ? e.data : 0)) {
+        bad = make_error_code(errc::call_mismatch);
+        why = last_error();
+      } else if (!bad && op.kind == op_kind::recv && e.len != op.size) {
+        bad = make_error_code(errc::size_mismatch);
+        why = "size mismatch: " + describe_op(op) + " got a message of " + std::to_string(e.len) + " B";
       }
+      hold(op);
+    }
+    if (bad) {
+      abort(bad, why);
+      return true;
+    }
+    while (operation* op = reaped_.pop_front()) {
       any = true;
-      finish(op, ec);
-      if (!*alive) return true;
+      op->fabric_state = st_none;
+      op->complete({});
+      // Its waiter may have failed the fabric: abort() completed the rest of reaped_.
+      if (!*alive || failure()) return true;
     }
   }
   // Operations the provider could not take before (-FI_EAGAIN), in order.
-  while (ep_ && !retry_.empty()) {
+  while (ep_ && !failure() && !retry_.empty()) {
     operation& op = *retry_.pop_front();
     std::error_code ec;
     const auto r = try_post(op, ec);  // links it into posted_ when taken
@@ -221,7 +331,7 @@ void ofi_fabric::progress_soon() {
 }
 
 void ofi_fabric::arm() {
-  if (!cq_ || !ep_) return;
+  if (!cq_ || !ep_ || failure()) return;
   if (!wait_.is_open()) {
     if (!posted_.empty() || !retry_.empty()) progress_soon();
     return;

@@ -198,6 +198,7 @@ private:
     mg.dst = op.peer;
     mg.tg = op.tg;
     mg.size = op.size;
+    mg.sig = op.owner->signature_of(op.tg.seq);
     auto& me = self();
     mg.chain = me.stats.chain + 1;
     if (!time_send(mg, idx)) {
@@ -309,11 +310,7 @@ void world_state::serve(int d) {
 
 std::error_code world_state::deliver(message& mg, operation& op) {
   auto& st = ranks[static_cast<std::size_t>(op.owner->rank())];
-  if (mg.size != op.size) {
-    static_cast<sim_fabric*>(op.owner)->note(
-        "size mismatch: " + describe_op(op) + " got a message of " + std::to_string(mg.size) + " B");
-    return make_error_code(errc::size_mismatch);
-  }
+  if (auto bad = op.owner->arrival_error(op, mg.sig, mg.size)) return bad;
   if (mg.buffered && mg.size) std::memcpy(op.data, mg.payload.data(), mg.size);
   ++st.stats.received;
   st.stats.bytes_received += mg.size;

@@ -26,6 +26,7 @@ struct message {
   int src = 0, dst = 0;
   tag tg{};
   std::size_t size = 0;
+  call_signature sig;          // the sender's call
   double first = 0, last = 0;  // first and last byte into the network
   std::uint32_t chain = 0;
   operation* sender = nullptr;  // the send, until it completes

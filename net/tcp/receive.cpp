@@ -8,11 +8,8 @@ namespace optcast::tcp::impl {
 bool tcp_fabric::start_recv(operation& op, peer_state& pe) {
   for (auto it = pe.unexpected.begin(); it != pe.unexpected.end(); ++it) {
     if (it->tg != op.tg) continue;
-    std::error_code ec;
-    if (it->data.size() != op.size) {
-      note_error("size mismatch: " + describe_op(op) + " got a message of " + std::to_string(it->data.size()) + " B");
-      ec = make_error_code(errc::size_mismatch);
-    } else if (op.size) {
+    const std::error_code ec = arrival_error(op, it->sig, it->data.size());
+    if (!ec && op.size) {
       std::memcpy(op.data, it->data.data(), op.size);
     }
     release_unexpected(it->data.size());
@@ -20,7 +17,7 @@ bool tcp_fabric::start_recv(operation& op, peer_state& pe) {
     pe.unexpected.erase(it);
     return op.finish_now(ec);
   }
-  if (pe.in_closed)
+  if (pe.in_closed && !loss_pending_)
     return fail_now(op, make_error_code(errc::peer_lost), rank_name(op.peer) + " closed its connection");
   op.fabric_state = st_posted;
   pe.posted.push_back(op);
@@ -162,25 +159,28 @@ void tcp_fabric::read_frame(const std::shared_ptr<in_conn>& c) {
     const std::byte* h = c->hdr.data();
     const std::uint64_t len = wire::get_u64(h + 16);
     const tag tg = tag::unpack(wire::get_u64(h + 8));
-    if (wire::get_u32(h) == frame_abort && len <= max_abort_text) return read_abort(c, len);
+    if (wire::get_u32(h) == frame_abort && len <= max_abort_text) {
+      c->abort_code = wire::get_u64(h + 8);
+      return read_abort(c, len);
+    }
     if (wire::get_u32(h) != frame_data || wire::get_u32(h + 4) != 0 || len > max_frame)
       return protocol_error(c, "malformed frame header");
     auto& pe = peer(c->peer);
+    const auto sig = call_signature::decode(h + 24);
     operation* op = pe.posted.find([&](const operation& o) { return o.tg == tg; });
     if (op) {
       pe.posted.remove(*op);
-      if (len != op->size) {
-        note_error("size mismatch: " + describe_op(*op) + " got a message of " + std::to_string(len) + " B");
+      if (auto bad = arrival_error(*op, sig, len)) {
         op->fabric_state = st_none;
-        op->complete(make_error_code(errc::size_mismatch));
+        op->complete(bad);
         if (!*alive) return;
-        return read_payload(c, tg, len);  // keep the stream in step: read it aside
+        return read_payload(c, tg, sig, len);  // keep the stream in step: read it aside
       }
       op->fabric_state = st_reading;
       c->target = op;
       return read_into(c, len);
     }
-    read_payload(c, tg, len);
+    read_payload(c, tg, sig, len);
   }));
 }
 
@@ -211,7 +211,7 @@ void tcp_fabric::finish_into(const std::shared_ptr<in_conn>& c) {
   if (c->open) read_frame(c);
 }
 
-void tcp_fabric::read_payload(const std::shared_ptr<in_conn>& c, tag tg, std::uint64_t len) {
+void tcp_fabric::read_payload(const std::shared_ptr<in_conn>& c, tag tg, const call_signature& sig, std::uint64_t len) {
   // The length comes from the wire: checked before anything is allocated for it.
   const std::size_t limit = cfg_.unexpected_limit;
   auto refuse_payload = [&](const std::string& why) {
@@ -224,6 +224,7 @@ void tcp_fabric::read_payload(const std::shared_ptr<in_conn>& c, tag tg, std::ui
     return refuse_payload("with " + std::to_string(unexpected_bytes_) + " B already waiting for receives, more than this rank may hold (" +
                           std::to_string(limit) + " B, OPTCAST_UNEXPECTED_LIMIT)");
   c->pending_tag = tg;
+  c->pending_sig = sig;
   try {
     c->payload = take_buffer(len);
   } catch (const std::exception& e) {  // bad_alloc, length_error: an error, not an exception through the event loop
@@ -238,11 +239,8 @@ void tcp_fabric::stash(const std::shared_ptr<in_conn>& c) {
   // A receive may have been posted while the payload was arriving.
   if (operation* op = pe.posted.find([&](const operation& o) { return o.tg == c->pending_tag; })) {
     pe.posted.remove(*op);
-    std::error_code ec;
-    if (op->size != c->payload.size()) {
-      note_error("size mismatch: " + describe_op(*op) + " got a message of " + std::to_string(c->payload.size()) + " B");
-      ec = make_error_code(errc::size_mismatch);
-    } else if (op->size) {
+    const std::error_code ec = arrival_error(*op, c->pending_sig, c->payload.size());
+    if (!ec && op->size) {
       std::memcpy(op->data, c->payload.data(), op->size);
     }
     release_unexpected(c->payload.size());
@@ -252,16 +250,41 @@ void tcp_fabric::stash(const std::shared_ptr<in_conn>& c) {
     op->complete(ec);
     if (!*alive) return;
   } else {
-    pe.unexpected.push_back({c->pending_tag, std::move(c->payload)});
+    if (!unexpected_consistent(c->peer, c->pending_tag.seq, c->pending_sig)) {
+      release_unexpected(c->payload.size());
+      return abort(make_error_code(errc::call_mismatch), last_error());
+    }
+    pe.unexpected.push_back({c->pending_tag, c->pending_sig, std::move(c->payload)});
   }
   if (c->open) read_frame(c);
+}
+
+void tcp_fabric::sign(std::uint32_t seq, const call_signature& s) {
+  fabric::sign(seq, s);
+  for (int r = 0; r < cfg_.size; ++r)
+    for (const auto& m : peer(r).unexpected)
+      if (m.tg.seq == seq && !unexpected_consistent(r, seq, m.sig))
+        return abort(make_error_code(errc::call_mismatch), last_error());
+}
+
+std::error_code tcp_fabric::leftover(std::uint32_t seq) {
+  const auto mine = signature_of(seq);
+  for (int r = 0; r < cfg_.size; ++r)
+    for (const auto& m : peer(r).unexpected)
+      if (m.tg.seq == seq && !m.sig.empty() && !failure()) {
+        note_unreceived(r, seq, m.sig, mine);
+        abort(make_error_code(errc::call_mismatch), last_error());
+        return make_error_code(errc::call_mismatch);
+      }
+  return {};
 }
 
 void tcp_fabric::read_abort(const std::shared_ptr<in_conn>& c, std::uint64_t len) {
   c->payload.resize(len);
   read_body(c, c->payload.data(), len, [this, c] {
-    const std::string why(reinterpret_cast<const char*>(c->payload.data()), c->payload.size());
-    abort(make_error_code(errc::peer_lost), why.empty() ? rank_name(c->peer) + " failed" : why);
+    const std::string_view text(reinterpret_cast<const char*>(c->payload.data()), c->payload.size());
+    const std::string why = text.empty() ? rank_name(c->peer) + " failed" : wire::printable(text, max_abort_text);
+    told(told_error(c->abort_code), why);
   });
 }
 
@@ -275,7 +298,15 @@ void tcp_fabric::in_ended(const std::shared_ptr<in_conn>& c, const std::string& 
   const int p = c->peer;
   const std::string why = error.empty() ? rank_name(p) + " closed its connection"
                                         : "the connection from " + rank_name(p) + " failed: " + error;
-  drop_in(p, make_error_code(errc::peer_lost), why);
+  auto& pe = peer(p);
+  if (failure() || pe.in != c) return drop_in(p, make_error_code(errc::peer_lost), why);
+  // Its receives wait for the cause (lost_connection); the socket is closed, so nothing
+  // more is read into the one that was being filled.
+  pe.in_closed = true;
+  c->open = false;
+  std::error_code ignored;
+  c->sock.close(ignored);
+  lost_connection(why);
 }
 
 void tcp_fabric::drop_in(int p, std::error_code ec, const std::string& why) {

@@ -13,10 +13,13 @@ void tcp_fabric::bootstrap() {
   key_ = auth::key::from_secret(cfg_.secret);
   job_->on_failure(
       [this, alive = alive_](int r) {
-        if (*alive && !closing_) abort(make_error_code(errc::peer_lost), rank_name(r) + " died (its store connection closed without goodbye)");
+        if (*alive && !closing_) told(make_error_code(errc::peer_lost), rank_name(r) + " died (its store connection closed without goodbye)");
       },
       [this, alive = alive_](std::string why) {
-        if (*alive && !closing_) abort(make_error_code(errc::peer_lost), why);
+        if (*alive && !closing_) told(make_error_code(errc::peer_lost), why);
+      },
+      [this, alive = alive_](std::uint64_t code, std::string why) {
+        if (*alive && !closing_) told(told_error(code), why);
       });
   const std::string& host = job_->host();
   std::error_code ec;
@@ -81,13 +84,28 @@ void tcp_fabric::run_until(stop_predicate done) {
 
 void tcp_fabric::abort(std::error_code ec, std::string detail) noexcept {
   note_failure(ec, detail);
-  if (!closing_) tell_peers(failure_detail());
+  loss_pending_ = false;
+  loss_timer_.cancel();
+  if (!closing_ && !spread_) {
+    // This rank's own failure: every other rank is told at once, by an abort frame where
+    // a connection is up and through the store (which reaches them all), so that none
+    // waits for its deadline or returns from a job that failed.
+    spread_ = true;
+    tell_peers(failure_detail());
+    if (job_) job_->report_failure(failure().value(), rank_name(cfg_.rank) + " failed: " + failure_detail());
+  }
   auto alive = alive_;
   for (int r = 0; r < cfg_.size && *alive; ++r) {
     if (r == cfg_.rank) continue;
     fail_out(r, ec, detail);
     drop_in(r, ec, detail);
   }
+}
+
+void tcp_fabric::told(std::error_code ec, const std::string& why) noexcept {
+  spread_ = true;
+  note_cause(ec, why);
+  abort(ec, why);
 }
 
 void tcp_fabric::tell_peers(const std::string& why) noexcept {
@@ -128,8 +146,13 @@ bool tcp_fabric::fail_now(operation& op, std::error_code ec, const std::string& 
 
 bool tcp_fabric::start_send(operation& op, peer_state& pe) {
   auto& out = pe.out;
-  if (out.st == out_conn::state::failed)
+  if (out.st == out_conn::state::failed && !loss_pending_)
     return fail_now(op, make_error_code(errc::peer_lost), "the connection to " + rank_name(op.peer) + " failed");
+  if (out.st == out_conn::state::failed) {  // waits for the cause, with those already queued
+    op.fabric_state = st_queued;
+    out.queue.push_back(op);
+    return false;
+  }
   if (out.st == out_conn::state::ready && !out.writing && out.queue.empty()) {
     // Most frames fit the socket buffer: write now and finish without a trip through
     // the event loop.
@@ -137,8 +160,10 @@ bool tcp_fabric::start_send(operation& op, peer_state& pe) {
     std::error_code ec;
     const std::size_t n = out.sock.write_some(frame_buffers(out, op, 0), ec);
     if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
-      fail_out(op.peer, ec, "writing to " + rank_name(op.peer) + ": " + ec.message());
-      return fail_now(op, make_error_code(errc::peer_lost), "writing to " + rank_name(op.peer) + ": " + ec.message());
+      op.fabric_state = st_queued;
+      out.queue.push_back(op);
+      out_lost(op.peer, "writing to " + rank_name(op.peer) + ": " + ec.message());
+      return false;
     }
     if (n == frame_total(out, op)) return op.finish_now({});
     out.writing = &op;
@@ -158,6 +183,7 @@ bool tcp_fabric::fill_header(out_conn& out, const operation& op) noexcept {
   wire::put_u32(out.hdr.data() + 4, 0);
   wire::put_u64(out.hdr.data() + 8, op.tg.packed());
   wire::put_u64(out.hdr.data() + 16, op.size);
+  signature_of(op.tg.seq).encode(out.hdr.data() + 24);
   if (!out.chan) return true;
   try {
     out.sealed.resize(op.size + auth::channel::tag_bytes);
@@ -184,12 +210,11 @@ void tcp_fabric::continue_write(int p) {
                       auto& o = peer(p).out;
                       operation* op = std::exchange(o.writing, nullptr);
                       if (ec) {
-                        if (op) {
-                          op->fabric_state = st_none;
-                          note_error("writing to " + rank_name(p) + ": " + ec.message());
-                          op->complete(make_error_code(errc::peer_lost));
+                        if (op) {  // waits for the cause, first in the queue
+                          op->fabric_state = st_queued;
+                          o.queue.push_front(*op);
                         }
-                        if (*alive) fail_out(p, make_error_code(errc::peer_lost), "writing to " + rank_name(p) + ": " + ec.message());
+                        out_lost(p, "writing to " + rank_name(p) + ": " + ec.message());
                         return;
                       }
                       if (op) {
@@ -304,6 +329,28 @@ void tcp_fabric::handshake_done(int p) {
   o.st = out_conn::state::ready;
   ++counts_.outgoing;
   write_next(p);
+}
+
+void tcp_fabric::out_lost(int p, const std::string& why) {
+  if (failure()) return fail_out(p, make_error_code(errc::peer_lost), why);
+  auto& out = peer(p).out;
+  out.st = out_conn::state::failed;
+  std::error_code ignored;
+  out.sock.close(ignored);
+  lost_connection(why);
+}
+
+void tcp_fabric::lost_connection(const std::string& why) {
+  // Most often the other end failed and closed its connections; its abort frame or the
+  // store's word says why within a round trip. The operations on the connection wait
+  // for that (abort() then ends them with the cause) or for the grace to pass.
+  if (loss_pending_) return;
+  loss_pending_ = true;
+  loss_timer_.expires_after(loss_grace);
+  loss_timer_.async_wait([this, alive = alive_, why](std::error_code ec) {
+    if (ec || !*alive || !loss_pending_) return;
+    abort(make_error_code(errc::peer_lost), why);
+  });
 }
 
 void tcp_fabric::fail_out(int p, std::error_code ec, const std::string& why) {

@@ -69,13 +69,14 @@ inline const char* status_text(std::uint32_t s) {
   }
 }
 
-// Frame header: u32 kind, u32 flags, u64 tag, u64 payload length.
+// Frame header: u32 kind, u32 flags, u64 tag, u64 payload length, the call's signature
+// (call_signature::wire_bytes).
 constexpr std::uint32_t frame_data = 0x46444f43;  // "CODF"
 // Sent by a rank that fails, before it closes its connections: the tag holds its error
 // code, the payload why; receivers fail with peer_lost and that reason.
 constexpr std::uint32_t frame_abort = 0x41444f43;  // "CODA"
 constexpr std::size_t max_abort_text = 2000;
-constexpr std::size_t frame_bytes = 24;
+constexpr std::size_t frame_bytes = 24 + call_signature::wire_bytes;
 constexpr std::uint64_t max_frame = std::uint64_t{1} << 40;
 constexpr auto handshake_timeout = std::chrono::seconds(10);
 
@@ -84,6 +85,7 @@ enum : std::uintptr_t { st_none = 0, st_queued, st_writing, st_posted, st_readin
 
 struct unexpected_msg {
   tag tg;
+  call_signature sig;
   detail::message_buffer data;
 };
 
@@ -104,6 +106,8 @@ struct in_conn {
   std::array<std::byte, auth::channel::tag_bytes> mac{};
   operation* target = nullptr;     // posted receive being filled in place
   tag pending_tag{};               // unexpected payload being read
+  call_signature pending_sig{};
+  std::uint64_t abort_code = 0;    // of the abort frame being read
   detail::message_buffer payload;
   bool open = true;
 };
@@ -199,6 +203,14 @@ public:
   // on this rank fail at once too (they see the connection end) rather than at their
   // deadlines.
   void abort(std::error_code ec, std::string detail) noexcept override;
+  void sign(std::uint32_t seq, const call_signature& s) override;
+  std::error_code leftover(std::uint32_t seq) override;
+  // Another rank failed (its abort frame, the store's word): fail with it, and do not
+  // pass it on.
+  void told(std::error_code ec, const std::string& why) noexcept;
+  // A connection broke (read or write): lost_connection after closing it.
+  void out_lost(int p, const std::string& why);
+  void lost_connection(const std::string& why);
 
   // Best effort, without blocking: an abort frame on every idle connection, so that the
   // peers' errors name the cause rather than "rank r closed its connection".
@@ -257,7 +269,7 @@ private:
 
   // No receive posted yet (or one of another size): buffer the payload until one is,
   // within cfg_.unexpected_limit.
-  void read_payload(const std::shared_ptr<in_conn>& c, tag tg, std::uint64_t len);
+  void read_payload(const std::shared_ptr<in_conn>& c, tag tg, const call_signature& sig, std::uint64_t len);
   void release_unexpected(std::size_t bytes) noexcept { unexpected_bytes_ -= std::min(bytes, unexpected_bytes_); }
   void stash(const std::shared_ptr<in_conn>& c);
   void read_abort(const std::shared_ptr<in_conn>& c, std::uint64_t len);
@@ -290,6 +302,10 @@ private:
   std::size_t unexpected_bytes_ = 0;  // held for receives not yet posted, and being read aside
   connection_counts counts_;
   bool closing_ = false;
+  bool spread_ = false;  // every rank was told of this rank's failure, or it was told of theirs
+  // A connection broke and its operations wait up to loss_grace for the cause.
+  bool loss_pending_ = false;
+  asio::steady_timer loss_timer_{io_};
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   detail::deadline_table deadlines_;
 };

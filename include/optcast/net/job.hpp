@@ -85,8 +85,12 @@ public:
   // The address this rank listens on and advertises to its peers.
   const std::string& host() const noexcept { return host_; }
 
-  // `lost(rank)` when a rank dies; `gone(why)` when the store itself goes away.
-  void on_failure(std::function<void(int rank)> lost, std::function<void(std::string why)> gone);
+  // `lost(rank)` when a rank dies; `gone(why)` when the store itself goes away;
+  // `failed(code, why)` when another rank reports that it failed (report_failure).
+  void on_failure(std::function<void(int rank)> lost, std::function<void(std::string why)> gone,
+                  std::function<void(std::uint64_t code, std::string why)> failed = nullptr);
+  // This rank failed: every other rank hears of it through the store.
+  void report_failure(int code, std::string why);
   void leave() noexcept;
 
 private:

@@ -86,8 +86,14 @@ public:
   result<void> set_wait(std::string key, std::string value, std::chrono::milliseconds timeout);
   result<std::string> get_wait(std::string key, std::chrono::milliseconds timeout);
 
-  // `lost(rank)` when a rank dies; `closed(ec)` when the store itself goes away.
-  void on_events(std::function<void(int rank)> lost, std::function<void(std::error_code)> closed);
+  // `lost(rank)` when a rank dies; `closed(ec)` when the store itself goes away;
+  // `failed(code, why)` when another rank reported the job's first failure (the text says
+  // which rank, escaped and cut).
+  void on_events(std::function<void(int rank)> lost, std::function<void(std::error_code)> closed,
+                 std::function<void(std::uint64_t code, std::string why)> failed = nullptr);
+  // Tells the store this rank failed (an optcast::errc value and why), which tells every
+  // other rank; without waiting.
+  void report_failure(std::uint32_t code, std::string why);
   // Says goodbye (this rank is done) and closes the connection.
   void bye();
 
