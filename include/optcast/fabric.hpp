@@ -265,9 +265,16 @@ public:
   // the fabric fails `op` with errc::call_mismatch.
   bool signature_matches(const operation& op, const call_signature& theirs);
   bool signature_hash_matches(const operation& op, std::uint64_t theirs);
+  // The same for a message of collective `seq` from `src` (-1: unknown) that only its
+  // signature's hash tells of.
+  bool signature_hash_matches(std::uint32_t seq, int src, std::uint64_t theirs);
   // A message of `bytes` signed `theirs` arrived for receive `op`: call_mismatch if the
   // calls differ, else size_mismatch if the sizes do (with the reason recorded), else none.
   std::error_code arrival_error(const operation& op, const call_signature& theirs, std::size_t bytes);
+  // A message of another size than receive `op`'s (`got` says what arrived): in a
+  // collective, where equal calls exchange equal sizes, call_mismatch; else
+  // size_mismatch. The reason is recorded.
+  std::error_code size_error(const operation& op, const std::string& got);
   // A message of collective `seq` signed `theirs` arrived from `src` with no receive
   // posted for it: false (with both calls recorded) if this rank has signed that
   // collective differently, which no later receive could put right (another root or

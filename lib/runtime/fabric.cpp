@@ -124,11 +124,15 @@ bool fabric::signature_matches(const operation& op, const call_signature& theirs
 }
 
 bool fabric::signature_hash_matches(const operation& op, std::uint64_t theirs) {
-  const auto mine = signature_of(op.tg.seq);
+  return signature_hash_matches(op.tg.seq, op.peer, theirs);
+}
+
+bool fabric::signature_hash_matches(std::uint32_t seq, int src, std::uint64_t theirs) {
+  const auto mine = signature_of(seq);
   if (mine.hash() == theirs) return true;
-  note_error("collective " + std::to_string(op.tg.seq) + " was called differently: rank " + std::to_string(op.peer) +
-             "'s call (signature " + std::to_string(theirs) + ") differs from rank " + std::to_string(rank()) + "'s " +
-             mine.describe());
+  note_error("collective " + std::to_string(seq) + " was called differently: " +
+             (src >= 0 ? "rank " + std::to_string(src) + "'s call" : "another rank's call") + " (signature " +
+             std::to_string(theirs) + ") differs from rank " + std::to_string(rank()) + "'s " + mine.describe());
   return false;
 }
 
@@ -161,11 +165,19 @@ std::error_code fabric::leftover(std::uint32_t) { return {}; }
 
 std::error_code fabric::arrival_error(const operation& op, const call_signature& theirs, std::size_t bytes) {
   if (!signature_matches(op, theirs)) return make_error_code(errc::call_mismatch);
-  if (bytes != op.size) {
-    note_error("size mismatch: " + describe_op(op) + " got a message of " + std::to_string(bytes) + " B");
-    return make_error_code(errc::size_mismatch);
-  }
+  if (bytes != op.size) return size_error(op, "a message of " + std::to_string(bytes) + " B");
   return {};
+}
+
+std::error_code fabric::size_error(const operation& op, const std::string& got) {
+  const auto mine = signature_of(op.tg.seq);
+  if (!mine.empty()) {
+    note_error("collective " + std::to_string(op.tg.seq) + " was called differently: size mismatch: " + describe_op(op) + " got " + got +
+               ", rank " + std::to_string(rank()) + " called " + mine.describe());
+    return make_error_code(errc::call_mismatch);
+  }
+  note_error("size mismatch: " + describe_op(op) + " got " + got);
+  return make_error_code(errc::size_mismatch);
 }
 
 std::error_code told_error(std::uint64_t code) noexcept {

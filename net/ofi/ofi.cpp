@@ -116,6 +116,8 @@ void ofi_fabric::bootstrap() {
                       "no libfabric RDM provider with tagged messages" + (prov.empty() ? std::string() : " named '" + prov + "'") +
                           " (" + why + "); see fi_info -l");
   provider_ = info_->fabric_attr->prov_name;
+  // rxm answers FI_PEEK; shm (1.17) takes the peek and never answers it.
+  peek_works_ = provider_.find("ofi_rxm") != std::string::npos;
   register_ = cfg_.register_always || (info_->domain_attr->mr_mode & FI_MR_LOCAL);
   max_msg_ = info_->ep_attr->max_msg_size;
 

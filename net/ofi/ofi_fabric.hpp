@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <optional>
 #include <thread>
 #include <sched.h>
@@ -16,6 +17,7 @@
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/posix/stream_descriptor.hpp>
+#include <asio/steady_timer.hpp>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -102,6 +104,7 @@ public:
   void told(std::error_code ec, const std::string& why) noexcept;
   // A transfer failed on the peer's side: its operation waits in lost_ for the cause.
   void lost_peer(const std::string& why);
+  std::error_code leftover(std::uint32_t seq) override;
 
 private:
   static std::string addr_key(int r) { return "optcast/ofi/" + std::to_string(r); }
@@ -134,6 +137,27 @@ private:
   // while operations are outstanding when there is no fd.
   void arm();
   void expire(std::uint32_t seq);
+
+  // A message of a mismatched call that matches no receive (another root, another
+  // schedule) would wait in the provider's unexpected queue until the deadline. So while
+  // a rank's receives make no progress it peeks (FI_PEEK) at what each peer has sent for
+  // the collectives it waits in and checks the signature's hash; and after each
+  // collective one peek looks for a message of it that nothing received. One peek at a
+  // time, from probes_. Not on shm, whose peeks go unanswered: there such a mismatch
+  // ends at the deadline, or is caught up front with OPTCAST_CHECK=1.
+  struct probe {
+    std::uint32_t seq;
+    int src;             // -1: any source, a finished collective's leftovers
+    call_signature sig;  // of the finished collective
+  };
+  void arm_probes();
+  void probe_tick();
+  void next_probe();
+  // A peek's answer: found (with the message's tag and CQ data) or not. Returns false
+  // if it failed the fabric.
+  bool probe_answer(bool found, std::uint64_t tag, std::uint64_t flags, std::uint64_t data);
+  bool is_probe(void* ctx) const noexcept { return ctx == &probe_ctx_; }
+
   asio::io_context& io_;
   config cfg_;
   std::unique_ptr<job> job_;
@@ -160,6 +184,13 @@ private:
   asio::steady_timer loss_timer_{io_};
   bool loss_timer_armed_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  fi_context2 probe_ctx_{};
+  std::deque<probe> probes_;
+  std::optional<probe> probing_;  // the peek with the provider
+  bool peek_works_ = false;       // the provider answers FI_PEEK (and has not refused one)
+  asio::steady_timer probe_timer_{io_};
+  bool probe_timer_armed_ = false;
+  std::uint64_t received_ = 0, received_at_tick_ = 0;  // receive completions
   detail::deadline_table deadlines_;
 };
 
