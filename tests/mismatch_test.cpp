@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "optcast/collectives.hpp"
+#include "optcast/join.hpp"
 #include "worlds.hpp"
 
 using namespace optcast;
@@ -103,21 +105,31 @@ std::vector<mismatch_case> mismatch_cases() {
   return cs;
 }
 
-std::vector<std::string> kinds() {
-  if (testing::ofi_run()) return {"ofi:tcp;ofi_rxm"};  // shm: see ofi_fabric::probe
-  return {"local", "tcp"};
+struct world_kind {
+  std::string kind;
+  bool check;  // communicator_options::check (OPTCAST_CHECK)
+};
+
+std::vector<world_kind> kinds() {
+  // shm never answers the peeks that find a message no receive matches (ofi_fabric::
+  // probe); with the check, every kind is caught there too.
+  if (testing::ofi_run()) return {{"ofi:tcp;ofi_rxm", false}, {"ofi:tcp;ofi_rxm", true}, {"ofi:shm", true}};
+  return {{"local", false}, {"tcp", false}, {"local", true}, {"tcp", true}};
 }
 
 }  // namespace
 
 TEST_CASE("every kind of mismatched call fails on every rank, naming both calls", "[fabrics][mismatch]") {
-  const auto kind = GENERATE(from_range(kinds()));
+  const auto wk = GENERATE(from_range(kinds()));
+  const auto& kind = wk.kind;
   const int p = 5;
   const int odd_rank = 2;
   const auto timeout = 20s;
-  auto w = testing::make_world(kind, p);
+  communicator_options opts;
+  opts.check = wk.check;
+  auto w = testing::make_world(kind, p, opts);
   for (const auto& mc : mismatch_cases()) {
-    INFO(kind << ": " << mc.name << " differs on rank " << odd_rank);
+    INFO(kind << (wk.check ? " with OPTCAST_CHECK" : "") << ": " << mc.name << " differs on rank " << odd_rank);
     // A correct call first, so that the mismatch is not the first thing on a connection.
     auto warm = w->run_all([](communicator& c) -> task<result<void>> {
       std::vector<std::int32_t> x(16, c.rank());
@@ -158,6 +170,31 @@ TEST_CASE("every kind of mismatched call fails on every rank, naming both calls"
     }
     CHECK(named);
     // A failed collective breaks the communicator: start again on a fresh world.
-    w = testing::make_world(kind, p);
+    w = testing::make_world(kind, p, opts);
+  }
+}
+
+TEST_CASE("OPTCAST_CHECK takes 1 or 0; the check passes equal calls", "[local][mismatch]") {
+  setenv("OPTCAST_CHECK", "1", 1);
+  CHECK(collective_settings::from_env().check);
+  setenv("OPTCAST_CHECK", "0", 1);
+  CHECK_FALSE(collective_settings::from_env().check);
+  setenv("OPTCAST_CHECK", "yes", 1);
+  CHECK_THROWS_WITH(collective_settings::from_env(), Catch::Contains("OPTCAST_CHECK='yes'"));
+  unsetenv("OPTCAST_CHECK");
+  CHECK_FALSE(collective_settings::from_env().check);
+
+  communicator_options opts;
+  opts.check = true;
+  auto w = testing::make_world("local", 4, opts);
+  for (int round = 0; round < 3; ++round) {
+    auto res = w->run_all([&](communicator& c) -> task<result<void>> {
+      std::vector<std::int32_t> x(100, c.rank() + round);
+      if (auto r = co_await allreduce(c, std::span<const std::int32_t>(x), std::span(x), ops::sum); !r) co_return r;
+      for (auto v : x)
+        if (v != 6 + 4 * round) co_return fail(errc::protocol_violation);
+      co_return co_await broadcast(c, std::span(x), round % 4);
+    });
+    for (auto& r : res) REQUIRE(r);
   }
 }

@@ -38,6 +38,11 @@ struct communicator_options {
   // sharing is what 8 emulated hosts at 1 Gbit/s showed (benchmarks/README.md): a 16 MiB
   // circulant broadcast took 1.35 times its rounds at the link's rate.
   loggp_params model{20e-6, 2e-6, 4e-6, 1 / 1.5e9, 1 / 1e9, 0.35};
+  // Before each collective, every rank compares its call's signature with its ring
+  // neighbour's (one 32-byte message per rank), so a call made differently fails with
+  // call_mismatch on every rank at its start, whatever its messages would have shown.
+  // For debugging; OPTCAST_CHECK=1 sets it for a communicator made from the environment.
+  bool check = false;
 };
 
 // Move-only: a copy would number its collectives apart from the original on the same

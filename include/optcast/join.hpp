@@ -6,6 +6,8 @@
 //                          (and gamma) become every communicator's cost model
 //   OPTCAST_ALGORITHM      the broadcast algorithm when a call says automatic (default
 //                          automatic: the model's choice, choose.hpp)
+//   OPTCAST_CHECK          1: compare every call's signature across ranks first
+//                          (communicator_options::check); 0 (default): do not
 #pragma once
 
 #include <memory>
@@ -26,6 +28,7 @@ struct collective_settings {
   std::string calibration;  // OPTCAST_CALIBRATION: a calibration file
   std::string algorithm;    // OPTCAST_ALGORITHM: the default broadcast algorithm, by name
   std::string trace;        // OPTCAST_TRACE: record operations into <trace>.rank<r>.json (trace.hpp)
+  bool check = false;       // OPTCAST_CHECK=1
   static collective_settings from_env();
 };
 

@@ -1,12 +1,14 @@
 #include "optcast/collectives.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "algorithms.hpp"
 #include "optcast/choose.hpp"
 #include "bruck_cypher_ho/fibonacci.hpp"
 #include "optcast/log.hpp"
+#include "optcast/when_all.hpp"
 #include "bar_noy_ho/multiport.hpp"
 #include "collective_common.hpp"
 #include "traff/circulant.hpp"
@@ -161,9 +163,36 @@ resolved resolve(const communicator& c, collective coll, const collective_option
   return {first, blocks_of(*first)};
 }
 
+namespace {
+
+// The step of OPTCAST_CHECK's message, beyond any schedule's.
+constexpr std::uint32_t check_step = 0xfffffff0u;
+
+// Ring neighbours compare signatures: if every rank's equals its predecessor's, all are
+// equal; otherwise a rank next to the difference fails, and tells every other.
+task<result<void>> compare_calls(communicator& comm, std::uint32_t seq, const call_signature& sig) {
+  const int p = comm.size(), r = comm.rank();
+  std::array<std::byte, call_signature::wire_bytes> mine{}, theirs{};
+  sig.encode(mine.data());
+  auto& f = comm.get_fabric();
+  const int from = (r + p - 1) % p;
+  if (auto x = co_await optcast::exchange(f, (r + 1) % p, std::span<const std::byte>(mine), from, std::span<std::byte>(theirs), tag{seq, check_step}); !x)
+    co_return fail(x.error());
+  if (theirs == mine) co_return result<void>{};
+  const auto other = call_signature::decode(theirs.data());
+  const std::string why = "collective " + std::to_string(seq) + " was called differently (OPTCAST_CHECK): rank " + std::to_string(from) +
+                          " called " + other.describe() + ", rank " + std::to_string(r) + " " + sig.describe();
+  f.abort(make_error_code(errc::call_mismatch), why);
+  co_return fail(errc::call_mismatch);
+}
+
+}  // namespace
+
 task<result<void>> call_start::run(task<result<void>> body) {
   deadline_scope deadline(comm.get_fabric(), seq, opts.timeout.value_or(comm.options().timeout));
   signature_scope signature(comm.get_fabric(), seq, sig);
+  if (comm.options().check && comm.size() > 1)
+    if (auto c = co_await compare_calls(comm, seq, sig); !c) co_return finish(comm, std::move(c));
   auto r = co_await std::move(body);
   if (r)
     if (auto ec = comm.get_fabric().leftover(seq)) r = fail(ec);

@@ -14,12 +14,18 @@ collective_settings collective_settings::from_env() {
   if (const char* v = std::getenv("OPTCAST_CALIBRATION")) s.calibration = v;
   if (const char* v = std::getenv("OPTCAST_ALGORITHM")) s.algorithm = v;
   if (const char* v = std::getenv("OPTCAST_TRACE")) s.trace = v;
+  if (const char* v = std::getenv("OPTCAST_CHECK"); v && *v) {
+    const std::string_view c(v);
+    if (c != "0" && c != "1") throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_CHECK='" + std::string(c) + "': 1 or 0");
+    s.check = c == "1";
+  }
   return s;
 }
 
 communicator make_communicator(std::shared_ptr<fabric> f, const job_config& cfg, const collective_settings& s) {
   communicator_options o;
   o.timeout = cfg.timeout;
+  o.check = s.check;
   if (!s.calibration.empty()) {
     std::string why;
     auto m = load_calibration(s.calibration, &why);
