@@ -82,7 +82,9 @@ int main(int argc, char** argv) {
       if (it > 0) seconds.push_back(*t);
     }
     // Every rank checked its bytes above; one that found a difference exited non-zero and
-    // the launcher reports it. Rank 0 prints the figures.
+    // the launcher reports it. No rank exits 0 unless every rank finished: the job's
+    // outcome. Rank 0 prints the figures.
+    if (auto r = comm.leave(); !r) return fail("the job", r.error());
     if (comm.rank() != 0) return 0;
     std::vector<double> slowest = seconds;
     std::sort(slowest.begin(), slowest.end());

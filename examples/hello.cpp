@@ -16,6 +16,7 @@ int main(int argc, char** argv) try {
   text.resize(32);
 
   auto r = optcast::run(comm, optcast::broadcast(comm, std::span(text.data(), text.size()), 0));
+  if (r) r = comm.leave();  // the job's outcome: every rank finished, or who failed and why
   if (!r) {
     std::fprintf(stderr, "rank %d: %s\n", comm.rank(), optcast::describe(r.error(), comm.failure_detail()).c_str());
     return 1;

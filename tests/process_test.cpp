@@ -23,6 +23,7 @@ namespace {
 struct job_outcome {
   int launcher_status = -1;
   std::vector<std::string> reports;  // per rank: "ok", "error <code> <text>", or "" if none
+  std::vector<long> exit_ms;         // per rank: from its start to its exit, -1 if unknown
   std::string launcher_stderr;
 };
 
@@ -42,6 +43,8 @@ job_outcome run_job(int np, const std::string& extra, const std::string& env = {
     std::string line;
     std::getline(f, line);
     out.reports.push_back(line);
+    std::string ms;
+    out.exit_ms.push_back(std::getline(f, ms) ? std::atol(ms.c_str()) : -1);
   }
   std::ifstream e(dir / "stderr.txt");
   std::stringstream ss;
@@ -179,5 +182,43 @@ TEST_CASE("a rank that exits mid-broadcast over libfabric fails the others, no h
       if (rep != "ok") ++failed;
     }
     CHECK(failed >= 2);
+  }
+}
+
+// A failed job fails on every rank: also on those whose own calls succeeded (the root of
+// a broadcast that only sends), which learn the job's outcome when they leave.
+TEST_CASE("no rank exits 0 from a failed job; rank 0 leaves within one deadline", "[tcp][process]") {
+  const auto code = [](optcast::errc e) { return "error " + std::to_string(static_cast<int>(e)) + " "; };
+  for (const std::string fabric : {"tcp", "ofi"}) {
+    if (fabric == "ofi" && !optcast::testing::ofi_run()) continue;
+    INFO("fabric " << fabric);
+    const std::string env = fabric == "ofi" ? "FI_PROVIDER='tcp;ofi_rxm'" : "";
+    {
+      INFO("rank 2 names root 1, the others root 0");
+      auto out = run_job(4, "--fabric " + fabric + " --bytes 100000 --odd-rank 2 --odd-root 1 --timeout-ms 20000", env);
+      CHECK(out.launcher_status != 0);
+      for (int r = 0; r < 4; ++r) {
+        const auto& rep = out.reports[static_cast<std::size_t>(r)];
+        INFO("rank " << r << ": " << rep);
+        // broken: told before it made the call; either way with the cause.
+        CHECK((rep.rfind(code(optcast::errc::call_mismatch), 0) == 0 || rep.rfind(code(optcast::errc::broken), 0) == 0));
+        CHECK(rep.find("called differently") != std::string::npos);
+        CHECK(out.exit_ms[static_cast<std::size_t>(r)] < 10000);  // told, not timed out
+      }
+    }
+    {
+      INFO("rank 2 stalls for 4 deadlines");
+      const long deadline = 2000;
+      auto out = run_job(4, "--fabric " + fabric + " --bytes 1000 --stall-rank 2 --stall-ms 8000 --timeout-ms " + std::to_string(deadline), env);
+      CHECK(out.launcher_status != 0);
+      for (int r = 0; r < 4; ++r) {
+        INFO("rank " << r << ": " << out.reports[static_cast<std::size_t>(r)]);
+        CHECK(out.reports[static_cast<std::size_t>(r)].rfind("error ", 0) == 0);
+      }
+      // A deadline, the bootstrap before it, and the second the store stays for ranks
+      // just told; not two deadlines.
+      CHECK(out.exit_ms[0] > 0);
+      CHECK(out.exit_ms[0] < deadline + 1500 + 1000);
+    }
   }
 }

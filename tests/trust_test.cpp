@@ -549,7 +549,7 @@ TEST_CASE("with a job secret, the store admits, and answers, only those who know
   {
     asio::ip::tcp::socket s(io);
     s.connect(endpoint_of(where.str()));
-    asio::write(s, asio::buffer(store_message(1, 0, "optcast-store/3", std::string(32, 'n'), {}, 2)));
+    asio::write(s, asio::buffer(store_message(1, 0, std::string(store::protocol), std::string(32, 'n'), {}, 2)));
     const auto challenge = read_store_message(s);
     REQUIRE(challenge.size() == 21 + 32);
     CHECK(std::to_integer<int>(challenge[4]) == 10);
@@ -681,7 +681,7 @@ result<std::vector<std::byte>> send_through_flipper(bool encrypt) {
   std::thread receiver([&] { r1 = run(c1, recv(c1, 0, 7, got)); });
   r0 = run(c0, send(c0, 1, 7, sent));
   receiver.join();
-  me.bye();
+  me.bye(0ms);
   if (!r1) return fail(r1.error());
   return got;
 }

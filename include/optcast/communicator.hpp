@@ -77,6 +77,13 @@ public:
   // What is known about the failure (which peer, which sizes) for error messages.
   std::string failure_detail() const { return fabric_->failure_detail(); }
 
+  // Ends this rank's part in the job and returns the job's outcome: success only if
+  // every rank finished without failure; otherwise the first failure anywhere, with
+  // failure_detail() naming the rank and why. On TCP and libfabric it waits (up to the
+  // deadline) for the other ranks. A program should exit non-zero unless it succeeds.
+  // The communicator is closed afterwards.
+  result<void> leave() { return fabric_->leave(); }
+
   // Why the last collective refused its arguments (errc::invalid_argument), e.g.
   // "allgatherv: counts[2] = -1 is negative". Collectives set it.
   const std::string& last_error() const noexcept { return last_error_; }

@@ -287,6 +287,14 @@ public:
   // later is caught by unexpected_consistent.
   virtual std::error_code leftover(std::uint32_t seq);
 
+  // Ends this rank's part in the job and returns the job's outcome: success if every
+  // rank finished without failure, else the job's first failure anywhere (failure() and
+  // failure_detail() then say which rank and why), or timeout if some rank did not
+  // finish within the deadline. Nothing may be started after it. Fabrics of a job (TCP,
+  // libfabric) wait for the other ranks here; the in-process ones report this rank's
+  // own failure.
+  virtual result<void> leave();
+
 protected:
   // Records the first failure (later ones keep the first, which is the cause).
   void note_failure(std::error_code ec, std::string detail) {
@@ -306,6 +314,9 @@ protected:
     if (failure_ == errc::peer_lost && ec != errc::peer_lost) failure_ = {};
     note_failure(ec, std::move(detail));
   }
+  // The outcome of leave(), from the job's (`job`, `job_detail`) and this rank's own
+  // failure before it closed (`own`, a closing's `cancelled` not counted).
+  result<void> settle_outcome(const result<void>& job, const std::string& job_detail, std::error_code own, const std::string& own_detail);
   // For a fabric that can start over (the simulator's reset).
   void clear_failure() noexcept {
     failure_ = {};

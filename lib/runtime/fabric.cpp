@@ -163,6 +163,26 @@ void fabric::note_unreceived(int src, std::uint32_t seq, const call_signature& t
 
 std::error_code fabric::leftover(std::uint32_t) { return {}; }
 
+result<void> fabric::leave() {
+  if (failure()) return fail(failure());
+  return {};
+}
+
+result<void> fabric::settle_outcome(const result<void>& job, const std::string& job_detail, std::error_code own,
+                                    const std::string& own_detail) {
+  if (!job) {
+    failure_ = job.error();
+    failure_detail_ = job_detail;
+    return job;
+  }
+  if (own && own != errc::cancelled) {  // never reached the store (it went first)
+    failure_ = own;
+    failure_detail_ = own_detail;
+    return fail(own);
+  }
+  return {};
+}
+
 std::error_code fabric::arrival_error(const operation& op, const call_signature& theirs, std::size_t bytes) {
   if (!signature_matches(op, theirs)) return make_error_code(errc::call_mismatch);
   if (bytes != op.size) return size_error(op, "a message of " + std::to_string(bytes) + " B");

@@ -117,7 +117,7 @@ job::job(asio::io_context& io, const job_config& cfg) : cfg_(cfg) {
   host_ = cfg.host.empty() ? client_->local_host() : cfg.host;
 }
 
-job::~job() { leave(); }
+job::~job() { leave(std::chrono::milliseconds(0)); }
 
 void job::on_failure(std::function<void(int)> lost, std::function<void(std::string)> gone,
                      std::function<void(std::uint64_t, std::string)> failed) {
@@ -133,16 +133,22 @@ void job::report_failure(int code, std::string why) {
   if (!left_) client_->report_failure(static_cast<std::uint32_t>(code), std::move(why));
 }
 
-void job::leave() noexcept {
-  if (left_) return;
+result<void> job::leave(std::chrono::milliseconds wait) noexcept {
+  if (left_) return outcome_;
   left_ = true;
   client_->on_events(nullptr, nullptr);
-  client_->bye();
-  if (server_ && !server_->wait_all_done(cfg_.timeout))
-    log(log_level::warn, "rank 0 closed before every rank had finished (waited " +
-                             std::to_string(cfg_.timeout.count()) + " ms)");
+  outcome_ = client_->bye(wait, &outcome_detail_);
+  // The store stays while the other ranks finish (up to the deadline), and take the
+  // outcome; when the job failed, they have been told: a little longer for those told
+  // just now, not a deadline for a stalled one.
+  const auto grace = !outcome_ && outcome_.error() != errc::timeout ? std::chrono::milliseconds(1000)
+                     : server_ && server_->failed()                 ? std::chrono::milliseconds(1000)
+                                                                    : cfg_.timeout;
+  if (server_ && !server_->wait_all_done(grace) && grace == cfg_.timeout)
+    log(log_level::warn, "rank 0 closed before every rank had finished (waited " + std::to_string(cfg_.timeout.count()) + " ms)");
   client_.reset();
   server_.reset();
+  return outcome_;
 }
 
 }  // namespace optcast

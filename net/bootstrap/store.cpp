@@ -22,6 +22,7 @@
 #include <asio/write.hpp>
 
 #include "../auth/auth.hpp"
+#include "optcast/fabric.hpp"
 #include "optcast/log.hpp"
 #include "wire.hpp"
 
@@ -33,7 +34,7 @@ constexpr auto use_nothrow = asio::experimental::as_tuple(asio::use_awaitable);
 
 namespace {
 
-constexpr std::string_view magic = "optcast-store/3";
+constexpr std::string_view magic = protocol;
 constexpr std::size_t header_bytes = 21;
 constexpr std::uint32_t max_field = 1u << 20;
 // A hello carries the protocol name and a nonce, a proof its HMAC: nothing before the
@@ -51,11 +52,13 @@ constexpr auto hello_timeout = std::chrono::seconds(10);
 // {val: the client's HMAC}; then welcome {val: job id, and with a secret the store's
 // HMAC}, or error {val: why}. A rank whose collective failed says failed {arg: error
 // code, val: why}; the store passes the job's first failure on to every other rank as
-// job_failed {id: code, arg: rank, val: why}, also to ranks that connect later.
+// job_failed {id: code, arg: rank, val: why}, also to ranks that connect later. A rank
+// done says bye and keeps its connection until the job's outcome: farewell once every
+// rank has said bye, or job_failed (peer_lost for a rank that died); then it closes.
 enum type : std::uint8_t {
   m_hello = 1, m_welcome, m_error, m_set, m_ok, m_get, m_value, m_bye, m_peer_lost, m_challenge, m_proof,
-  m_failed, m_job_failed,
-  m_last = m_job_failed
+  m_failed, m_job_failed, m_farewell,
+  m_last = m_farewell
 };
 
 constexpr std::string_view client_label = "optcast/store/client", server_label = "optcast/store/server";
@@ -205,9 +208,11 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   std::vector<std::weak_ptr<server_conn>> conns;
   std::optional<message> failure;  // the job's first, as job_failed
 
-  std::mutex mu;
+  mutable std::mutex mu;
   std::condition_variable cv;
-  int finished = 0;  // ranks that said goodbye or died
+  int finished = 0;  // ranks whose connection has closed (after goodbye, or dead)
+  int byes = 0;
+  bool job_failed = false;  // under mu: failure, for other threads
 
   void start() {
     port = acceptor.local_endpoint().port();
@@ -229,6 +234,21 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
       self->conns.push_back(c);
       asio::co_spawn(self->io, serve(self, c), asio::detached);
     }
+  }
+
+  // Records the job's first failure (a lost connection gives way to a report that may
+  // say why) and passes it on to every rank but `from`; `tell` false: they were told
+  // otherwise (peer_lost), only ranks connecting later or saying bye get it.
+  void fail_job(const std::shared_ptr<server_conn>& from, message m, bool tell = true) {
+    if (failure && (failure->id != lost_code || m.id == lost_code)) return;
+    failure = std::move(m);
+    {
+      std::lock_guard lock(mu);
+      job_failed = true;
+    }
+    if (!tell) return;
+    for (auto& other : ranks)
+      if (other && other != from) other->send(*failure);
   }
 
   void rank_finished() {
@@ -313,19 +333,20 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
         else
           self->waiting[m->key].emplace_back(c, m->id);
       } else if (m->type == m_failed) {
-        // The first failure, unless it was a lost connection and this one may say why.
-        if (self->failure && (self->failure->id != lost_code || m->arg == lost_code)) continue;
-        self->failure = message{m_job_failed, m->arg, static_cast<std::uint32_t>(r), {}, m->val.substr(0, max_failure_text)};
-        for (auto& other : self->ranks)
-          if (other && other != c) other->send(*self->failure);
-      } else if (m->type == m_bye) {
+        self->fail_job(c, message{m_job_failed, m->arg, static_cast<std::uint32_t>(r), {}, m->val.substr(0, max_failure_text)});
+      } else if (m->type == m_bye && !c->said_bye) {
         c->said_bye = true;
-        break;
+        if (self->failure) {
+          c->send(*self->failure);
+        } else if (++self->byes == self->size) {
+          for (auto& other : self->ranks)
+            if (other) other->send({m_farewell, 0, 0, {}, {}});
+        }
       } else {
         break;  // out of protocol
       }
     }
-    // Gone: with a goodbye it finished; without, it died, and every other rank is told.
+    // Gone: after its goodbye it finished; without, it died, and every other rank is told.
     self->ranks[static_cast<std::size_t>(r)] = nullptr;
     for (auto& [key, list] : self->waiting)
       std::erase_if(list, [&](auto& e) { return e.first == c; });
@@ -333,6 +354,9 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
       log(log_level::info, "store: rank " + std::to_string(r) + " disconnected without goodbye");
       for (auto& other : self->ranks)
         if (other) other->send({m_peer_lost, 0, static_cast<std::uint32_t>(r), {}, {}});
+      self->fail_job(nullptr, message{m_job_failed, lost_code, static_cast<std::uint32_t>(r), {},
+                                      "rank " + std::to_string(r) + " died (its store connection closed without goodbye)"},
+                     false);
     }
     std::error_code ignored;
     c->sock.shutdown(tcp::socket::shutdown_both, ignored);
@@ -389,6 +413,11 @@ server::~server() {
 std::uint16_t server::port() const noexcept { return impl_->port; }
 std::uint64_t server::job_id() const noexcept { return impl_->job_id; }
 
+bool server::failed() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->job_failed;
+}
+
 bool server::wait_all_done(std::chrono::milliseconds timeout) {
   std::unique_lock lock(impl_->mu);
   return impl_->cv.wait_for(lock, timeout, [&] { return impl_->finished >= impl_->size; });
@@ -409,6 +438,14 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
   std::function<void(std::uint64_t, std::string)> failed;
   bool leaving = false;
   std::string server_name;
+  // After bye: the job's outcome, once the store gives it.
+  std::optional<result<void>> outcome;
+  std::string outcome_why;
+  void settle(result<void> r, std::string why) {
+    if (outcome) return;
+    outcome = std::move(r);
+    outcome_why = std::move(why);
+  }
 
   void send(const message& m) { out.send(shared_from_this(), sock, encode(m)); }
 
@@ -431,11 +468,21 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
         break;
       }
       if (m->type == m_peer_lost) {
-        if (self->lost) self->lost(static_cast<int>(m->arg));
+        if (self->leaving)
+          self->settle(fail(errc::peer_lost), "rank " + std::to_string(m->arg) + " died before the job's end");
+        else if (self->lost)
+          self->lost(static_cast<int>(m->arg));
         continue;
       }
       if (m->type == m_job_failed) {
-        if (self->failed) self->failed(m->id, wire::printable(m->val, max_failure_text));
+        if (self->leaving)
+          self->settle(fail(told_error(m->id)), wire::printable(m->val, max_failure_text));
+        else if (self->failed)
+          self->failed(m->id, wire::printable(m->val, max_failure_text));
+        continue;
+      }
+      if (m->type == m_farewell) {
+        self->settle({}, {});
         continue;
       }
       auto it = self->pending.find(m->id);
@@ -446,7 +493,10 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
     }
     auto pending = std::move(self->pending);
     for (auto& [id, done] : pending) done(fail(errc::peer_lost));
-    if (!self->leaving && self->closed) self->closed(why);
+    if (self->leaving)
+      self->settle(fail(errc::peer_lost), "the store on rank 0 closed before the job's end (" + why.message() + "): rank 0 died?");
+    else if (self->closed)
+      self->closed(why);
   }
 };
 
@@ -608,18 +658,26 @@ void client::report_failure(std::uint32_t code, std::string why) {
   impl_->send({m_failed, 0, code, {}, std::move(why)});
 }
 
-void client::bye() {
-  if (impl_->leaving) return;
-  impl_->leaving = true;
-  // Written synchronously: the goodbye must be on the wire before the process may exit.
-  const auto deadline = clock::now() + std::chrono::seconds(5);
-  drive(impl_->io, [&] { return !impl_->out.writing; }, deadline);
-  message m;
-  m.type = m_bye;
-  const std::string msg = encode(m);
-  std::error_code ec;
-  asio::write(impl_->sock, asio::buffer(msg), ec);
-  impl_->sock.shutdown(tcp::socket::shutdown_send, ec);
+result<void> client::bye(std::chrono::milliseconds wait, std::string* why) {
+  if (!impl_->leaving) {
+    impl_->leaving = true;
+    if (impl_->sock.is_open()) {
+      impl_->send({m_bye, 0, 0, {}, {}});
+      // On the wire before anything else, whatever `wait` (else the store takes this
+      // rank for dead).
+      drive(impl_->io, [&] { return !impl_->out.writing || impl_->outcome.has_value(); }, clock::now() + std::chrono::seconds(5));
+      if (!drive(impl_->io, [&] { return impl_->outcome.has_value(); }, clock::now() + wait))
+        impl_->settle(fail(errc::timeout), "not every rank finished within " + std::to_string(wait.count()) +
+                                               " ms of this rank's end (a rank stalled, or is still in a collective)");
+    } else {
+      impl_->settle(fail(errc::peer_lost), "the connection to the store on rank 0 was lost");
+    }
+    std::error_code ec;
+    impl_->sock.shutdown(tcp::socket::shutdown_both, ec);
+    impl_->sock.close(ec);
+  }
+  if (why) *why = impl_->outcome_why;
+  return *impl_->outcome;
 }
 
 }  // namespace optcast::store

@@ -67,13 +67,23 @@ public:
   ofi_fabric(asio::io_context& io, const config& cfg)
       : io_(io), cfg_(cfg), wait_(io), deadlines_(io, [this](std::uint32_t seq) { expire(seq); }) {}
 
-  ~ofi_fabric() override {
+  ~ofi_fabric() override { close(); }
+  // Closes the fabric and leaves the job, waiting up to `wait` for its outcome (the
+  // destructor does not wait: leave() does).
+  void close(std::chrono::milliseconds wait = {}) noexcept {
+    if (closing_) return;
+    const auto own = failure();
+    const auto own_detail = failure_detail();
     closing_ = true;
     abort(make_error_code(errc::cancelled), "the communicator was closed");
-    *alive_ = false;
     std::error_code ignored;
     wait_.close(ignored);
-    if (job_) job_->leave();
+    if (job_) outcome_ = settle_outcome(job_->leave(wait), job_->outcome_detail(), own, own_detail);
+    *alive_ = false;
+  }
+  result<void> leave() override {
+    close(cfg_.timeout);
+    return outcome_;
   }
 
   void bootstrap();
@@ -177,6 +187,7 @@ private:
   bool progress_posted_ = false;
   bool closing_ = false;
   bool spread_ = false;  // every rank was told of this rank's failure, or it was told of theirs
+  result<void> outcome_;  // the job's, once closed
   detail::op_queue posted_;  // with the provider
   detail::op_queue retry_;   // refused with -FI_EAGAIN, to post after progress
   detail::op_queue lost_;    // failed on the peer's side, waiting for the cause (lost_peer)

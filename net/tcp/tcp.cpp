@@ -126,17 +126,27 @@ void tcp_fabric::tell_peers(const std::string& why) noexcept {
   }
 }
 
-void tcp_fabric::close() noexcept {
+void tcp_fabric::close(std::chrono::milliseconds wait) noexcept {
   if (closing_) return;
+  const auto own = failure();
+  const auto own_detail = failure_detail();
   closing_ = true;
   abort(make_error_code(errc::cancelled), "the communicator was closed");
   std::error_code ignored;
   acceptor_.close(ignored);
   for (auto& c : handshaking_) c->sock.close(ignored);
   handshaking_.clear();
-  if (job_) job_->leave();
+  if (job_) {
+    const auto out = job_->leave(wait);
+    outcome_ = settle_outcome(out, job_->outcome_detail(), own, own_detail);
+  }
   *alive_ = false;
   job_.reset();
+}
+
+result<void> tcp_fabric::leave() {
+  close(cfg_.timeout);
+  return outcome_;
 }
 
 bool tcp_fabric::fail_now(operation& op, std::error_code ec, const std::string& why) {
@@ -260,7 +270,8 @@ void tcp_fabric::open_out(int p) {
     o.st = out_conn::state::connecting;
     o.sock.async_connect(tcp::endpoint(ip, where->port), [this, alive, p](std::error_code ec2) {
       if (!*alive) return;
-      if (ec2) return fail_out(p, make_error_code(errc::peer_lost), "cannot connect to " + rank_name(p) + " at " + peer(p).out.where + ": " + ec2.message());
+      // Refused most often because the peer failed and exited: wait for the cause too.
+      if (ec2) return out_lost(p, "cannot connect to " + rank_name(p) + " at " + peer(p).out.where + ": " + ec2.message());
       send_hello(p);
     });
   });
@@ -281,7 +292,7 @@ void tcp_fabric::send_hello(int p) {
   std::memcpy(out.hs.data() + 24, n.data(), n.size());
   asio::async_write(out.sock, asio::buffer(out.hs), [this, alive = alive_, p](std::error_code e, std::size_t) {
     if (!*alive) return;
-    if (e) return fail_out(p, make_error_code(errc::peer_lost), "handshake with " + rank_name(p) + ": " + e.message());
+    if (e) return out_lost(p, "handshake with " + rank_name(p) + ": " + e.message());
     read_reply(p);
   });
 }
@@ -291,7 +302,7 @@ void tcp_fabric::read_reply(int p) {
   asio::async_read(o.sock, asio::buffer(o.ack), [this, alive = alive_, p](std::error_code e, std::size_t) {
     if (!*alive) return;
     auto& o2 = peer(p).out;
-    if (e) return fail_out(p, make_error_code(errc::peer_lost), "handshake with " + rank_name(p) + ": " + e.message());
+    if (e) return out_lost(p, "handshake with " + rank_name(p) + ": " + e.message());
     const auto status = wire::get_u32(o2.ack.data() + 4);
     if (wire::get_u32(o2.ack.data()) != hs_magic)
       return fail_out(p, make_error_code(errc::protocol_violation), "what listens at " + o2.where + " is not " + rank_name(p));
@@ -303,7 +314,7 @@ void tcp_fabric::read_reply(int p) {
     o2.proof = key_->prove(opener_label, parts);
     asio::async_write(o2.sock, asio::buffer(o2.proof), [this, alive, p](std::error_code e2, std::size_t) {
       if (!*alive) return;
-      if (e2) return fail_out(p, make_error_code(errc::peer_lost), "handshake with " + rank_name(p) + ": " + e2.message());
+      if (e2) return out_lost(p, "handshake with " + rank_name(p) + ": " + e2.message());
       read_reply(p);
     });
   });

@@ -205,6 +205,7 @@ public:
   void abort(std::error_code ec, std::string detail) noexcept override;
   void sign(std::uint32_t seq, const call_signature& s) override;
   std::error_code leftover(std::uint32_t seq) override;
+  result<void> leave() override;
   // Another rank failed (its abort frame, the store's word): fail with it, and do not
   // pass it on.
   void told(std::error_code ec, const std::string& why) noexcept;
@@ -215,7 +216,9 @@ public:
   // Best effort, without blocking: an abort frame on every idle connection, so that the
   // peers' errors name the cause rather than "rank r closed its connection".
   void tell_peers(const std::string& why) noexcept;
-  void close() noexcept;
+  // Closes the fabric and leaves the job, waiting up to `wait` for its outcome (the
+  // destructor does not wait: leave() does).
+  void close(std::chrono::milliseconds wait = {}) noexcept;
 
 private:
   static std::string addr_key(int r) { return "optcast/addr/" + std::to_string(r); }
@@ -303,6 +306,7 @@ private:
   connection_counts counts_;
   bool closing_ = false;
   bool spread_ = false;  // every rank was told of this rank's failure, or it was told of theirs
+  result<void> outcome_;  // the job's, once closed
   // A connection broke and its operations wait up to loss_grace for the cause.
   bool loss_pending_ = false;
   asio::steady_timer loss_timer_{io_};

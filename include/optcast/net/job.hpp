@@ -70,8 +70,8 @@ struct job_config {
 };
 
 // Joining a job: rank 0 starts the store; every rank connects to it, learns the job id
-// and keeps the connection, which reports dead peers. leave() says goodbye; on rank 0
-// it then waits for every other rank to finish. Throws setup_error on failure.
+// and keeps the connection, which reports dead peers. leave() says goodbye and learns
+// the job's outcome. Throws setup_error on failure.
 class job {
 public:
   job(asio::io_context& io, const job_config& cfg);
@@ -91,7 +91,13 @@ public:
                   std::function<void(std::uint64_t code, std::string why)> failed = nullptr);
   // This rank failed: every other rank hears of it through the store.
   void report_failure(int code, std::string why);
-  void leave() noexcept;
+  // Says goodbye and waits, up to `wait`, for the job's outcome: success once every
+  // rank has said goodbye, else the job's first failure (outcome_detail() says which
+  // rank and why), or timeout. On rank 0 the store then closes (after the other ranks
+  // have left, up to config().timeout, or a second once the job has failed). Once only;
+  // later calls return the same.
+  result<void> leave(std::chrono::milliseconds wait) noexcept;
+  const std::string& outcome_detail() const noexcept { return outcome_detail_; }
 
 private:
   job_config cfg_;
@@ -100,6 +106,8 @@ private:
   std::unique_ptr<store::server> server_;
   std::unique_ptr<store::client> client_;
   bool left_ = false;
+  result<void> outcome_;
+  std::string outcome_detail_;
 };
 
 }  // namespace optcast

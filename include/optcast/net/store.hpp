@@ -32,6 +32,9 @@ class io_context;
 
 namespace optcast::store {
 
+// The protocol's name and version, the first thing a client says.
+inline constexpr std::string_view protocol = "optcast-store/4";
+
 // "host:port" split; the port must be given.
 struct address {
   std::string host;
@@ -54,8 +57,11 @@ public:
 
   std::uint16_t port() const noexcept;
   std::uint64_t job_id() const noexcept;
-  // Waits until every rank has said goodbye; false if `timeout` passed first.
+  // Waits until every rank's connection has closed (after its goodbye and the job's
+  // outcome, or dead); false if `timeout` passed first.
   bool wait_all_done(std::chrono::milliseconds timeout);
+  // Whether a rank reported a failure or died.
+  bool failed() const;
 
   struct impl;
 
@@ -94,8 +100,10 @@ public:
   // Tells the store this rank failed (an optcast::errc value and why), which tells every
   // other rank; without waiting.
   void report_failure(std::uint32_t code, std::string why);
-  // Says goodbye (this rank is done) and closes the connection.
-  void bye();
+  // Says goodbye (this rank is done) and waits, up to `wait`, for the job's outcome:
+  // success once every rank has said goodbye, else the job's first failure (with the
+  // reason in *why), or timeout. Closes the connection. Later calls return the same.
+  result<void> bye(std::chrono::milliseconds wait, std::string* why = nullptr);
 
   struct impl;
 
