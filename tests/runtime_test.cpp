@@ -44,9 +44,17 @@ TEST_CASE("a deep chain of synchronously finishing awaits does not grow the stac
       co_return s;
     }
   };
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // Sanitizers keep every frame (no tail call for symmetric transfer to rely on): here
+  // only the chain's result is checked, at a depth their stack holds.
+  constexpr long depth = 10'000;
+  WARN("sanitizer build: the flat stack is not checked");
+#else
+  constexpr long depth = 1'000'000;
+#endif
   long got = 0;
-  spawn(counter::many(1'000'000), [&](std::optional<long> v, std::exception_ptr) { got = v.value_or(0); });
-  CHECK(got == 1'000'000);
+  spawn(counter::many(static_cast<int>(depth)), [&](std::optional<long> v, std::exception_ptr) { got = v.value_or(0); });
+  CHECK(got == depth);
 }
 
 TEST_CASE("a rank that dies mid-broadcast fails the others with peer lost", "[runtime][local]") {

@@ -83,8 +83,15 @@ std::array<unsigned char, 12> channel::next_nonce() noexcept {
   return n;
 }
 
+namespace {
+// libsodium declares its buffers non-null, also when empty.
+std::byte empty_payload[1];
+}  // namespace
+
 void channel::seal(std::span<const std::byte> ad, const std::byte* in, std::byte* out, std::size_t n, std::byte* tag) noexcept {
   const auto n96 = next_nonce();
+  if (!in) in = empty_payload;
+  if (!out) out = empty_payload;
   crypto_aead_chacha20poly1305_ietf_encrypt_detached(
       reinterpret_cast<unsigned char*>(out), reinterpret_cast<unsigned char*>(tag), nullptr,
       reinterpret_cast<const unsigned char*>(in), n, reinterpret_cast<const unsigned char*>(ad.data()), ad.size(), nullptr,
@@ -93,6 +100,7 @@ void channel::seal(std::span<const std::byte> ad, const std::byte* in, std::byte
 
 bool channel::open(std::span<const std::byte> ad, std::byte* data, std::size_t n, const std::byte* tag) noexcept {
   const auto n96 = next_nonce();
+  if (!data) data = empty_payload;
   return crypto_aead_chacha20poly1305_ietf_decrypt_detached(
              reinterpret_cast<unsigned char*>(data), nullptr, reinterpret_cast<const unsigned char*>(data), n,
              reinterpret_cast<const unsigned char*>(tag), reinterpret_cast<const unsigned char*>(ad.data()), ad.size(),
