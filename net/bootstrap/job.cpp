@@ -133,7 +133,7 @@ void job::report_failure(int code, std::string why) {
   if (!left_) client_->report_failure(static_cast<std::uint32_t>(code), std::move(why));
 }
 
-result<void> job::leave(std::chrono::milliseconds wait) noexcept {
+result<void> job::leave(std::chrono::milliseconds wait, bool failed) noexcept {
   if (left_) return outcome_;
   left_ = true;
   client_->on_events(nullptr, nullptr);
@@ -142,7 +142,7 @@ result<void> job::leave(std::chrono::milliseconds wait) noexcept {
   // outcome; when the job failed, they have been told: a little longer for those told
   // just now, not a deadline for a stalled one.
   const auto grace = !outcome_ && outcome_.error() != errc::timeout ? std::chrono::milliseconds(1000)
-                     : server_ && server_->failed()                 ? std::chrono::milliseconds(1000)
+                     : failed || (server_ && server_->failed())     ? std::chrono::milliseconds(1000)
                                                                     : cfg_.timeout;
   if (server_ && !server_->wait_all_done(grace) && grace == cfg_.timeout)
     log(log_level::warn, "rank 0 closed before every rank had finished (waited " + std::to_string(cfg_.timeout.count()) + " ms)");

@@ -78,7 +78,7 @@ public:
     abort(make_error_code(errc::cancelled), "the communicator was closed");
     std::error_code ignored;
     wait_.close(ignored);
-    if (job_) outcome_ = settle_outcome(job_->leave(wait), job_->outcome_detail(), own, own_detail);
+    if (job_) outcome_ = settle_outcome(job_->leave(wait, static_cast<bool>(own)), job_->outcome_detail(), own, own_detail);
     *alive_ = false;
   }
   result<void> leave() override {

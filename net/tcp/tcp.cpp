@@ -137,7 +137,7 @@ void tcp_fabric::close(std::chrono::milliseconds wait) noexcept {
   for (auto& c : handshaking_) c->sock.close(ignored);
   handshaking_.clear();
   if (job_) {
-    const auto out = job_->leave(wait);
+    const auto out = job_->leave(wait, static_cast<bool>(own));
     outcome_ = settle_outcome(out, job_->outcome_detail(), own, own_detail);
   }
   *alive_ = false;

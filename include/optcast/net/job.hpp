@@ -96,7 +96,8 @@ public:
   // rank and why), or timeout. On rank 0 the store then closes (after the other ranks
   // have left, up to config().timeout, or a second once the job has failed). Once only;
   // later calls return the same.
-  result<void> leave(std::chrono::milliseconds wait) noexcept;
+  // `failed`: this rank knows the job failed (its own failure, or told of another's).
+  result<void> leave(std::chrono::milliseconds wait, bool failed = false) noexcept;
   const std::string& outcome_detail() const noexcept { return outcome_detail_; }
 
 private:
