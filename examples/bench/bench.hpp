@@ -16,6 +16,7 @@ int p2p_cmd(int argc, char** argv);        // optcast-bench p2p
 int model_cmd(int argc, char** argv);      // optcast-bench model
 int rounds_cmd(int argc, char** argv);     // optcast-bench rounds
 int coll_cmd(int argc, char** argv);       // optcast-bench coll
+int chaos_cmd(int argc, char** argv);      // optcast-bench chaos
 
 using clock_type = std::chrono::steady_clock;
 

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace optcast {
 
@@ -22,5 +24,11 @@ namespace optcast {
 // the exit status for main to return (0 when every rank succeeded). Without --np it
 // returns nothing and the program goes on as a rank.
 std::optional<int> launch_local(int argc, char** argv);
+
+// The launcher's first half, for tools that watch their ranks themselves (the chaos
+// benchmark): starts `np` copies of this program with `args` (args[0] is the program's
+// name) as the ranks of one job, rank 0 holding the store's socket. Returns their pids
+// in rank order; throws setup_error if it cannot.
+std::vector<int> spawn_local_ranks(int np, const std::vector<std::string>& args);
 
 }  // namespace optcast

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../../net/auth/auth.hpp"
+#include "optcast/error.hpp"
 
 namespace optcast {
 
@@ -38,6 +39,62 @@ std::string describe_status(int status) {
 }
 
 }  // namespace
+
+std::vector<int> spawn_local_ranks(int np, const std::vector<std::string>& args) {
+  auto refuse = [](const std::string& why) -> std::vector<int> { throw setup_error(make_error_code(errc::invalid_argument), why); };
+  std::vector<char*> child_args;
+  for (const auto& a : args) child_args.push_back(const_cast<char*>(a.c_str()));
+  child_args.push_back(nullptr);
+  // The store's socket is bound here and handed to rank 0, so no other process can
+  // take the port between choosing it and listening on it.
+  const int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (lfd < 0) return refuse(std::string("socket: ") + std::strerror(errno));
+  const int one = 1;
+  ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  if (::bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) || ::listen(lfd, 4096) ||
+      ::getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len)) {
+    ::close(lfd);
+    return refuse(std::string("cannot listen on loopback: ") + std::strerror(errno));
+  }
+  const std::string store = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+  std::random_device rd;
+  const std::string job = std::to_string((std::uint64_t{rd()} << 32 | rd()) | 1);
+  // The ranks authenticate each other with a secret only they (and this user) can read;
+  // one the user gave (OPTCAST_SECRET or OPTCAST_SECRET_FILE) is passed on instead.
+  std::string secret;
+  if (!std::getenv("OPTCAST_SECRET") && !std::getenv("OPTCAST_SECRET_FILE")) secret = auth::fresh_secret();
+
+  std::vector<int> pids;
+  for (int r = 0; r < np; ++r) {
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      for (pid_t p : pids) ::kill(p, SIGTERM);
+      ::close(lfd);
+      return refuse(std::string("fork: ") + std::strerror(errno));
+    }
+    if (pid == 0) {
+      ::setenv("OPTCAST_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("OPTCAST_SIZE", std::to_string(np).c_str(), 1);
+      ::setenv("OPTCAST_STORE", store.c_str(), 1);
+      ::setenv("OPTCAST_JOB_ID", job.c_str(), 1);
+      if (!secret.empty()) ::setenv("OPTCAST_SECRET", secret.c_str(), 1);
+      if (r == 0)
+        ::setenv("OPTCAST_STORE_FD", std::to_string(lfd).c_str(), 1);
+      else
+        ::close(lfd);
+      ::execv("/proc/self/exe", child_args.data());
+      std::fprintf(stderr, "optcast launcher: cannot start %s: %s\n", child_args[0], std::strerror(errno));
+      ::_exit(127);
+    }
+    pids.push_back(pid);
+  }
+  ::close(lfd);
+  return pids;
+}
 
 std::optional<int> launch_local(int argc, char** argv) {
   std::vector<char*> child_args{argv[0]};
@@ -63,64 +120,20 @@ std::optional<int> launch_local(int argc, char** argv) {
   const long np = std::strtol(np_text.c_str(), &end, 10);
   if (np_text.empty() || *end || np < 1 || np > 4096)
     return fail("--np '" + np_text + "': need a number of ranks from 1 to 4096");
-  child_args.push_back(nullptr);
 
-  // The store's socket is bound here and handed to rank 0, so no other process can
-  // take the port between choosing it and listening on it.
-  const int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (lfd < 0) return fail(std::string("socket: ") + std::strerror(errno));
-  const int one = 1;
-  ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof sa;
-  if (::bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) || ::listen(lfd, 4096) ||
-      ::getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len))
-    return fail(std::string("cannot listen on loopback: ") + std::strerror(errno));
-  const std::string store = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
-  std::random_device rd;
-  const std::string job = std::to_string((std::uint64_t{rd()} << 32 | rd()) | 1);
-  // The ranks authenticate each other with a secret only they (and this user) can read;
-  // one the user gave (OPTCAST_SECRET or OPTCAST_SECRET_FILE) is passed on instead.
-  std::string secret;
-  if (!std::getenv("OPTCAST_SECRET") && !std::getenv("OPTCAST_SECRET_FILE")) {
-    try {
-      secret = auth::fresh_secret();
-    } catch (const std::exception& e) {
-      return fail(e.what());
-    }
-  }
-
+  std::vector<std::string> args;
+  for (char* a : child_args)
+    if (a) args.emplace_back(a);
   struct sigaction act{};
   act.sa_handler = on_signal;
   sigaction(SIGINT, &act, nullptr);
   sigaction(SIGTERM, &act, nullptr);
-
   std::vector<pid_t> pids;
-  for (long r = 0; r < np; ++r) {
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      for (pid_t p : pids) ::kill(p, SIGTERM);
-      return fail(std::string("fork: ") + std::strerror(errno));
-    }
-    if (pid == 0) {
-      ::setenv("OPTCAST_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("OPTCAST_SIZE", std::to_string(np).c_str(), 1);
-      ::setenv("OPTCAST_STORE", store.c_str(), 1);
-      ::setenv("OPTCAST_JOB_ID", job.c_str(), 1);
-      if (!secret.empty()) ::setenv("OPTCAST_SECRET", secret.c_str(), 1);
-      if (r == 0)
-        ::setenv("OPTCAST_STORE_FD", std::to_string(lfd).c_str(), 1);
-      else
-        ::close(lfd);
-      ::execv("/proc/self/exe", child_args.data());
-      std::fprintf(stderr, "optcast launcher: cannot start %s: %s\n", argv[0], std::strerror(errno));
-      ::_exit(127);
-    }
-    pids.push_back(pid);
+  try {
+    pids = spawn_local_ranks(static_cast<int>(np), args);
+  } catch (const std::exception& e) {
+    return fail(e.what());
   }
-  ::close(lfd);
 
   const char* g = std::getenv("OPTCAST_LAUNCH_GRACE");
   const auto grace = std::chrono::seconds(g ? std::max(0L, std::strtol(g, nullptr, 10)) : 30);

@@ -1,0 +1,223 @@
+// optcast-bench chaos: faults injected into running jobs. Each trial starts --np ranks
+// on this machine that run random verified collectives (broadcasts and allreduces of
+// random sizes and roots, the same sequence on every rank), waits a random while, and
+// then kills one rank with SIGKILL or stops it with SIGSTOP. Every survivor must end
+// with an error that names the victim (the root cause): within a second for a kill,
+// within one deadline for a stall. Counted: hangs (a survivor still running long after),
+// silent survivors (one that reports success from the failed job), wrong results, and
+// the distribution of time from injection to each survivor's error.
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include <asio/io_context.hpp>
+#include <optcast/optcast.hpp>
+
+#include "bench.hpp"
+
+namespace optcast::bench {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+long long now_ns() {  // CLOCK_MONOTONIC: one clock for every process of the machine
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::byte pattern(std::size_t i, std::uint64_t k) { return static_cast<std::byte>((i * 131 + k * 7 + (i >> 9)) & 0xff); }
+
+// One rank: collectives until it fails (or --ops pass, then the job's outcome).
+int rank_main(const std::string& fabric, const std::string& report, std::uint64_t seed, int timeout_ms, long ops) {
+  asio::io_context io;
+  auto comm = join(io, fabric);
+  std::ofstream out(report + "/rank-" + std::to_string(comm.rank()) + ".txt");
+  auto failed = [&](std::error_code ec) {
+    out << "error " << ec.value() << " " << now_ns() << " " << describe(ec, comm.failure_detail()) << "\n";
+    return 1;
+  };
+  std::mt19937_64 rng(seed);  // the same on every rank: the same calls
+  const collective_options o{.timeout = std::chrono::milliseconds(timeout_ms)};
+  for (long i = 0; i < ops; ++i) {
+    const int root = static_cast<int>(rng() % static_cast<std::uint64_t>(comm.size()));
+    const std::size_t n = 1 + rng() % (64u << 10);
+    if (rng() % 2) {
+      std::vector<std::byte> b(n);
+      if (comm.rank() == root)
+        for (std::size_t j = 0; j < n; ++j) b[j] = pattern(j, static_cast<std::uint64_t>(i));
+      if (auto r = run(comm, broadcast(comm, std::span(b), root, o)); !r) return failed(r.error());
+      for (std::size_t j = 0; j < n; ++j)
+        if (b[j] != pattern(j, static_cast<std::uint64_t>(i))) return out << "wrong broadcast " << i << "\n", 3;
+    } else {
+      std::vector<std::int32_t> x(n / 4 + 1);
+      for (std::size_t j = 0; j < x.size(); ++j) x[j] = static_cast<std::int32_t>(comm.rank() + static_cast<int>(j % 1000));
+      if (auto r = run(comm, allreduce(comm, std::span<const std::int32_t>(x), std::span(x), ops::sum, o)); !r) return failed(r.error());
+      const int p = comm.size();
+      for (std::size_t j = 0; j < x.size(); ++j)
+        if (x[j] != p * (p - 1) / 2 + p * static_cast<int>(j % 1000)) return out << "wrong allreduce " << i << "\n", 3;
+    }
+  }
+  if (auto r = comm.leave(); !r) return failed(r.error());
+  out << "ok " << now_ns() << "\n";
+  return 0;
+}
+
+struct tally {
+  int injections = 0, survivors = 0, with_cause = 0, other_error = 0, silent = 0, wrong = 0, hangs = 0;
+  std::vector<double> ms;  // injection to each survivor's error
+};
+
+std::string summary(const std::vector<double>& v) {
+  if (v.empty()) return "-";
+  auto s = v;
+  std::sort(s.begin(), s.end());
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%.1f / %.1f / %.1f / %.1f", s.front(), s[s.size() / 2], s[std::min(s.size() - 1, s.size() * 99 / 100)], s.back());
+  return buf;
+}
+
+std::string json_list(const std::vector<double>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+int chaos_cmd(int argc, char** argv) {
+  CLI::App app{"Inject kill -9 and SIGSTOP into random ranks of running jobs; report how the survivors end.", "optcast-bench chaos"};
+  std::string fabric = "tcp", mode = "both", report_dir;
+  int np = 8, trials = 20, timeout_ms = 2000, rank_timeout = 0;
+  long ops = 1000000;
+  std::uint64_t seed = 1;
+  bool json = false, quiet = false;
+  app.add_option("--fabric", fabric, "tcp or ofi")->check(CLI::IsMember({"tcp", "ofi"}))->capture_default_str();
+  app.add_option("--np", np, "ranks per job")->check(CLI::Range(2, 256))->capture_default_str();
+  app.add_option("--trials", trials, "jobs, one injection each")->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--mode", mode, "kill, stop, or both (alternating)")->check(CLI::IsMember({"kill", "stop", "both"}))->capture_default_str();
+  app.add_option("--timeout-ms", timeout_ms, "the collectives' deadline")->check(CLI::Range(100, 600000))->capture_default_str();
+  app.add_option("--seed", seed, "random seed")->capture_default_str();
+  app.add_flag("--json", json, "one JSON object instead of the table");
+  app.add_flag("--quiet", quiet, "no progress line");
+  // Internal: how a rank of a trial is started.
+  app.add_option("--rank-report", report_dir)->group("");
+  app.add_option("--rank-timeout", rank_timeout)->group("");
+  app.add_option("--rank-ops", ops)->group("");
+  try {
+    app.parse(argc - 1, argv + 1);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (!report_dir.empty()) return rank_main(fabric, report_dir, seed, rank_timeout, ops);
+
+  std::mt19937_64 rng(seed);
+  tally kills, stops;
+  const bool tty = isatty(STDERR_FILENO) && !quiet && !json;
+  const fs::path base = fs::temp_directory_path() / ("optcast-chaos-" + std::to_string(::getpid()));
+  for (int t = 0; t < trials; ++t) {
+    const bool stop = mode == "stop" || (mode == "both" && t % 2);
+    auto& tl = stop ? stops : kills;
+    const fs::path dir = base / std::to_string(t);
+    fs::create_directories(dir);
+    const std::vector<std::string> args{argv[0], "chaos", "--fabric", fabric, "--seed", std::to_string(rng()),
+                                        "--rank-report", dir.string(), "--rank-timeout", std::to_string(timeout_ms)};
+    auto pids = spawn_local_ranks(np, args);
+    // After the connections are up and collectives run: 200..700 ms in.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200 + static_cast<int>(rng() % 500)));
+    const int victim = static_cast<int>(rng() % static_cast<std::uint64_t>(np));
+    const long long injected = now_ns();
+    ::kill(pids[static_cast<std::size_t>(victim)], stop ? SIGSTOP : SIGKILL);
+    ++tl.injections;
+    // Survivors get a deadline (a stall) or a second (a kill), then as much again, before
+    // they count as hung.
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::milliseconds(stop ? 2 * timeout_ms + 3000 : 5000);
+    std::vector<bool> done(static_cast<std::size_t>(np), false);
+    done[static_cast<std::size_t>(victim)] = true;
+    for (;;) {
+      bool all = true;
+      for (int r = 0; r < np; ++r) {
+        if (done[static_cast<std::size_t>(r)]) continue;
+        int st = 0;
+        if (::waitpid(pids[static_cast<std::size_t>(r)], &st, WNOHANG) > 0)
+          done[static_cast<std::size_t>(r)] = true;
+        else
+          all = false;
+      }
+      if (all || std::chrono::steady_clock::now() > limit) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    for (int r = 0; r < np; ++r) {
+      const auto R = static_cast<std::size_t>(r);
+      if (r == victim) continue;
+      ++tl.survivors;
+      if (!done[R]) {
+        ++tl.hangs;
+        std::fprintf(stderr, "optcast-bench chaos: trial %d: rank %d (pid %d) still running %s after rank %d was %s\n", t, r, pids[R],
+                     stop ? "two deadlines and 3 s" : "5 s", victim, stop ? "stopped" : "killed");
+        ::kill(pids[R], SIGKILL);
+        continue;
+      }
+      std::ifstream in(dir / ("rank-" + std::to_string(r) + ".txt"));
+      std::string word;
+      in >> word;
+      if (word == "ok") {
+        ++tl.silent;
+      } else if (word == "wrong") {
+        ++tl.wrong;
+      } else if (word == "error") {
+        long long code = 0, at = 0;
+        in >> code >> at;
+        std::string why;
+        std::getline(in, why);
+        tl.ms.push_back(static_cast<double>(at - injected) / 1e6);
+        // The root cause: the victim named (its death, its stall behind a deadline).
+        if (why.find("rank " + std::to_string(victim)) != std::string::npos)
+          ++tl.with_cause;
+        else
+          ++tl.other_error;
+      } else {
+        ++tl.other_error;  // no report: ended by a signal or a setup error
+      }
+    }
+    ::kill(pids[static_cast<std::size_t>(victim)], SIGKILL);
+    for (int pid : pids) ::waitpid(pid, nullptr, 0);
+    fs::remove_all(dir);
+    if (tty) std::fprintf(stderr, "\r  trial %d/%d: %d hangs, %d silent, %d wrong so far", t + 1, trials, kills.hangs + stops.hangs,
+                          kills.silent + stops.silent, kills.wrong + stops.wrong);
+  }
+  if (tty) std::fputc('\n', stderr);
+  fs::remove_all(base);
+  if (json) {
+    auto obj = [](const tally& x) {
+      return "{\"injections\":" + std::to_string(x.injections) + ",\"survivors\":" + std::to_string(x.survivors) +
+             ",\"errors_with_cause\":" + std::to_string(x.with_cause) + ",\"other_errors\":" + std::to_string(x.other_error) +
+             ",\"silent_survivors\":" + std::to_string(x.silent) + ",\"wrong_results\":" + std::to_string(x.wrong) +
+             ",\"hangs\":" + std::to_string(x.hangs) + ",\"ms_to_error\":" + json_list(x.ms) + "}";
+    };
+    std::printf("{\"fabric\":\"%s\",\"np\":%d,\"timeout_ms\":%d,\"kill\":%s,\"stop\":%s}\n", fabric.c_str(), np, timeout_ms, obj(kills).c_str(),
+                obj(stops).c_str());
+  } else {
+    std::printf("chaos over %s, %d ranks per job, deadline %d ms\n", fabric.c_str(), np, timeout_ms);
+    std::printf("%-6s %10s %9s %10s %8s %7s %6s %6s   %s\n", "fault", "injections", "survivors", "with cause", "other", "silent", "wrong", "hangs",
+                "ms to error: min / median / p99 / max");
+    for (const auto& [name, x] : {std::pair<const char*, const tally*>{"kill", &kills}, std::pair<const char*, const tally*>{"stop", &stops}})
+      if (x->injections)
+        std::printf("%-6s %10d %9d %10d %8d %7d %6d %6d   %s\n", name, x->injections, x->survivors, x->with_cause, x->other_error, x->silent,
+                    x->wrong, x->hangs, summary(x->ms).c_str());
+  }
+  const bool clean = kills.hangs + stops.hangs + kills.silent + stops.silent + kills.wrong + stops.wrong == 0;
+  return clean ? 0 : 1;
+}
+
+}  // namespace optcast::bench
