@@ -24,9 +24,12 @@
 #include "../auth/auth.hpp"
 #include "optcast/fabric.hpp"
 #include "optcast/log.hpp"
+#include "store_protocol.hpp"
 #include "wire.hpp"
 
 namespace optcast::store {
+
+using namespace proto;
 
 using asio::ip::tcp;
 using clock = std::chrono::steady_clock;
@@ -34,32 +37,9 @@ constexpr auto use_nothrow = asio::experimental::as_tuple(asio::use_awaitable);
 
 namespace {
 
-constexpr std::string_view magic = protocol;
-constexpr std::size_t header_bytes = 21;
-constexpr std::uint32_t max_field = 1u << 20;
-// A hello carries the protocol name and a nonce, a proof its HMAC: nothing before the
-// handshake is done may be longer, so a stranger's header commits no more than this.
-constexpr std::uint32_t max_hello_field = 64;
-// A failure's text, as a rank reports it and as the store passes it on.
-constexpr std::size_t max_failure_text = 2000;
-constexpr auto lost_code = static_cast<std::uint32_t>(errc::peer_lost);
 // A connection that has not finished its handshake by then is dropped: strangers must
 // not hold the store's sockets (or the rank's file descriptors) open.
 constexpr auto hello_timeout = std::chrono::seconds(10);
-
-// The handshake: hello {id: job size, arg: rank, key: magic, val: the client's nonce, or
-// empty without a secret}; with a secret, challenge {val: the store's nonce} and proof
-// {val: the client's HMAC}; then welcome {val: job id, and with a secret the store's
-// HMAC}, or error {val: why}. A rank whose collective failed says failed {arg: error
-// code, val: why}; the store passes the job's first failure on to every other rank as
-// job_failed {id: code, arg: rank, val: why}, also to ranks that connect later. A rank
-// done says bye and keeps its connection until the job's outcome: farewell once every
-// rank has said bye, or job_failed (peer_lost for a rank that died); then it closes.
-enum type : std::uint8_t {
-  m_hello = 1, m_welcome, m_error, m_set, m_ok, m_get, m_value, m_bye, m_peer_lost, m_challenge, m_proof,
-  m_failed, m_job_failed, m_farewell,
-  m_last = m_farewell
-};
 
 constexpr std::string_view client_label = "optcast/store/client", server_label = "optcast/store/server";
 
@@ -85,43 +65,21 @@ bool copy_exact(std::array<std::byte, N>& to, std::string_view from) {
   return true;
 }
 
-struct message {
-  std::uint8_t type = 0;
-  std::uint32_t id = 0, arg = 0;
-  std::string key, val;
-};
-
-std::string encode(const message& m) {
-  std::string out(header_bytes + m.key.size() + m.val.size(), '\0');
-  auto* p = reinterpret_cast<std::byte*>(out.data());
-  wire::put_u32(p, static_cast<std::uint32_t>(out.size() - 4));
-  p[4] = static_cast<std::byte>(m.type);
-  wire::put_u32(p + 5, m.id);
-  wire::put_u32(p + 9, m.arg);
-  wire::put_u32(p + 13, static_cast<std::uint32_t>(m.key.size()));
-  wire::put_u32(p + 17, static_cast<std::uint32_t>(m.val.size()));
-  std::memcpy(out.data() + header_bytes, m.key.data(), m.key.size());
-  std::memcpy(out.data() + header_bytes + m.key.size(), m.val.data(), m.val.size());
-  return out;
-}
-
 // Reads one message; a malformed one is a protocol violation. `field_limit` bounds the key
 // and the value before anything is allocated for them.
 asio::awaitable<result<message>> read_message(tcp::socket& s, std::uint32_t field_limit = max_field) {
   std::array<std::byte, header_bytes> h{};
   auto [ec, n] = co_await asio::async_read(s, asio::buffer(h), use_nothrow);
   if (ec) co_return fail(ec);
-  message m;
-  const std::uint32_t len = wire::get_u32(h.data());
-  m.type = std::to_integer<std::uint8_t>(h[4]);
-  m.id = wire::get_u32(h.data() + 5);
-  m.arg = wire::get_u32(h.data() + 9);
-  const std::uint32_t kl = wire::get_u32(h.data() + 13), vl = wire::get_u32(h.data() + 17);
-  if (kl > field_limit || vl > field_limit || len != header_bytes - 4 + kl + vl || m.type < m_hello ||
-      m.type > m_last)
-    co_return fail(errc::protocol_violation);
-  m.key.resize(kl);
-  m.val.resize(vl);
+  const auto hd = decode_header(h, field_limit);
+  if (!hd) co_return fail(hd.error());
+  message m{hd->type, hd->id, hd->arg, {}, {}};
+  try {
+    m.key.resize(hd->key_bytes);
+    m.val.resize(hd->val_bytes);
+  } catch (const std::exception&) {  // an error, not an exception through the event loop
+    co_return fail(errc::limit_exceeded);
+  }
   std::array<asio::mutable_buffer, 2> bufs{asio::buffer(m.key), asio::buffer(m.val)};
   auto [ec2, n2] = co_await asio::async_read(s, bufs, use_nothrow);
   if (ec2) co_return fail(ec2);
@@ -187,8 +145,6 @@ struct server_conn : std::enable_shared_from_this<server_conn> {
   explicit server_conn(tcp::socket s) : sock(std::move(s)) {}
   tcp::socket sock;
   outbox out;
-  int rank = -1;
-  bool said_bye = false;
   void send(const message& m) { out.send(shared_from_this(), sock, encode(m)); }
 };
 
@@ -201,24 +157,30 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   std::optional<auth::key> key;  // none: no authentication
   std::thread thread;
 
-  std::map<std::string, std::string> kv;
-  std::map<std::string, std::vector<std::pair<std::shared_ptr<server_conn>, std::uint32_t>>> waiting;
   std::vector<std::shared_ptr<server_conn>> ranks;
   // Every connection, ranks or not yet, for the shutdown to close.
   std::vector<std::weak_ptr<server_conn>> conns;
-  std::optional<message> failure;  // the job's first, as job_failed
+  std::optional<table> state;  // the protocol's part (store_protocol.hpp)
 
   mutable std::mutex mu;
   std::condition_variable cv;
   int finished = 0;  // ranks whose connection has closed (after goodbye, or dead)
-  int byes = 0;
-  bool job_failed = false;  // under mu: failure, for other threads
+  bool job_failed = false;  // under mu: state->failed(), for other threads
 
   void start() {
     port = acceptor.local_endpoint().port();
     ranks.assign(static_cast<std::size_t>(size), nullptr);
+    state.emplace(size, [this](int r, const message& m) {
+      if (auto& c = ranks[static_cast<std::size_t>(r)]) c->send(m);
+    });
     asio::co_spawn(io, accept_loop(shared_from_this()), asio::detached);
     thread = std::thread([this] { io.run(); });
+  }
+
+  void note_failure() {
+    if (!state->failed()) return;
+    std::lock_guard lock(mu);
+    job_failed = true;
   }
 
   static asio::awaitable<void> accept_loop(std::shared_ptr<impl> self) {
@@ -228,27 +190,13 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
         if (ec == asio::error::operation_aborted || !self->acceptor.is_open()) co_return;
         continue;  // e.g. EMFILE: keep serving the connections we have
       }
-      sock.set_option(tcp::no_delay(true));
+      std::error_code ignored;
+      sock.set_option(tcp::no_delay(true), ignored);
       auto c = std::make_shared<server_conn>(std::move(sock));
       std::erase_if(self->conns, [](auto& w) { return w.expired(); });
       self->conns.push_back(c);
       asio::co_spawn(self->io, serve(self, c), asio::detached);
     }
-  }
-
-  // Records the job's first failure (a lost connection gives way to a report that may
-  // say why) and passes it on to every rank but `from`; `tell` false: they were told
-  // otherwise (peer_lost), only ranks connecting later or saying bye get it.
-  void fail_job(const std::shared_ptr<server_conn>& from, message m, bool tell = true) {
-    if (failure && (failure->id != lost_code || m.id == lost_code)) return;
-    failure = std::move(m);
-    {
-      std::lock_guard lock(mu);
-      job_failed = true;
-    }
-    if (!tell) return;
-    for (auto& other : ranks)
-      if (other && other != from) other->send(*failure);
   }
 
   void rank_finished() {
@@ -270,12 +218,10 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
       c->send({m_error, 0, 0, {}, why});
       return -1;
     };
-    if (h.type != m_hello) co_return refuse("not an optcast store client (no hello)");
-    if (h.key != magic) co_return refuse("the client speaks '" + wire::printable(h.key) + "', this store " + std::string(magic));
+    if (auto no = judge_hello(h, self->key.has_value())) co_return refuse(*no);
     transcript t(h.arg, h.id);
     if (self->key) {
-      if (!copy_exact(t.client_nonce, h.val))
-        co_return refuse("this job has a secret (OPTCAST_SECRET) and the client did not offer one");
+      copy_exact(t.client_nonce, h.val);
       t.server_nonce = auth::fresh_nonce();
       c->send({m_challenge, 0, 0, {}, as_string(t.server_nonce)});
       auto answer = co_await read_message(c->sock, max_hello_field);
@@ -283,22 +229,15 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
       auth::proof p{};
       if (answer->type != m_proof || !copy_exact(p, answer->val) || !self->key->check(p, client_label, t.client_parts()))
         co_return refuse("authentication failed: the client does not know the job secret");
-    } else if (!h.val.empty()) {
-      co_return refuse("the client has a job secret and this store has none (OPTCAST_SECRET set for some ranks only?)");
     }
     // Only now, talking to a member of the job, say more than "no".
-    const int r = static_cast<int>(h.arg);
-    if (h.id != static_cast<std::uint32_t>(self->size))
-      co_return refuse("rank " + std::to_string(r) + " expects a job of " + std::to_string(h.id) + " ranks, this store serves " +
-                       std::to_string(self->size));
-    if (r < 0 || r >= self->size) co_return refuse("rank " + std::to_string(r) + " out of range for " + std::to_string(self->size) + " ranks");
-    if (self->ranks[static_cast<std::size_t>(r)])
-      co_return refuse("rank " + std::to_string(r) + " is already connected (two processes with the same rank?)");
+    if (auto no = judge_member(h, self->size, [&](int r) { return self->state->taken(r); }))
+      co_return refuse(*no);
     wire::put_u64(t.job.data(), self->job_id);
     std::string val = as_string(t.job);
     if (self->key) val += as_string(self->key->prove(server_label, t.server_parts()));
     c->send({m_welcome, 0, 0, {}, std::move(val)});
-    co_return r;
+    co_return static_cast<int>(h.arg);
   }
 
   static asio::awaitable<void> serve(std::shared_ptr<impl> self, std::shared_ptr<server_conn> c) {
@@ -312,52 +251,21 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     const int r = co_await handshake(self, c);
     deadline.cancel();
     if (r < 0) co_return;
-    c->rank = r;
     self->ranks[static_cast<std::size_t>(r)] = c;
-    if (self->failure) c->send(*self->failure);
+    self->state->join(r);
 
     for (;;) {
       auto m = co_await read_message(c->sock);
       if (!m) break;
-      if (m->type == m_set) {
-        auto& slot = self->kv[m->key];
-        slot = m->val;
-        c->send({m_ok, m->id, 0, {}, {}});
-        if (auto it = self->waiting.find(m->key); it != self->waiting.end()) {
-          for (auto& [w, id2] : it->second) w->send({m_value, id2, 0, {}, slot});
-          self->waiting.erase(it);
-        }
-      } else if (m->type == m_get) {
-        if (auto it = self->kv.find(m->key); it != self->kv.end())
-          c->send({m_value, m->id, 0, {}, it->second});
-        else
-          self->waiting[m->key].emplace_back(c, m->id);
-      } else if (m->type == m_failed) {
-        self->fail_job(c, message{m_job_failed, m->arg, static_cast<std::uint32_t>(r), {}, m->val.substr(0, max_failure_text)});
-      } else if (m->type == m_bye && !c->said_bye) {
-        c->said_bye = true;
-        if (self->failure) {
-          c->send(*self->failure);
-        } else if (++self->byes == self->size) {
-          for (auto& other : self->ranks)
-            if (other) other->send({m_farewell, 0, 0, {}, {}});
-        }
-      } else {
-        break;  // out of protocol
-      }
+      const bool in_protocol = self->state->on_message(r, *m);
+      self->note_failure();
+      if (!in_protocol) break;
     }
     // Gone: after its goodbye it finished; without, it died, and every other rank is told.
     self->ranks[static_cast<std::size_t>(r)] = nullptr;
-    for (auto& [key, list] : self->waiting)
-      std::erase_if(list, [&](auto& e) { return e.first == c; });
-    if (!c->said_bye) {
-      log(log_level::info, "store: rank " + std::to_string(r) + " disconnected without goodbye");
-      for (auto& other : self->ranks)
-        if (other) other->send({m_peer_lost, 0, static_cast<std::uint32_t>(r), {}, {}});
-      self->fail_job(nullptr, message{m_job_failed, lost_code, static_cast<std::uint32_t>(r), {},
-                                      "rank " + std::to_string(r) + " died (its store connection closed without goodbye)"},
-                     false);
-    }
+    if (!self->state->said_bye(r)) log(log_level::info, "store: rank " + std::to_string(r) + " disconnected without goodbye");
+    self->state->leave(r);
+    self->note_failure();
     std::error_code ignored;
     c->sock.shutdown(tcp::socket::shutdown_both, ignored);
     self->rank_finished();

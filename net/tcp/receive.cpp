@@ -83,17 +83,7 @@ void tcp_fabric::read_hello(const std::shared_ptr<in_conn>& c) {
       end_handshake(c);
       return;
     }
-    const std::byte* h = c->hdr.data();
-    if (wire::get_u32(h) != hs_magic) return refuse(c, hs_ok, "not an optcast peer (bad magic)");
-    if (wire::get_u16(h + 4) != hs_version)
-      return refuse(c, hs_bad_version, "protocol version " + std::to_string(wire::get_u16(h + 4)) + ", this is " + std::to_string(hs_version));
-    const bool offers = (wire::get_u16(h + 6) & hs_auth) != 0;
-    if (offers != key_.has_value())
-      return refuse(c, hs_auth_differs, offers ? "the peer has a job secret and this rank none (OPTCAST_SECRET set for some ranks only?)"
-                                               : "this job has a secret and the peer offered none");
-    if (((wire::get_u16(h + 6) & hs_encrypt) != 0) != cfg_.encrypt)
-      return refuse(c, hs_encrypt_differs, cfg_.encrypt ? "this job encrypts and the peer does not (OPTCAST_ENCRYPT)"
-                                                         : "the peer encrypts and this rank does not (OPTCAST_ENCRYPT)");
+    if (auto no = judge_opening(std::span<const std::byte, hs_bytes>(c->hdr.data(), hs_bytes), view())) return refuse(c, no->status, no->why);
     if (key_) return challenge(c);
     admit(c);
   });
@@ -122,13 +112,9 @@ void tcp_fabric::challenge(const std::shared_ptr<in_conn>& c) {
 }
 
 void tcp_fabric::admit(const std::shared_ptr<in_conn>& c) {
-  const std::byte* h = c->hdr.data();
-  if (wire::get_u64(h + 8) != job_id_) return refuse(c, hs_bad_job, "job id " + std::to_string(wire::get_u64(h + 8)) + " is not this job's");
-  const auto r = wire::get_u32(h + 16);
-  if (wire::get_u32(h + 20) != static_cast<std::uint32_t>(cfg_.size))
-    return refuse(c, hs_bad_size, "job size " + std::to_string(wire::get_u32(h + 20)) + ", this job has " + std::to_string(cfg_.size));
-  if (r >= static_cast<std::uint32_t>(cfg_.size) || static_cast<int>(r) == cfg_.rank)
-    return refuse(c, hs_bad_rank, "rank " + std::to_string(r) + " out of range");
+  const std::span<const std::byte, hs_bytes> hs(c->hdr.data(), hs_bytes);
+  if (auto no = judge_member(hs, view())) return refuse(c, no->status, no->why);
+  const auto r = decode_hello(hs).rank;
   auto& pe = peer(static_cast<int>(r));
   if (pe.in && pe.in->open) return refuse(c, hs_duplicate, rank_name(static_cast<int>(r)) + " is already connected");
   end_handshake(c);
@@ -156,17 +142,16 @@ void tcp_fabric::read_frame(const std::shared_ptr<in_conn>& c) {
   asio::async_read(c->sock, asio::buffer(c->hdr.data(), frame_bytes), c->bound([this, alive = alive_, c](std::error_code ec, std::size_t) {
     if (!*alive || !c->open) return;
     if (ec) return in_ended(c, ec == asio::error::eof ? "" : ec.message());
-    const std::byte* h = c->hdr.data();
-    const std::uint64_t len = wire::get_u64(h + 16);
-    const tag tg = tag::unpack(wire::get_u64(h + 8));
-    if (wire::get_u32(h) == frame_abort && len <= max_abort_text) {
-      c->abort_code = wire::get_u64(h + 8);
-      return read_abort(c, len);
+    const frame_header f = decode_frame(std::span<const std::byte, frame_bytes>(c->hdr.data(), frame_bytes));
+    if (f.kind == frame_header::abort) {
+      c->abort_code = f.abort_code;
+      return read_abort(c, f.len);
     }
-    if (wire::get_u32(h) != frame_data || wire::get_u32(h + 4) != 0 || len > max_frame)
-      return protocol_error(c, "malformed frame header");
+    if (f.kind != frame_header::data) return protocol_error(c, "malformed frame header");
+    const std::uint64_t len = f.len;
+    const tag tg = f.tg;
+    const call_signature& sig = f.sig;
     auto& pe = peer(c->peer);
-    const auto sig = call_signature::decode(h + 24);
     operation* op = pe.posted.find([&](const operation& o) { return o.tg == tg; });
     if (op) {
       pe.posted.remove(*op);
@@ -220,7 +205,7 @@ void tcp_fabric::read_payload(const std::shared_ptr<in_conn>& c, tag tg, const c
     log(log_level::error, rank_name(cfg_.rank) + ": " + text);
     abort(make_error_code(errc::limit_exceeded), text);
   };
-  if (len > limit || unexpected_bytes_ > limit - len)
+  if (!may_hold(len, unexpected_bytes_, limit))
     return refuse_payload("with " + std::to_string(unexpected_bytes_) + " B already waiting for receives, more than this rank may hold (" +
                           std::to_string(limit) + " B, OPTCAST_UNEXPECTED_LIMIT)");
   c->pending_tag = tg;
@@ -283,8 +268,7 @@ void tcp_fabric::read_abort(const std::shared_ptr<in_conn>& c, std::uint64_t len
   c->payload.resize(len);
   read_body(c, c->payload.data(), len, [this, c] {
     const std::string_view text(reinterpret_cast<const char*>(c->payload.data()), c->payload.size());
-    const std::string why = text.empty() ? rank_name(c->peer) + " failed" : wire::printable(text, max_abort_text);
-    told(told_error(c->abort_code), why);
+    told(told_error(c->abort_code), abort_reason(text, rank_name(c->peer) + " failed"));
   });
 }
 

@@ -111,9 +111,11 @@ void tcp_fabric::told(std::error_code ec, const std::string& why) noexcept {
 void tcp_fabric::tell_peers(const std::string& why) noexcept {
   const std::string text = rank_name(cfg_.rank) + " failed: " + why.substr(0, max_abort_text - 40);
   std::array<std::byte, frame_bytes> h{};
-  wire::put_u32(h.data(), frame_abort);
-  wire::put_u64(h.data() + 8, static_cast<std::uint64_t>(failure().value()));
-  wire::put_u64(h.data() + 16, text.size());
+  frame_header f;
+  f.kind = frame_header::abort;
+  f.abort_code = static_cast<std::uint64_t>(failure().value());
+  f.len = text.size();
+  encode(h, f);
   for (int r = 0; r < cfg_.size; ++r) {
     auto& out = peer(r).out;
     if (r == cfg_.rank || out.st != out_conn::state::ready || out.writing) continue;
@@ -189,11 +191,12 @@ bool tcp_fabric::start_send(operation& op, peer_state& pe) {
 }
 
 bool tcp_fabric::fill_header(out_conn& out, const operation& op) noexcept {
-  wire::put_u32(out.hdr.data(), frame_data);
-  wire::put_u32(out.hdr.data() + 4, 0);
-  wire::put_u64(out.hdr.data() + 8, op.tg.packed());
-  wire::put_u64(out.hdr.data() + 16, op.size);
-  signature_of(op.tg.seq).encode(out.hdr.data() + 24);
+  frame_header f;
+  f.kind = frame_header::data;
+  f.tg = op.tg;
+  f.len = op.size;
+  f.sig = signature_of(op.tg.seq);
+  encode(out.hdr, f);
   if (!out.chan) return true;
   try {
     out.sealed.resize(op.size + auth::channel::tag_bytes);
@@ -282,14 +285,13 @@ void tcp_fabric::send_hello(int p) {
   out.st = out_conn::state::handshake;
   std::error_code ec;
   out.sock.set_option(tcp::no_delay(true), ec);
-  wire::put_u32(out.hs.data(), hs_magic);
-  wire::put_u16(out.hs.data() + 4, hs_version);
-  wire::put_u16(out.hs.data() + 6, static_cast<std::uint16_t>((key_ ? hs_auth : 0) | (cfg_.encrypt ? hs_encrypt : 0)));
-  wire::put_u64(out.hs.data() + 8, job_id_);
-  wire::put_u32(out.hs.data() + 16, static_cast<std::uint32_t>(cfg_.rank));
-  wire::put_u32(out.hs.data() + 20, static_cast<std::uint32_t>(cfg_.size));
-  const auto n = key_ ? auth::fresh_nonce() : auth::nonce{};
-  std::memcpy(out.hs.data() + 24, n.data(), n.size());
+  hello h;
+  h.flags = static_cast<std::uint16_t>((key_ ? hs_auth : 0) | (cfg_.encrypt ? hs_encrypt : 0));
+  h.job = job_id_;
+  h.rank = static_cast<std::uint32_t>(cfg_.rank);
+  h.size = static_cast<std::uint32_t>(cfg_.size);
+  if (key_) h.nonce = auth::fresh_nonce();
+  out.hs = encode(h);
   asio::async_write(out.sock, asio::buffer(out.hs), [this, alive = alive_, p](std::error_code e, std::size_t) {
     if (!*alive) return;
     if (e) return out_lost(p, "handshake with " + rank_name(p) + ": " + e.message());

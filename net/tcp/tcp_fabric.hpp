@@ -25,6 +25,7 @@
 #include "../common/deadlines.hpp"
 #include "../common/handler_memory.hpp"
 #include "../common/op_queue.hpp"
+#include "wire_format.hpp"
 #include "optcast/log.hpp"
 
 namespace optcast::tcp {
@@ -33,51 +34,6 @@ using asio::ip::tcp;
 
 namespace impl {
 
-// Handshake. The rank that opens a connection sends its hello: u32 magic, u16 version,
-// u16 flags (hs_auth: it has the job secret), u64 job id, u32 rank, u32 size, a 32-byte
-// nonce (zero without a secret). The acceptor answers with a reply: u32 magic, u32
-// status, 32 bytes. With a secret, the first reply is hs_challenge with the acceptor's
-// nonce, the opener sends its 32-byte proof (net/auth/auth.hpp) over the hello and that
-// nonce, and only then does the acceptor look at the job id and rank; its final reply
-// (hs_ok) carries its own proof. Without a secret the first reply is the final one.
-// hs_encrypt (OPTCAST_ENCRYPT, which needs a secret): both ends then derive a key for the
-// connection from the handshake, and every frame's payload is encrypted and followed by a
-// 16-byte tag that authenticates it and its header (auth::channel).
-constexpr std::uint32_t hs_magic = 0x4354504f;  // "OPTC"
-constexpr std::uint16_t hs_version = 2;
-constexpr std::uint16_t hs_auth = 1, hs_encrypt = 2;
-constexpr std::size_t hs_bytes = 24 + auth::nonce_bytes;
-constexpr std::size_t reply_bytes = 8 + auth::proof_bytes;
-constexpr std::string_view opener_label = "optcast/tcp/opener", acceptor_label = "optcast/tcp/acceptor",
-                           session_label = "optcast/tcp/session";
-enum hs_status : std::uint32_t {
-  hs_ok = 0, hs_bad_version, hs_bad_job, hs_bad_rank, hs_bad_size, hs_duplicate, hs_challenge, hs_auth_differs, hs_auth_failed,
-  hs_encrypt_differs
-};
-
-inline const char* status_text(std::uint32_t s) {
-  switch (s) {
-    case hs_bad_version: return "protocol version differs";
-    case hs_bad_job: return "job id differs (a process of another job?)";
-    case hs_bad_rank: return "rank out of range";
-    case hs_bad_size: return "job size differs";
-    case hs_duplicate: return "that rank is already connected";
-    case hs_auth_differs: return "one side has a job secret and the other none (OPTCAST_SECRET set for some ranks only?)";
-    case hs_auth_failed: return "wrong job secret";
-    case hs_encrypt_differs: return "one side encrypts and the other not (OPTCAST_ENCRYPT set for some ranks only?)";
-    default: return "unknown refusal";
-  }
-}
-
-// Frame header: u32 kind, u32 flags, u64 tag, u64 payload length, the call's signature
-// (call_signature::wire_bytes).
-constexpr std::uint32_t frame_data = 0x46444f43;  // "CODF"
-// Sent by a rank that fails, before it closes its connections: the tag holds its error
-// code, the payload why; receivers fail with peer_lost and that reason.
-constexpr std::uint32_t frame_abort = 0x41444f43;  // "CODA"
-constexpr std::size_t max_abort_text = 2000;
-constexpr std::size_t frame_bytes = 24 + call_signature::wire_bytes;
-constexpr std::uint64_t max_frame = std::uint64_t{1} << 40;
 constexpr auto handshake_timeout = std::chrono::seconds(10);
 
 // Where an operation is, in operation::fabric_state.
@@ -261,6 +217,7 @@ private:
 
   void refuse(const std::shared_ptr<in_conn>& c, std::uint32_t status, const std::string& why);
   void read_hello(const std::shared_ptr<in_conn>& c);
+  acceptor_view view() const noexcept { return {key_.has_value(), cfg_.encrypt, job_id_, cfg_.size, cfg_.rank}; }
   void challenge(const std::shared_ptr<in_conn>& c);
   // Authenticated (or no secret): the job id and rank are checked, and the peer admitted.
   void admit(const std::shared_ptr<in_conn>& c);

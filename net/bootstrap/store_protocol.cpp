@@ -1,0 +1,140 @@
+#include "store_protocol.hpp"
+
+#include <cstring>
+
+#include "wire.hpp"
+
+namespace optcast::store::proto {
+
+std::string encode(const message& m) {
+  std::string out(header_bytes + m.key.size() + m.val.size(), '\0');
+  auto* p = reinterpret_cast<std::byte*>(out.data());
+  wire::put_u32(p, static_cast<std::uint32_t>(out.size() - 4));
+  p[4] = static_cast<std::byte>(m.type);
+  wire::put_u32(p + 5, m.id);
+  wire::put_u32(p + 9, m.arg);
+  wire::put_u32(p + 13, static_cast<std::uint32_t>(m.key.size()));
+  wire::put_u32(p + 17, static_cast<std::uint32_t>(m.val.size()));
+  std::memcpy(out.data() + header_bytes, m.key.data(), m.key.size());
+  std::memcpy(out.data() + header_bytes + m.key.size(), m.val.data(), m.val.size());
+  return out;
+}
+
+result<header> decode_header(std::span<const std::byte, header_bytes> b, std::uint32_t field_limit) {
+  header h;
+  const std::uint32_t len = wire::get_u32(b.data());
+  h.type = std::to_integer<std::uint8_t>(b[4]);
+  h.id = wire::get_u32(b.data() + 5);
+  h.arg = wire::get_u32(b.data() + 9);
+  h.key_bytes = wire::get_u32(b.data() + 13);
+  h.val_bytes = wire::get_u32(b.data() + 17);
+  // In 64 bits: two lengths near 2^32 must not wrap into agreement.
+  if (h.key_bytes > field_limit || h.val_bytes > field_limit ||
+      std::uint64_t{len} != header_bytes - 4 + std::uint64_t{h.key_bytes} + h.val_bytes || h.type < m_hello || h.type > m_last)
+    return fail(errc::protocol_violation);
+  return h;
+}
+
+result<std::optional<decoded>> decode(std::span<const std::byte> in, std::uint32_t field_limit) {
+  if (in.size() < header_bytes) return std::optional<decoded>();
+  auto h = decode_header(in.first<header_bytes>(), field_limit);
+  if (!h) return fail(h.error());
+  const std::size_t total = header_bytes + std::size_t{h->key_bytes} + h->val_bytes;
+  if (in.size() < total) return std::optional<decoded>();
+  decoded d;
+  d.msg.type = h->type;
+  d.msg.id = h->id;
+  d.msg.arg = h->arg;
+  const char* body = reinterpret_cast<const char*>(in.data()) + header_bytes;
+  d.msg.key.assign(body, h->key_bytes);
+  d.msg.val.assign(body + h->key_bytes, h->val_bytes);
+  d.used = total;
+  return std::optional<decoded>(std::move(d));
+}
+
+std::optional<std::string> judge_hello(const message& h, bool store_has_secret) {
+  if (h.type != m_hello) return "not an optcast store client (no hello)";
+  if (h.key != magic) return "the client speaks '" + wire::printable(h.key) + "', this store " + std::string(magic);
+  if (store_has_secret && h.val.size() != 32) return "this job has a secret (OPTCAST_SECRET) and the client did not offer one";
+  if (!store_has_secret && !h.val.empty())
+    return "the client has a job secret and this store has none (OPTCAST_SECRET set for some ranks only?)";
+  return std::nullopt;
+}
+
+std::optional<std::string> judge_member(const message& h, int size, const std::function<bool(int)>& taken) {
+  if (h.id != static_cast<std::uint32_t>(size))
+    return "rank " + std::to_string(h.arg) + " expects a job of " + std::to_string(h.id) + " ranks, this store serves " + std::to_string(size);
+  if (h.arg >= static_cast<std::uint32_t>(size)) return "rank " + std::to_string(h.arg) + " out of range for " + std::to_string(size) + " ranks";
+  if (taken(static_cast<int>(h.arg))) return "rank " + std::to_string(h.arg) + " is already connected, or has finished (two processes with the same rank?)";
+  return std::nullopt;
+}
+
+table::table(int size, sender send)
+    : send_(std::move(send)), joined_(static_cast<std::size_t>(size)), bye_(static_cast<std::size_t>(size)) {}
+
+void table::join(int rank) {
+  joined_[static_cast<std::size_t>(rank)] = true;
+  if (failure_) send_(rank, *failure_);
+}
+
+// Records the job's first failure (a lost connection gives way to a report that may say
+// why) and passes it on to every rank but `from`; `tell` false: they were told otherwise
+// (peer_lost), only ranks joining later or saying bye get it.
+void table::fail_job(int from, message m, bool tell) {
+  if (failure_ && (failure_->id != lost_code || m.id == lost_code)) return;
+  failure_ = std::move(m);
+  if (!tell) return;
+  for (int r = 0; r < size(); ++r)
+    if (joined(r) && r != from) send_(r, *failure_);
+}
+
+bool table::on_message(int rank, const message& m) {
+  switch (m.type) {
+    case m_set: {
+      auto& slot = kv_[m.key];
+      slot = m.val;
+      send_(rank, {m_ok, m.id, 0, {}, {}});
+      if (auto it = waiting_.find(m.key); it != waiting_.end()) {
+        auto list = std::move(it->second);
+        waiting_.erase(it);
+        for (auto& [w, id] : list) send_(w, {m_value, id, 0, {}, slot});
+      }
+      return true;
+    }
+    case m_get:
+      if (auto it = kv_.find(m.key); it != kv_.end())
+        send_(rank, {m_value, m.id, 0, {}, it->second});
+      else
+        waiting_[m.key].emplace_back(rank, m.id);
+      return true;
+    case m_failed:
+      fail_job(rank, message{m_job_failed, m.arg, static_cast<std::uint32_t>(rank), {}, m.val.substr(0, max_failure_text)}, true);
+      return true;
+    case m_bye:
+      if (bye_[static_cast<std::size_t>(rank)]) return false;
+      bye_[static_cast<std::size_t>(rank)] = true;
+      if (failure_) {
+        send_(rank, *failure_);
+      } else if (++byes_ == size()) {
+        for (int r = 0; r < size(); ++r)
+          if (joined(r)) send_(r, {m_farewell, 0, 0, {}, {}});
+      }
+      return true;
+    default:
+      return false;
+  }
+}
+
+void table::leave(int rank) {
+  joined_[static_cast<std::size_t>(rank)] = false;
+  for (auto& [key, list] : waiting_) std::erase_if(list, [&](auto& e) { return e.first == rank; });
+  std::erase_if(waiting_, [](auto& e) { return e.second.empty(); });
+  if (bye_[static_cast<std::size_t>(rank)]) return;
+  for (int r = 0; r < size(); ++r)
+    if (joined(r)) send_(r, {m_peer_lost, 0, static_cast<std::uint32_t>(rank), {}, {}});
+  fail_job(-1, message{m_job_failed, lost_code, static_cast<std::uint32_t>(rank), {},
+                       "rank " + std::to_string(rank) + " died (its store connection closed without goodbye)"},
+           false);
+}
+
+}  // namespace optcast::store::proto

@@ -1,0 +1,111 @@
+// The store's protocol without its sockets: the message format, the judgement of a
+// client's hello, and the table a store keeps for the ranks of its job. store.cpp moves
+// bytes between these and the network; the fuzz targets (tests/fuzz/) drive the same
+// code with arbitrary bytes. Internal to net/bootstrap.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "optcast/error.hpp"
+#include "optcast/net/store.hpp"
+
+namespace optcast::store::proto {
+
+constexpr std::string_view magic = protocol;
+constexpr std::size_t header_bytes = 21;
+constexpr std::uint32_t max_field = 1u << 20;
+// A hello carries the protocol name and a nonce, a proof its HMAC: nothing before the
+// handshake is done may be longer, so a stranger's header commits no more than this.
+constexpr std::uint32_t max_hello_field = 64;
+// A failure's text, as a rank reports it and as the store passes it on.
+constexpr std::size_t max_failure_text = 2000;
+constexpr auto lost_code = static_cast<std::uint32_t>(errc::peer_lost);
+
+// The handshake: hello {id: job size, arg: rank, key: magic, val: the client's nonce, or
+// empty without a secret}; with a secret, challenge {val: the store's nonce} and proof
+// {val: the client's HMAC}; then welcome {val: job id, and with a secret the store's
+// HMAC}, or error {val: why}. A rank whose collective failed says failed {arg: error
+// code, val: why}; the store passes the job's first failure on to every other rank as
+// job_failed {id: code, arg: rank, val: why}, also to ranks that connect later. A rank
+// done says bye and keeps its connection until the job's outcome: farewell once every
+// rank has said bye, or job_failed (peer_lost for a rank that died); then it closes.
+enum type : std::uint8_t {
+  m_hello = 1, m_welcome, m_error, m_set, m_ok, m_get, m_value, m_bye, m_peer_lost, m_challenge, m_proof,
+  m_failed, m_job_failed, m_farewell,
+  m_last = m_farewell
+};
+
+struct message {
+  std::uint8_t type = 0;
+  std::uint32_t id = 0, arg = 0;
+  std::string key, val;
+  bool operator==(const message&) const = default;
+};
+
+std::string encode(const message& m);
+
+struct header {
+  std::uint8_t type = 0;
+  std::uint32_t id = 0, arg = 0;
+  std::uint32_t key_bytes = 0, val_bytes = 0;
+};
+// A header is valid when its type is known, its lengths agree and neither field is
+// longer than `field_limit`: checked before anything is allocated for them.
+result<header> decode_header(std::span<const std::byte, header_bytes> b, std::uint32_t field_limit);
+
+// One message from the front of `in`: the message and the bytes it took, nullopt with
+// nothing taken when `in` holds only part of one, or protocol_violation.
+struct decoded {
+  message msg;
+  std::size_t used = 0;
+};
+result<std::optional<decoded>> decode(std::span<const std::byte> in, std::uint32_t field_limit);
+
+// The store's judgement of a client's first message, before any proof: refused with the
+// reason (a stranger is told no more than that), or nullopt to go on.
+std::optional<std::string> judge_hello(const message& hello, bool store_has_secret);
+// After the proof: whether it may take the rank it claims in a job of `size`.
+std::optional<std::string> judge_member(const message& hello, int size, const std::function<bool(int)>& taken);
+
+// What a store knows of its job once ranks have joined: the keys, the waiting gets, who
+// said goodbye, the job's first failure. Every answer goes out through `send(rank, m)`.
+class table {
+public:
+  using sender = std::function<void(int rank, const message&)>;
+  table(int size, sender send);
+
+  int size() const noexcept { return static_cast<int>(joined_.size()); }
+  bool joined(int rank) const noexcept { return joined_[static_cast<std::size_t>(rank)]; }
+  // A rank's slot is taken while it is connected, and for good once it said goodbye (a
+  // second process in its place must not count a second goodbye).
+  bool taken(int rank) const noexcept { return joined(rank) || said_bye(rank); }
+  bool failed() const noexcept { return failure_.has_value(); }
+  const std::optional<message>& failure() const noexcept { return failure_; }
+
+  // A rank passed its handshake (judge_member said yes, given taken()).
+  void join(int rank);
+  // A message from a joined rank; false: out of protocol, the store closes the connection.
+  bool on_message(int rank, const message& m);
+  // Its connection closed; without goodbye it died and every other rank is told.
+  void leave(int rank);
+  bool said_bye(int rank) const noexcept { return bye_[static_cast<std::size_t>(rank)]; }
+
+private:
+  void fail_job(int from, message m, bool tell);
+  sender send_;
+  std::vector<bool> joined_, bye_;
+  int byes_ = 0;
+  std::map<std::string, std::string, std::less<>> kv_;
+  std::map<std::string, std::vector<std::pair<int, std::uint32_t>>, std::less<>> waiting_;
+  std::optional<message> failure_;
+};
+
+}  // namespace optcast::store::proto
