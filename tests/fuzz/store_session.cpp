@@ -1,0 +1,80 @@
+// The store's protocol as a whole: clients that connect, say hello, join, send any
+// message, and disconnect, in any order, driven through the same judgement and table the
+// store runs. Properties: only a hello that names this protocol, the job's security and
+// a rank in range that is neither connected nor done joins; nothing is sent to a rank that has not joined (or has
+// left); a get answers the latest set; farewell goes out only once every rank has said
+// goodbye with no failure, and never together with a failure; the job's first failure is
+// kept, except that a death gives way to a reported reason.
+#include <map>
+
+#include "fuzz.hpp"
+#include "bootstrap/store_protocol.hpp"
+
+using namespace optcast::store::proto;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  optcast::fuzz::input in{{data, size}};
+  const int n = 1 + in.byte() % 8;
+  const bool secret = in.byte() & 1;
+  std::vector<std::vector<message>> got(static_cast<std::size_t>(n));
+  std::vector<bool> member(static_cast<std::size_t>(n));
+  std::map<std::string, std::string> latest;
+  bool farewell = false;
+  table t(n, [&](int r, const message& m) {
+    FUZZ_REQUIRE(r >= 0 && r < n && member[static_cast<std::size_t>(r)]);
+    got[static_cast<std::size_t>(r)].push_back(m);
+  });
+  while (!in.rest.empty()) {
+    const std::uint8_t what = in.byte();
+    const int r = what % 8;
+    if ((what >> 3) % 4 == 0) {  // a connection's first message: its hello
+      auto d = decode(std::as_bytes(in.rest), max_hello_field);
+      if (!d || !*d) return 0;
+      in.rest = in.rest.subspan((*d)->used);
+      const message& h = (*d)->msg;
+      if (judge_hello(h, secret)) continue;
+      FUZZ_REQUIRE(h.type == m_hello && h.key == magic && h.val.size() == (secret ? 32u : 0u));
+      if (judge_member(h, n, [&](int x) { return t.taken(x); })) continue;
+      const int who = static_cast<int>(h.arg);
+      FUZZ_REQUIRE(h.id == static_cast<std::uint32_t>(n) && who >= 0 && who < n && !t.joined(who) && !t.said_bye(who));
+      member[static_cast<std::size_t>(who)] = true;
+      t.join(who);
+      if (t.failed()) FUZZ_REQUIRE(!got[static_cast<std::size_t>(who)].empty() && got[static_cast<std::size_t>(who)].back().type == m_job_failed);
+    } else if ((what >> 3) % 4 == 1) {  // a connection closes
+      if (r >= n || !t.joined(r)) continue;
+      member[static_cast<std::size_t>(r)] = false;
+      const bool bye = t.said_bye(r);
+      const auto before = t.failure();
+      t.leave(r);
+      if (!bye) FUZZ_REQUIRE(t.failed() && (!before || t.failure() == before));
+    } else {  // a message from a joined rank
+      auto d = decode(std::as_bytes(in.rest), max_field);
+      if (!d || !*d) return 0;
+      in.rest = in.rest.subspan((*d)->used);
+      if (r >= n || !t.joined(r)) continue;
+      const message& m = (*d)->msg;
+      const auto before = t.failure();
+      const std::size_t answers = got[static_cast<std::size_t>(r)].size();
+      if (!t.on_message(r, m)) {
+        member[static_cast<std::size_t>(r)] = false;
+        t.leave(r);
+        continue;
+      }
+      if (m.type == m_set) latest[m.key] = m.val;
+      if (m.type == m_get && latest.count(m.key)) {
+        FUZZ_REQUIRE(got[static_cast<std::size_t>(r)].size() == answers + 1);
+        const message& a = got[static_cast<std::size_t>(r)].back();
+        FUZZ_REQUIRE(a.type == m_value && a.id == m.id && a.val == latest[m.key]);
+      }
+      if (before && before->id != lost_code) FUZZ_REQUIRE(t.failure() == before);  // the first reason stays
+    }
+    for (int x = 0; x < n; ++x)
+      for (const auto& m : got[static_cast<std::size_t>(x)])
+        if (m.type == m_farewell) farewell = true;
+    if (farewell) {
+      FUZZ_REQUIRE(!t.failed());
+      for (int x = 0; x < n; ++x) FUZZ_REQUIRE(t.said_bye(x));
+    }
+  }
+  return 0;
+}
