@@ -113,6 +113,12 @@ struct call_signature {
   std::string describe() const;
 };
 
+// The one wording of a call mismatch, wherever it is found: "collective SEQ was called
+// differently: HOW".
+std::string called_differently(std::uint32_t seq, std::string_view how);
+// HOW when both calls are known: "rank A called X, rank B Y".
+std::string calls_of(int them, const call_signature& theirs, int me, const call_signature& mine);
+
 // One send or receive. It lives in the frame of the coroutine that awaits it (no heap
 // allocation per message); while started it is linked into the fabric's queues, so it
 // must not move until it has finished. Awaiting it starts it and yields the byte count.

@@ -180,8 +180,7 @@ task<result<void>> compare_calls(communicator& comm, std::uint32_t seq, const ca
     co_return fail(x.error());
   if (theirs == mine) co_return result<void>{};
   const auto other = call_signature::decode(theirs.data());
-  const std::string why = "collective " + std::to_string(seq) + " was called differently (OPTCAST_CHECK): rank " + std::to_string(from) +
-                          " called " + other.describe() + ", rank " + std::to_string(r) + " " + sig.describe();
+  const std::string why = called_differently(seq, calls_of(from, other, r, sig) + " (found by OPTCAST_CHECK)");
   f.abort(make_error_code(errc::call_mismatch), why);
   co_return fail(errc::call_mismatch);
 }

@@ -76,12 +76,15 @@ std::string_view type_name(std::uint8_t t) {
   return t < std::size(names) ? names[t] : "?";
 }
 
-std::string called_differently(std::uint32_t seq, int them, const call_signature& theirs, int me, const call_signature& mine) {
-  return "collective " + std::to_string(seq) + " was called differently: rank " + std::to_string(them) + " called " +
-         theirs.describe() + ", rank " + std::to_string(me) + " " + mine.describe();
+}  // namespace
+
+std::string called_differently(std::uint32_t seq, std::string_view how) {
+  return "collective " + std::to_string(seq) + " was called differently: " + std::string(how);
 }
 
-}  // namespace
+std::string calls_of(int them, const call_signature& theirs, int me, const call_signature& mine) {
+  return "rank " + std::to_string(them) + " called " + theirs.describe() + ", rank " + std::to_string(me) + " " + mine.describe();
+}
 
 std::string call_signature::describe() const {
   if (empty()) return "no collective (point-to-point)";
@@ -119,7 +122,7 @@ call_signature fabric::signature_of(std::uint32_t seq) const noexcept {
 bool fabric::signature_matches(const operation& op, const call_signature& theirs) {
   const auto mine = signature_of(op.tg.seq);
   if (mine == theirs) return true;
-  note_error(called_differently(op.tg.seq, op.peer, theirs, rank(), mine));
+  note_error(called_differently(op.tg.seq, calls_of(op.peer, theirs, rank(), mine)));
   return false;
 }
 
@@ -130,9 +133,8 @@ bool fabric::signature_hash_matches(const operation& op, std::uint64_t theirs) {
 bool fabric::signature_hash_matches(std::uint32_t seq, int src, std::uint64_t theirs) {
   const auto mine = signature_of(seq);
   if (mine.hash() == theirs) return true;
-  note_error("collective " + std::to_string(seq) + " was called differently: " +
-             (src >= 0 ? "rank " + std::to_string(src) + "'s call" : "another rank's call") + " (signature " +
-             std::to_string(theirs) + ") differs from rank " + std::to_string(rank()) + "'s " + mine.describe());
+  note_error(called_differently(seq, (src >= 0 ? "rank " + std::to_string(src) + "'s call" : "another rank's call") + " (signature " +
+                                         std::to_string(theirs) + ") differs from rank " + std::to_string(rank()) + "'s " + mine.describe()));
   return false;
 }
 
@@ -141,7 +143,7 @@ bool fabric::unexpected_consistent(int src, std::uint32_t seq, const call_signat
   const auto mine = signature_of(seq);
   if (!mine.empty()) {
     if (mine == theirs) return true;
-    note_error(called_differently(seq, src, theirs, rank(), mine));
+    note_error(called_differently(seq, calls_of(src, theirs, rank(), mine)));
     return false;
   }
   // Every message of a collective is received within it: one for a collective this rank
@@ -158,7 +160,7 @@ void fabric::note_unreceived(int src, std::uint32_t seq, const call_signature& t
   note_error(mine == theirs ? "rank " + std::to_string(src) + " sent a message of collective " + std::to_string(seq) + " (" +
                                   theirs.describe() + ") that rank " + std::to_string(rank()) +
                                   " finished without receiving it: the ranks' calls differ"
-                            : called_differently(seq, src, theirs, rank(), mine));
+                            : called_differently(seq, calls_of(src, theirs, rank(), mine)));
 }
 
 std::error_code fabric::leftover(std::uint32_t) { return {}; }
@@ -192,8 +194,8 @@ std::error_code fabric::arrival_error(const operation& op, const call_signature&
 std::error_code fabric::size_error(const operation& op, const std::string& got) {
   const auto mine = signature_of(op.tg.seq);
   if (!mine.empty()) {
-    note_error("collective " + std::to_string(op.tg.seq) + " was called differently: size mismatch: " + describe_op(op) + " got " + got +
-               ", rank " + std::to_string(rank()) + " called " + mine.describe());
+    note_error(called_differently(op.tg.seq, "size mismatch: " + describe_op(op) + " got " + got + ", rank " + std::to_string(rank()) +
+                                                 " called " + mine.describe()));
     return make_error_code(errc::call_mismatch);
   }
   note_error("size mismatch: " + describe_op(op) + " got " + got);

@@ -165,7 +165,7 @@ private:
   void next_probe();
   // A peek's answer: found (with the message's tag and CQ data) or not. Returns false
   // if it failed the fabric.
-  bool probe_answer(bool found, std::uint64_t tag, std::uint64_t flags, std::uint64_t data);
+  bool probe_answer(bool found, std::uint64_t tag, std::uint64_t data);
   bool is_probe(void* ctx) const noexcept { return ctx == &probe_ctx_; }
 
   asio::io_context& io_;

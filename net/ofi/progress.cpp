@@ -239,7 +239,7 @@ bool ofi_fabric::drain() {
           peek_works_ = false;
           probing_.reset();
           probes_.clear();
-        } else if (!probe_answer(false, 0, 0, 0)) {
+        } else if (!probe_answer(false, 0, 0)) {
           return true;
         }
         any = true;
@@ -314,7 +314,7 @@ bool ofi_fabric::drain() {
       abort(bad, why);
       return true;
     }
-    if (peeked && !probe_answer(true, peeked->tag, peeked->flags, peeked->data)) return true;
+    if (peeked && !probe_answer(true, peeked->tag, peeked->data)) return true;
     while (operation* op = reaped_.pop_front()) {
       any = true;
       op->fabric_state = st_none;
@@ -437,21 +437,21 @@ void ofi_fabric::next_probe() {
   if (!wait_.is_open()) progress_soon();
 }
 
-bool ofi_fabric::probe_answer(bool found, std::uint64_t tg, std::uint64_t flags, std::uint64_t data) {
+bool ofi_fabric::probe_answer(bool found, std::uint64_t tg, std::uint64_t data) {
   if (!probing_) return true;
   const probe p = std::move(*probing_);
   probing_.reset();
-  // rxm (1.17) gives a peeked message's CQ data without the FI_REMOTE_CQ_DATA flag,
-  // and for some 0: a signature's hash is never 0, so 0 tells nothing.
-  (void)flags;
+  // rxm (1.17) gives a peeked message's CQ data without the FI_REMOTE_CQ_DATA flag (so
+  // the flags are not consulted), and for some 0: a signature's hash is never 0, so 0
+  // tells nothing.
   if (found && data != 0) {
     const std::uint32_t seq = tag::unpack(tg).seq;
     const std::uint64_t theirs = data;
     if (p.src < 0 && theirs != p.sig.hash()) {
       // Every message of a collective is received within it: this one's call differs.
       abort(make_error_code(errc::call_mismatch),
-            "collective " + std::to_string(seq) + " was called differently: a message of it (signature " + std::to_string(theirs) +
-                ") was never received by rank " + std::to_string(cfg_.rank) + "'s " + p.sig.describe());
+            called_differently(seq, "a message of it (signature " + std::to_string(theirs) + ") was never received by rank " +
+                                        std::to_string(cfg_.rank) + "'s " + p.sig.describe()));
       return false;
     }
     if (p.src >= 0 && !signature_hash_matches(seq, p.src, theirs)) {
