@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   while (in.rest.size() >= frame_bytes) {
     std::array<std::byte, frame_bytes> b{};
     const auto bytes = in.take(frame_bytes);
-    std::memcpy(b.data(), bytes.data(), bytes.size());
+    std::copy(bytes.begin(), bytes.end(), b.begin());
     const frame_header f = decode_frame(b);
     switch (f.kind) {
       case frame_header::malformed:

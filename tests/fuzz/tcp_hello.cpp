@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   std::array<std::byte, hs_bytes> b{};
   const auto bytes = in.take(hs_bytes);
-  std::memcpy(b.data(), bytes.data(), bytes.size());
+  std::copy(bytes.begin(), bytes.end(), b.begin());  // memcpy from an empty span is UB
   const std::span<const std::byte, hs_bytes> hs(b);
 
   if (auto no = judge_opening(hs, me)) {
