@@ -21,6 +21,7 @@
 #include <asio/read.hpp>
 #include <asio/write.hpp>
 
+#include "bootstrap/store_protocol.hpp"
 #include "optcast/log.hpp"
 #include "optcast/when_all.hpp"
 #include "worlds.hpp"
@@ -735,5 +736,61 @@ TEST_CASE("encryption is all or nothing, and needs a secret", "[tcp][auth]") {
     c.encrypt = true;
     asio::io_context io;
     CHECK_THAT(setup_failure([&] { tcp::connect(io, c); }), Catch::Contains("OPTCAST_ENCRYPT needs a job secret"));
+  }
+}
+
+// A collective stuck past its deadline: the store asks every rank that did not report the
+// stall itself whether it is alive, and the one that does not answer is the root cause.
+TEST_CASE("the store names the rank that does not answer a stall inquiry, or tells the reporters nobody is stuck", "[store]") {
+  namespace p = store::proto;
+  std::vector<std::vector<p::message>> got(4);
+  p::table t(4, [&](int r, const p::message& m) { got[static_cast<std::size_t>(r)].push_back(m); });
+  for (int r = 0; r < 4; ++r) t.join(r);
+  const auto last = [&](int r) { return got[static_cast<std::size_t>(r)].empty() ? p::message{} : got[static_cast<std::size_t>(r)].back(); };
+
+  REQUIRE(t.on_message(1, {p::m_stalled, 0, 17, {}, "waiting for receive from rank 2"}));
+  const std::uint32_t q = t.inquiry();
+  REQUIRE(q != 0);
+  for (int r : {0, 2, 3}) CHECK(last(r).type == p::m_ping);
+  CHECK(got[1].empty());  // the reporter is not asked
+
+  SECTION("every rank answers: only the reporters hear that nobody is stuck") {
+    REQUIRE(t.on_message(3, {p::m_stalled, 0, 17, {}, {}}));  // a second reporter joins the inquiry
+    REQUIRE(t.on_message(0, {p::m_pong, q, 0, {}, {}}));
+    CHECK(t.inquiry() == q);
+    REQUIRE(t.on_message(2, {p::m_pong, q, 0, {}, {}}));
+    CHECK(t.inquiry() == 0);  // all accounted for: no need to wait out the window
+    CHECK(last(1).type == p::m_verdict);
+    CHECK(last(3).type == p::m_verdict);
+    CHECK(last(0).type == p::m_ping);
+    CHECK(last(2).type == p::m_ping);
+    CHECK_FALSE(t.failed());
+  }
+  SECTION("a stale answer does not count; the silent rank is named to every rank") {
+    REQUIRE(t.on_message(2, {p::m_pong, q + 7, 0, {}, {}}));
+    REQUIRE(t.on_message(0, {p::m_pong, q, 0, {}, {}}));
+    REQUIRE(t.on_message(3, {p::m_pong, q, 0, {}, {}}));
+    CHECK(t.inquiry() == q);  // rank 2 has not answered: the store waits for its window
+    t.conclude();
+    REQUIRE(t.failed());
+    CHECK(t.failure()->type == p::m_job_failed);
+    CHECK(t.failure()->id == static_cast<std::uint32_t>(errc::timeout));
+    CHECK(t.failure()->arg == 2);
+    CHECK_THAT(t.failure()->val, Catch::StartsWith("rank 2 stopped responding") && Catch::Contains("rank 1 waited past the deadline of collective 17"));
+    for (int r = 0; r < 4; ++r) CHECK(last(r) == *t.failure());
+    SECTION("a later report gets the failure at once") {
+      got[3].clear();
+      REQUIRE(t.on_message(3, {p::m_stalled, 0, 18, {}, {}}));
+      CHECK(t.inquiry() == 0);
+      CHECK(last(3) == *t.failure());
+    }
+  }
+  SECTION("a rank that said goodbye is not asked to answer") {
+    REQUIRE(t.on_message(3, {p::m_bye, 0, 0, {}, {}}));
+    REQUIRE(t.on_message(0, {p::m_pong, q, 0, {}, {}}));
+    REQUIRE(t.on_message(2, {p::m_pong, q, 0, {}, {}}));
+    CHECK(t.inquiry() == 0);
+    CHECK_FALSE(t.failed());
+    CHECK(last(1).type == p::m_verdict);
   }
 }

@@ -133,6 +133,10 @@ void job::report_failure(int code, std::string why) {
   if (!left_) client_->report_failure(static_cast<std::uint32_t>(code), std::move(why));
 }
 
+void job::report_stall(std::uint32_t seq, std::string why, std::function<void()> nobody_stuck) {
+  if (!left_) client_->report_stall(seq, std::move(why), std::move(nobody_stuck));
+}
+
 result<void> job::leave(std::chrono::milliseconds wait, bool failed) noexcept {
   if (left_) return outcome_;
   left_ = true;

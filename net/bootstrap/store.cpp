@@ -183,6 +183,22 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     job_failed = true;
   }
 
+  // After every message: a stall inquiry that has just opened is closed after its window.
+  asio::steady_timer inquiry_timer{io};
+  std::uint32_t timed_inquiry = 0;
+  void after_message() {
+    note_failure();
+    const auto q = state->inquiry();
+    if (!q || q == timed_inquiry) return;
+    timed_inquiry = q;
+    inquiry_timer.expires_after(inquiry_window);
+    inquiry_timer.async_wait([self = shared_from_this(), q](std::error_code ec) {
+      if (ec || self->state->inquiry() != q) return;
+      self->state->conclude();
+      self->note_failure();
+    });
+  }
+
   static asio::awaitable<void> accept_loop(std::shared_ptr<impl> self) {
     for (;;) {
       auto [ec, sock] = co_await self->acceptor.async_accept(use_nothrow);
@@ -258,7 +274,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
       auto m = co_await read_message(c->sock);
       if (!m) break;
       const bool in_protocol = self->state->on_message(r, *m);
-      self->note_failure();
+      self->after_message();
       if (!in_protocol) break;
     }
     // Gone: after its goodbye it finished; without, it died, and every other rank is told.
@@ -312,6 +328,7 @@ server::~server() {
   asio::post(impl_->io, [s = impl_.get()] {
     std::error_code ec;
     s->acceptor.close(ec);
+    s->inquiry_timer.cancel();
     for (auto& w : s->conns)
       if (auto c = w.lock()) c->sock.close(ec);
   });
@@ -344,6 +361,7 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
   std::function<void(int)> lost;
   std::function<void(std::error_code)> closed;
   std::function<void(std::uint64_t, std::string)> failed;
+  std::function<void()> verdict;
   bool leaving = false;
   std::string server_name;
   // After bye: the job's outcome, once the store gives it.
@@ -391,6 +409,14 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
       }
       if (m->type == m_farewell) {
         self->settle({}, {});
+        continue;
+      }
+      if (m->type == m_ping) {  // the store asks who is alive: this rank's loop runs
+        self->send({m_pong, m->id, 0, {}, {}});
+        continue;
+      }
+      if (m->type == m_verdict) {
+        if (self->verdict) self->verdict();
         continue;
       }
       auto it = self->pending.find(m->id);
@@ -515,6 +541,7 @@ client::~client() {
   impl_->leaving = true;
   impl_->lost = nullptr;
   impl_->closed = nullptr;
+  impl_->verdict = nullptr;
   impl_->sock.close(ignored);
 }
 
@@ -558,6 +585,13 @@ void client::on_events(std::function<void(int)> lost, std::function<void(std::er
   impl_->lost = std::move(lost);
   impl_->closed = std::move(closed);
   impl_->failed = std::move(failed);
+}
+
+void client::report_stall(std::uint32_t seq, std::string why, std::function<void()> nobody_stuck) {
+  if (impl_->leaving || !impl_->sock.is_open()) return;
+  impl_->verdict = std::move(nobody_stuck);
+  why.resize(std::min(why.size(), max_failure_text));
+  impl_->send({m_stalled, 0, seq, {}, std::move(why)});
 }
 
 void client::report_failure(std::uint32_t code, std::string why) {

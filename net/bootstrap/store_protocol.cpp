@@ -70,7 +70,11 @@ std::optional<std::string> judge_member(const message& h, int size, const std::f
 }
 
 table::table(int size, sender send)
-    : send_(std::move(send)), joined_(static_cast<std::size_t>(size)), bye_(static_cast<std::size_t>(size)) {}
+    : send_(std::move(send)),
+      joined_(static_cast<std::size_t>(size)),
+      bye_(static_cast<std::size_t>(size)),
+      stalled_(static_cast<std::size_t>(size)),
+      answered_(static_cast<std::size_t>(size)) {}
 
 void table::join(int rank) {
   joined_[static_cast<std::size_t>(rank)] = true;
@@ -99,17 +103,17 @@ bool table::on_message(int rank, const message& m) {
         waiting_.erase(it);
         for (auto& [w, id] : list) send_(w, {m_value, id, 0, {}, slot});
       }
-      return true;
+      break;
     }
     case m_get:
       if (auto it = kv_.find(m.key); it != kv_.end())
         send_(rank, {m_value, m.id, 0, {}, it->second});
       else
         waiting_[m.key].emplace_back(rank, m.id);
-      return true;
+      break;
     case m_failed:
       fail_job(rank, message{m_job_failed, m.arg, static_cast<std::uint32_t>(rank), {}, m.val.substr(0, max_failure_text)}, true);
-      return true;
+      break;
     case m_bye:
       if (bye_[static_cast<std::size_t>(rank)]) return false;
       bye_[static_cast<std::size_t>(rank)] = true;
@@ -119,14 +123,70 @@ bool table::on_message(int rank, const message& m) {
         for (int r = 0; r < size(); ++r)
           if (joined(r)) send_(r, {m_farewell, 0, 0, {}, {}});
       }
-      return true;
+      break;
+    case m_stalled:
+      if (failure_) {
+        send_(rank, *failure_);
+        return true;
+      }
+      stalled_[static_cast<std::size_t>(rank)] = true;
+      if (!inquiring_) {
+        inquiring_ = true;
+        ++inquiry_;
+        stalled_seq_ = m.arg;
+        for (int r = 0; r < size(); ++r)
+          if (joined(r) && !stalled_[static_cast<std::size_t>(r)]) send_(r, {m_ping, inquiry_, 0, {}, {}});
+      }
+      break;
+    case m_pong:
+      if (inquiring_ && m.id == inquiry_) answered_[static_cast<std::size_t>(rank)] = true;
+      break;
     default:
       return false;
   }
+  // Every rank accounted for: no need to wait out the window.
+  if (inquiring_) {
+    bool all = true;
+    for (int r = 0; r < size(); ++r)
+      if (!stalled_[static_cast<std::size_t>(r)] && !answered_[static_cast<std::size_t>(r)] && !bye_[static_cast<std::size_t>(r)]) all = false;
+    if (all) conclude();
+  }
+  return true;
+}
+
+void table::conclude() {
+  if (!inquiring_) return;
+  inquiring_ = false;
+  std::string silent, waiting;
+  int first = -1;
+  for (int r = 0; r < size(); ++r) {
+    const auto R = static_cast<std::size_t>(r);
+    if (stalled_[R]) {
+      waiting += (waiting.empty() ? "" : ", ") + std::to_string(r);
+    } else if (!answered_[R] && !bye_[R]) {
+      silent += (silent.empty() ? "" : ", ") + std::to_string(r);
+      if (first < 0) first = r;
+    }
+  }
+  if (first >= 0 && !failure_) {
+    const bool one = silent.find(',') == std::string::npos;
+    fail_job(-1,
+             message{m_job_failed, timeout_code, static_cast<std::uint32_t>(first), {},
+                     (one ? "rank " : "ranks ") + silent + " stopped responding: no answer to the store within " + std::to_string(inquiry_window.count()) + " ms while rank" +
+                         (waiting.find(',') == std::string::npos ? " " : "s ") + waiting + " waited past the deadline of collective " +
+                         std::to_string(stalled_seq_) + " (stopped, hung, or not calling it)"},
+             true);
+  } else if (!failure_) {
+    for (int r = 0; r < size(); ++r)
+      if (stalled_[static_cast<std::size_t>(r)] && joined(r)) send_(r, {m_verdict, inquiry_, 0, {}, {}});
+  }
+  std::fill(stalled_.begin(), stalled_.end(), false);
+  std::fill(answered_.begin(), answered_.end(), false);
 }
 
 void table::leave(int rank) {
   joined_[static_cast<std::size_t>(rank)] = false;
+  stalled_[static_cast<std::size_t>(rank)] = false;
   for (auto& [key, list] : waiting_) std::erase_if(list, [&](auto& e) { return e.first == rank; });
   std::erase_if(waiting_, [](auto& e) { return e.second.empty(); });
   if (bye_[static_cast<std::size_t>(rank)]) return;

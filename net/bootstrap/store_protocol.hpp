@@ -4,6 +4,7 @@
 // code with arbitrary bytes. Internal to net/bootstrap.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -37,11 +38,23 @@ constexpr auto lost_code = static_cast<std::uint32_t>(errc::peer_lost);
 // job_failed {id: code, arg: rank, val: why}, also to ranks that connect later. A rank
 // done says bye and keeps its connection until the job's outcome: farewell once every
 // rank has said bye, or job_failed (peer_lost for a rank that died); then it closes.
+//
+// A stall: a rank whose collective passed its deadline says stalled {arg: seq, val: what
+// it waited for}. The store then asks every other rank ping {id: inquiry}, which a live
+// rank's event loop answers at once with pong {id}. A rank that neither answers within
+// inquiry_window nor reported a stall itself is the root cause (stopped, or not calling
+// the collective at all): job_failed {id: timeout, arg: that rank} goes to every rank.
+// When every rank answers, the ranks that reported get verdict {}: nobody is stuck, the
+// collective was just too slow for its deadline (or the calls differ).
 enum type : std::uint8_t {
   m_hello = 1, m_welcome, m_error, m_set, m_ok, m_get, m_value, m_bye, m_peer_lost, m_challenge, m_proof,
-  m_failed, m_job_failed, m_farewell,
-  m_last = m_farewell
+  m_failed, m_job_failed, m_farewell, m_stalled, m_ping, m_pong, m_verdict,
+  m_last = m_verdict
 };
+// How long the store waits for the answers to its ping. A rank reporting a stall waits
+// longer for the verdict (net/common/stall.hpp) before failing on its own word.
+constexpr auto inquiry_window = std::chrono::milliseconds(200);
+constexpr auto timeout_code = static_cast<std::uint32_t>(errc::timeout);
 
 struct message {
   std::uint8_t type = 0;
@@ -97,6 +110,10 @@ public:
   // Its connection closed; without goodbye it died and every other rank is told.
   void leave(int rank);
   bool said_bye(int rank) const noexcept { return bye_[static_cast<std::size_t>(rank)]; }
+  // A stall inquiry: its number while open (0: none). The store closes it after
+  // inquiry_window with conclude(), unless every rank answered first.
+  std::uint32_t inquiry() const noexcept { return inquiring_ ? inquiry_ : 0; }
+  void conclude();
 
 private:
   void fail_job(int from, message m, bool tell);
@@ -106,6 +123,10 @@ private:
   std::map<std::string, std::string, std::less<>> kv_;
   std::map<std::string, std::vector<std::pair<int, std::uint32_t>>, std::less<>> waiting_;
   std::optional<message> failure_;
+  bool inquiring_ = false;
+  std::uint32_t inquiry_ = 0;
+  std::uint32_t stalled_seq_ = 0;
+  std::vector<bool> stalled_, answered_;
 };
 
 }  // namespace optcast::store::proto

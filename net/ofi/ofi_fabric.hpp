@@ -26,6 +26,7 @@
 #include <rdma/fi_tagged.h>
 #include "../common/deadlines.hpp"
 #include "../common/op_queue.hpp"
+#include "../common/stall.hpp"
 #include "optcast/log.hpp"
 
 namespace optcast::ofi {
@@ -147,6 +148,7 @@ private:
   // while operations are outstanding when there is no fd.
   void arm();
   void expire(std::uint32_t seq);
+  std::string waiting_for(std::uint32_t seq) const;
 
   // A message of a mismatched call that matches no receive (another root, another
   // schedule) would wait in the provider's unexpected queue until the deadline. So while
@@ -203,6 +205,8 @@ private:
   bool probe_timer_armed_ = false;
   std::uint64_t received_ = 0, received_at_tick_ = 0;  // receive completions
   detail::deadline_table deadlines_;
+  detail::stall_watch stall_{io_, [this](std::uint32_t seq) { return waiting_for(seq); },
+                             [this](const std::string& why) { abort(make_error_code(errc::timeout), why); }};
 };
 
 }  // namespace impl

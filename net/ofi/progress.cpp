@@ -80,6 +80,7 @@ void ofi_fabric::abort(std::error_code ec, std::string detail) noexcept {
     spread_ = true;
     job_->report_failure(failure().value(), rank_name(cfg_.rank) + " failed: " + failure_detail());
   }
+  stall_.clear();
   quiesce();
   auto alive = alive_;
   auto fail_all = [&](detail::op_queue& q) {
@@ -463,12 +464,20 @@ bool ofi_fabric::probe_answer(bool found, std::uint64_t tg, std::uint64_t data) 
   return true;
 }
 
-void ofi_fabric::expire(std::uint32_t seq) {
+std::string ofi_fabric::waiting_for(std::uint32_t seq) const {
   std::string waiting;
   for (operation* op = posted_.front(); op; op = op->next)
     if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
-  abort(make_error_code(errc::timeout), "deadline of collective " + std::to_string(seq) + " passed on " + rank_name(cfg_.rank) +
-                                            (waiting.empty() ? "" : " waiting for" + waiting.substr(1)));
+  for (operation* op = retry_.front(); op; op = op->next)
+    if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
+  for (operation* op = lost_.front(); op; op = op->next)
+    if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
+  return waiting;
+}
+
+void ofi_fabric::expire(std::uint32_t seq) {
+  // Waiting on a peer: the store is asked for the root cause first (common/stall.hpp).
+  if (!failure()) stall_.deadline_passed(job_.get(), seq, rank_name(cfg_.rank));
 }
 
 }  // namespace optcast::ofi::impl

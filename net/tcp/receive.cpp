@@ -311,9 +311,9 @@ void tcp_fabric::drop_in(int p, std::error_code ec, const std::string& why) {
   fail_posted(p, ec, why);
 }
 
-void tcp_fabric::expire(std::uint32_t seq) {
+std::string tcp_fabric::waiting_for(std::uint32_t seq) const {
   std::string waiting;
-  for (auto& pe : peers_) {
+  for (const auto& pe : peers_) {
     for (operation* op = pe.posted.front(); op; op = op->next)
       if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
     for (operation* op = pe.out.queue.front(); op; op = op->next)
@@ -321,8 +321,12 @@ void tcp_fabric::expire(std::uint32_t seq) {
     if (pe.out.writing && pe.out.writing->tg.seq == seq) waiting += "; " + describe_op(*pe.out.writing);
     if (pe.in && pe.in->target && pe.in->target->tg.seq == seq) waiting += "; " + describe_op(*pe.in->target);
   }
-  abort(make_error_code(errc::timeout), "deadline of collective " + std::to_string(seq) + " passed on " +
-                                            rank_name(cfg_.rank) + (waiting.empty() ? "" : " waiting for" + waiting.substr(1)));
+  return waiting;
+}
+
+void tcp_fabric::expire(std::uint32_t seq) {
+  // Waiting on a peer: the store is asked for the root cause first (common/stall.hpp).
+  if (!failure()) stall_.deadline_passed(job_.get(), seq, rank_name(cfg_.rank));
 }
 
 }  // namespace optcast::tcp::impl

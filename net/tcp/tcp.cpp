@@ -86,6 +86,7 @@ void tcp_fabric::abort(std::error_code ec, std::string detail) noexcept {
   note_failure(ec, detail);
   loss_pending_ = false;
   loss_timer_.cancel();
+  stall_.clear();
   if (!closing_ && !spread_) {
     // This rank's own failure: every other rank is told at once, by an abort frame where
     // a connection is up and through the store (which reaches them all), so that none

@@ -25,6 +25,7 @@
 #include "../common/deadlines.hpp"
 #include "../common/handler_memory.hpp"
 #include "../common/op_queue.hpp"
+#include "../common/stall.hpp"
 #include "wire_format.hpp"
 #include "optcast/log.hpp"
 
@@ -245,6 +246,8 @@ private:
   // Nothing more will come from p: what waits for it fails with ec.
   void drop_in(int p, std::error_code ec, const std::string& why);
   void expire(std::uint32_t seq);
+  // "; send to rank 2 (collective 5, step 1); ..." for every operation of seq still waiting.
+  std::string waiting_for(std::uint32_t seq) const;
 
   detail::message_buffer take_buffer(std::size_t n) { return pool_.take(n); }
   void give_back(detail::message_buffer&& b) { pool_.give_back(std::move(b)); }
@@ -269,6 +272,8 @@ private:
   asio::steady_timer loss_timer_{io_};
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   detail::deadline_table deadlines_;
+  detail::stall_watch stall_{io_, [this](std::uint32_t seq) { return waiting_for(seq); },
+                             [this](const std::string& why) { abort(make_error_code(errc::timeout), why); }};
 };
 
 }  // namespace impl

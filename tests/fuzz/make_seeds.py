@@ -9,7 +9,7 @@ import struct
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = 0x123456789ABCDEF0
 HS_MAGIC, FRAME_DATA, FRAME_ABORT = 0x4354504F, 0x46444F43, 0x41444F43
-STORE = b"optcast-store/4"
+STORE = b"optcast-store/5"
 
 
 def write(target, name, data):
@@ -63,7 +63,8 @@ def msg(typ, id=0, arg=0, key=b"", val=b""):
     return struct.pack("<IBIIII", 17 + len(key) + len(val), typ, id, arg, len(key), len(val)) + key + val
 
 
-M_HELLO, M_WELCOME, M_ERROR, M_SET, M_OK, M_GET, M_VALUE, M_BYE, M_PEER_LOST, M_CHALLENGE, M_PROOF, M_FAILED, M_JOB_FAILED, M_FAREWELL = range(1, 15)
+(M_HELLO, M_WELCOME, M_ERROR, M_SET, M_OK, M_GET, M_VALUE, M_BYE, M_PEER_LOST, M_CHALLENGE, M_PROOF, M_FAILED, M_JOB_FAILED, M_FAREWELL,
+ M_STALLED, M_PING, M_PONG, M_VERDICT) = range(1, 19)
 
 write("store_stream", "hello", b"\x01" + msg(M_HELLO, 8, 3, STORE))
 write("store_stream", "session", b"\x00" + msg(M_SET, 1, 0, b"addr/3", b"10.0.0.3:4000") + msg(M_GET, 2, 0, b"addr/4") + msg(M_BYE))
@@ -93,9 +94,13 @@ write("store_session", "set_get", bytes([n - 1, 0]) + joined + from_rank(1, msg(
 write("store_session", "death_then_report", bytes([n - 1, 0]) + joined + closes(2) + from_rank(1, msg(M_FAILED, 0, 11, b"", b"timeout")) + hello_of(0, 2, n))
 write("store_session", "bye_leave_rejoin", bytes([n - 1, 0]) + joined + from_rank(0, msg(M_BYE)) + closes(0) + hello_of(0, 0, n)
       + b"".join(from_rank(r, msg(M_BYE)) for r in range(1, n)))
+write("store_session", "stall_answered", bytes([n - 1, 0]) + joined + from_rank(1, msg(M_STALLED, 0, 17, b"", b"waiting for rank 2"))
+      + b"".join(from_rank(r, msg(M_PONG, 1)) for r in (0, 2, 3)))
+write("store_session", "stall_silent", bytes([n - 1, 0]) + joined + from_rank(1, msg(M_STALLED, 0, 17)) + from_rank(0, msg(M_PONG, 1))
+      + from_rank(3, msg(M_STALLED, 0, 17)) + bytes([3 << 3]) + from_rank(2, msg(M_STALLED, 0, 18)))
 write("store_session", "secret", bytes([n - 1, 1]) + hello_of(0, 0, n, bytes(32)) + hello_of(0, 1, n) + hello_of(0, 9, n, bytes(32)))
 write("store_session", "strangers", bytes([n - 1, 0]) + bytes([0]) + msg(M_SET, 0, 0, b"k", b"v") + hello_of(0, 1, n + 1)
-      + bytes([0]) + msg(M_HELLO, n, 1, b"optcast-store/3"))
+      + bytes([0]) + msg(M_HELLO, n, 1, b"optcast-store/4"))
 
 write("auth_frame", "empty", b"")
 write("auth_frame", "frame", bytes(range(32)) + b"\x08label..." + bytes(56) + bytes(16) + b"payload of a frame")

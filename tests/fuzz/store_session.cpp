@@ -4,7 +4,9 @@
 // a rank in range that is neither connected nor done joins; nothing is sent to a rank that has not joined (or has
 // left); a get answers the latest set; farewell goes out only once every rank has said
 // goodbye with no failure, and never together with a failure; the job's first failure is
-// kept, except that a death gives way to a reported reason.
+// kept, except that a death gives way to a reported reason; a stall inquiry never names a
+// rank that answered its ping or reported the stall itself, and tells "nobody is stuck"
+// only to ranks that reported one.
 #include <map>
 
 #include "fuzz.hpp"
@@ -20,11 +22,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<bool> member(static_cast<std::size_t>(n));
   std::map<std::string, std::string> latest;
   bool farewell = false;
+  std::vector<bool> alive(static_cast<std::size_t>(n)), stalled(static_cast<std::size_t>(n));  // in the open inquiry
   table t(n, [&](int r, const message& m) {
     FUZZ_REQUIRE(r >= 0 && r < n && member[static_cast<std::size_t>(r)]);
+    if (m.type == m_verdict) FUZZ_REQUIRE(stalled[static_cast<std::size_t>(r)]);
     got[static_cast<std::size_t>(r)].push_back(m);
   });
   while (!in.rest.empty()) {
+    const auto failure_before = t.failure();
+    const bool was_inquiring = t.inquiry() != 0;
+    bool reported = false;  // the step was a rank's own failure report
     const std::uint8_t what = in.byte();
     const int r = what % 8;
     if ((what >> 3) % 4 == 0) {  // a connection's first message: its hello
@@ -47,6 +54,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const auto before = t.failure();
       t.leave(r);
       if (!bye) FUZZ_REQUIRE(t.failed() && (!before || t.failure() == before));
+    } else if ((what >> 3) % 4 == 3) {  // the store's inquiry window passes
+      t.conclude();
     } else {  // a message from a joined rank
       auto d = decode(std::as_bytes(in.rest), max_field);
       if (!d || !*d) return 0;
@@ -55,6 +64,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const message& m = (*d)->msg;
       const auto before = t.failure();
       const std::size_t answers = got[static_cast<std::size_t>(r)].size();
+      if (m.type == m_stalled) stalled[static_cast<std::size_t>(r)] = alive[static_cast<std::size_t>(r)] = true;
+      reported = m.type == m_failed;
+      if (m.type == m_pong && m.id == t.inquiry() && t.inquiry()) alive[static_cast<std::size_t>(r)] = true;
       if (!t.on_message(r, m)) {
         member[static_cast<std::size_t>(r)] = false;
         t.leave(r);
@@ -67,6 +79,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         FUZZ_REQUIRE(a.type == m_value && a.id == m.id && a.val == latest[m.key]);
       }
       if (before && before->id != lost_code) FUZZ_REQUIRE(t.failure() == before);  // the first reason stays
+    }
+    // An inquiry that ended in a failure names a rank that neither answered nor stalled.
+    if (was_inquiring && !t.inquiry() && !reported && t.failure() != failure_before && t.failure()->id == timeout_code)
+      FUZZ_REQUIRE(t.failure()->arg < static_cast<std::uint32_t>(n) && !alive[t.failure()->arg]);
+    if (!t.inquiry()) {  // concluded (or none open): the next inquiry starts afresh
+      std::fill(alive.begin(), alive.end(), false);
+      std::fill(stalled.begin(), stalled.end(), false);
     }
     for (int x = 0; x < n; ++x)
       for (const auto& m : got[static_cast<std::size_t>(x)])

@@ -14,7 +14,8 @@
 //
 // Wire format (little-endian): u32 length of the rest, u8 type, u32 id, u32 arg,
 // u32 key length, u32 value length, key, value. Values up to 1 MiB; nothing before the
-// handshake is done longer than 64 bytes, and a client has 10 s to finish it.
+// handshake is done longer than 64 bytes, and a client has 10 s to finish it. The
+// messages and their meaning: net/bootstrap/store_protocol.hpp.
 #pragma once
 
 #include <chrono>
@@ -33,7 +34,7 @@ class io_context;
 namespace optcast::store {
 
 // The protocol's name and version, the first thing a client says.
-inline constexpr std::string_view protocol = "optcast-store/4";
+inline constexpr std::string_view protocol = "optcast-store/5";
 
 // "host:port" split; the port must be given.
 struct address {
@@ -100,6 +101,10 @@ public:
   // Tells the store this rank failed (an optcast::errc value and why), which tells every
   // other rank; without waiting.
   void report_failure(std::uint32_t code, std::string why);
+  // This rank's collective `seq` passed its deadline waiting for `why`: the store asks
+  // every rank whether it is alive, and tells every rank the root cause (job_failed, to
+  // the `failed` callback) when one does not answer, or calls `nobody_stuck` when all do.
+  void report_stall(std::uint32_t seq, std::string why, std::function<void()> nobody_stuck);
   // Says goodbye (this rank is done) and waits, up to `wait`, for the job's outcome:
   // success once every rank has said goodbye, else the job's first failure (with the
   // reason in *why), or timeout. Closes the connection. Later calls return the same.
