@@ -1,6 +1,6 @@
 // optcast-bench chaos: faults injected into running jobs. Each trial starts --np ranks
-// on this machine that run random verified collectives (broadcasts and allreduces of
-// random sizes and roots, the same sequence on every rank), waits a random while, and
+// on this machine that run random verified collectives (broadcasts, allreduces, reduces,
+// scatters and allgathers of random sizes and roots, the same sequence on every rank), waits a random while, and
 // then kills one rank with SIGKILL or stops it with SIGSTOP. Every survivor must end
 // with an error that names the victim (the root cause): within a second for a kill,
 // within one deadline for a stall. Counted: hangs (a survivor still running long after),
@@ -38,7 +38,16 @@ long long now_ns() {  // CLOCK_MONOTONIC: one clock for every process of the mac
 
 std::byte pattern(std::size_t i, std::uint64_t k) { return static_cast<std::byte>((i * 131 + k * 7 + (i >> 9)) & 0xff); }
 
-// One rank: collectives until it fails (or --ops pass, then the job's outcome).
+long rss_kib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  return -1;
+}
+
+// One rank: collectives until it fails (or --ops pass, then the job's outcome, with the
+// resident set after the first tenth of the calls and at the end).
 int rank_main(const std::string& fabric, const std::string& report, std::uint64_t seed, int timeout_ms, long ops) {
   asio::io_context io;
   auto comm = join(io, fabric);
@@ -49,27 +58,53 @@ int rank_main(const std::string& fabric, const std::string& report, std::uint64_
   };
   std::mt19937_64 rng(seed);  // the same on every rank: the same calls
   const collective_options o{.timeout = std::chrono::milliseconds(timeout_ms)};
+  const long warm = std::max(1L, ops / 10);
+  long rss_warm = -1;
+  const long long t0 = now_ns();
   for (long i = 0; i < ops; ++i) {
+    if (i == warm) rss_warm = rss_kib();
     const int root = static_cast<int>(rng() % static_cast<std::uint64_t>(comm.size()));
     const std::size_t n = 1 + rng() % (64u << 10);
-    if (rng() % 2) {
+    const auto kind = rng() % 5;
+    const auto P = static_cast<std::size_t>(comm.size()), R = static_cast<std::size_t>(comm.rank());
+    const auto I = static_cast<std::uint64_t>(i);
+    if (kind == 0) {  // broadcast
       std::vector<std::byte> b(n);
       if (comm.rank() == root)
-        for (std::size_t j = 0; j < n; ++j) b[j] = pattern(j, static_cast<std::uint64_t>(i));
+        for (std::size_t j = 0; j < n; ++j) b[j] = pattern(j, I);
       if (auto r = run(comm, broadcast(comm, std::span(b), root, o)); !r) return failed(r.error());
       for (std::size_t j = 0; j < n; ++j)
-        if (b[j] != pattern(j, static_cast<std::uint64_t>(i))) return out << "wrong broadcast " << i << "\n", 3;
-    } else {
-      std::vector<std::int32_t> x(n / 4 + 1);
+        if (b[j] != pattern(j, I)) return out << "wrong broadcast " << i << "\n", 3;
+    } else if (kind == 1 || kind == 2) {  // allreduce, reduce (sums of int32)
+      std::vector<std::int32_t> x(n / 4 + 1), y(x.size());
       for (std::size_t j = 0; j < x.size(); ++j) x[j] = static_cast<std::int32_t>(comm.rank() + static_cast<int>(j % 1000));
-      if (auto r = run(comm, allreduce(comm, std::span<const std::int32_t>(x), std::span(x), ops::sum, o)); !r) return failed(r.error());
+      auto r = kind == 1 ? run(comm, allreduce(comm, std::span<const std::int32_t>(x), std::span(y), ops::sum, o))
+                         : run(comm, reduce(comm, std::span<const std::int32_t>(x), std::span(y), ops::sum, root, o));
+      if (!r) return failed(r.error());
       const int p = comm.size();
-      for (std::size_t j = 0; j < x.size(); ++j)
-        if (x[j] != p * (p - 1) / 2 + p * static_cast<int>(j % 1000)) return out << "wrong allreduce " << i << "\n", 3;
+      if (kind == 1 || comm.rank() == root)
+        for (std::size_t j = 0; j < y.size(); ++j)
+          if (y[j] != p * (p - 1) / 2 + p * static_cast<int>(j % 1000)) return out << "wrong " << (kind == 1 ? "allreduce " : "reduce ") << i << "\n", 3;
+    } else if (kind == 3) {  // scatter: rank j's segment of the root's buffer
+      const std::size_t m = n / P + 1;
+      std::vector<std::byte> in(comm.rank() == root ? P * m : 0), seg(m);
+      for (std::size_t j = 0; j < in.size(); ++j) in[j] = pattern(j, I);
+      if (auto r = run(comm, scatter(comm, std::span<const std::byte>(in), std::span(seg), root, o)); !r) return failed(r.error());
+      for (std::size_t j = 0; j < m; ++j)
+        if (seg[j] != pattern(R * m + j, I)) return out << "wrong scatter " << i << "\n", 3;
+    } else {  // allgather: every rank's segment on every rank
+      const std::size_t m = n / P + 1;
+      std::vector<std::byte> mine(m), all(P * m);
+      for (std::size_t j = 0; j < m; ++j) mine[j] = pattern(R * m + j, I);
+      if (auto r = run(comm, allgather(comm, std::span<const std::byte>(mine), std::span(all), o)); !r) return failed(r.error());
+      for (std::size_t j = 0; j < all.size(); ++j)
+        if (all[j] != pattern(j, I)) return out << "wrong allgather " << i << "\n", 3;
     }
   }
+  const long rss_end = rss_kib();
+  if (rss_warm < 0) rss_warm = rss_end;  // fewer calls than a warm-up
   if (auto r = comm.leave(); !r) return failed(r.error());
-  out << "ok " << now_ns() << "\n";
+  out << "ok " << now_ns() << " " << (now_ns() - t0) << " " << rss_warm << " " << rss_end << "\n";
   return 0;
 }
 
@@ -93,6 +128,69 @@ std::string json_list(const std::vector<double>& v) {
   return s + "]";
 }
 
+// --mode none: one job, no fault. Every rank must finish every call with the right data,
+// and its resident set at the end should be what it was after the first tenth (warm-up:
+// connections, buffer pools and schedules cached at their largest).
+int soak(const char* self, const std::string& fabric, int np, long ops, int timeout_ms, std::uint64_t seed, bool json, bool tty) {
+  const fs::path dir = fs::temp_directory_path() / ("optcast-soak-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::vector<std::string> args{self, "chaos", "--fabric", fabric, "--seed", std::to_string(seed), "--rank-report", dir.string(),
+                                      "--rank-timeout", std::to_string(timeout_ms), "--rank-ops", std::to_string(ops)};
+  const auto t0 = clock_type::now();
+  auto pids = spawn_local_ranks(np, args);
+  int exited_bad = 0;
+  for (std::size_t r = 0; r < pids.size(); ++r) {
+    for (;;) {  // a failed job ends every rank within its deadline: no limit needed here
+      int st = 0;
+      if (::waitpid(pids[r], &st, WNOHANG) > 0) {
+        exited_bad += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        break;
+      }
+      if (tty) std::fprintf(stderr, "\r  %.0f s, %zu of %d ranks done", since(t0), r, np);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+  if (tty) std::fputc('\n', stderr);
+  const double seconds = since(t0);
+  int ok = 0, wrong = 0, failed = 0;
+  long warm_min = -1, warm_max = -1, end_min = -1, end_max = -1, growth_max = 0;
+  std::string first_error;
+  for (int r = 0; r < np; ++r) {
+    std::ifstream in(dir / ("rank-" + std::to_string(r) + ".txt"));
+    std::string word;
+    in >> word;
+    if (word == "ok") {
+      long long at = 0, ns = 0;
+      long warm = 0, end = 0;
+      in >> at >> ns >> warm >> end;
+      ++ok;
+      warm_min = warm_min < 0 ? warm : std::min(warm_min, warm);
+      warm_max = std::max(warm_max, warm);
+      end_min = end_min < 0 ? end : std::min(end_min, end);
+      end_max = std::max(end_max, end);
+      growth_max = std::max(growth_max, end - warm);
+    } else {
+      ++(word == "wrong" ? wrong : failed);
+      std::string rest;
+      std::getline(in, rest);
+      if (first_error.empty()) first_error = "rank " + std::to_string(r) + ": " + (word.empty() ? "no report" : word + rest);
+    }
+  }
+  fs::remove_all(dir);
+  if (json) {
+    std::printf("{\"fabric\":\"%s\",\"np\":%d,\"ops\":%ld,\"seconds\":%.3f,\"ranks_ok\":%d,\"wrong_results\":%d,\"failed_ranks\":%d,"
+                "\"rss_kib_after_warmup\":[%ld,%ld],\"rss_kib_at_end\":[%ld,%ld],\"rss_growth_kib_max\":%ld}\n",
+                fabric.c_str(), np, ops, seconds, ok, wrong, failed, warm_min, warm_max, end_min, end_max, growth_max);
+  } else {
+    std::printf("soak over %s: %d ranks, %ld random verified collectives (broadcast, allreduce, reduce, scatter, allgather; 1 B to 64 KiB) in %.1f s\n", fabric.c_str(),
+                np, ops, seconds);
+    std::printf("  ranks ok %d, wrong results %d, failed %d%s%s\n", ok, wrong, failed, first_error.empty() ? "" : "; first: ", first_error.c_str());
+    std::printf("  resident set per rank: %ld-%ld KiB after the first tenth, %ld-%ld KiB at the end (largest growth %ld KiB)\n", warm_min,
+                warm_max, end_min, end_max, growth_max);
+  }
+  return ok == np && exited_bad == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int chaos_cmd(int argc, char** argv) {
@@ -105,7 +203,11 @@ int chaos_cmd(int argc, char** argv) {
   app.add_option("--fabric", fabric, "tcp or ofi")->check(CLI::IsMember({"tcp", "ofi"}))->capture_default_str();
   app.add_option("--np", np, "ranks per job")->check(CLI::Range(2, 256))->capture_default_str();
   app.add_option("--trials", trials, "jobs, one injection each")->check(CLI::Range(1, 100000))->capture_default_str();
-  app.add_option("--mode", mode, "kill, stop, or both (alternating)")->check(CLI::IsMember({"kill", "stop", "both"}))->capture_default_str();
+  app.add_option("--mode", mode, "kill, stop, both (alternating), or none: one job of --ops calls, no fault (a soak: results and resident memory)")
+      ->check(CLI::IsMember({"kill", "stop", "both", "none"}))
+      ->capture_default_str();
+  long soak_ops = 100000;
+  app.add_option("--ops", soak_ops, "with --mode none: collectives in the job")->check(CLI::Range(1L, 1L << 40))->capture_default_str();
   app.add_option("--timeout-ms", timeout_ms, "the collectives' deadline")->check(CLI::Range(100, 600000))->capture_default_str();
   app.add_option("--seed", seed, "random seed")->capture_default_str();
   app.add_flag("--json", json, "one JSON object instead of the table");
@@ -120,6 +222,7 @@ int chaos_cmd(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (!report_dir.empty()) return rank_main(fabric, report_dir, seed, rank_timeout, ops);
+  if (mode == "none") return soak(argv[0], fabric, np, soak_ops, timeout_ms, seed, json, !quiet && !json && isatty(STDERR_FILENO));
 
   std::mt19937_64 rng(seed);
   tally kills, stops;

@@ -12,7 +12,8 @@
 //                                                         simulator's rounds model (1 and k
 //                                                         ports) against the papers' bounds
 //   optcast-bench chaos --np 8 --trials 100               kill -9 / SIGSTOP injected into
-//                                                         running jobs: how survivors end
+//                                                         running jobs: how survivors end;
+//                                                         --mode none: a soak, no fault
 // Each prints a table (median over iterations, the slowest rank's time) or, with
 // --json, one JSON object. Over TCP the ranks must share a host (one monotonic clock).
 #include <cstdio>
@@ -35,7 +36,7 @@ int main(int argc, char** argv) try {
              "       optcast-bench rounds [--n LIST] [--m LIST] [--k LIST] [--every NMAX] [--json]\n"
              "       optcast-bench model --fabric tcp --np N [--calibrate] [--sizes LIST] [--json]\n"
              "       optcast-bench coll [--fabric tcp|ofi] [--np N] [--ops LIST] [--sizes LIST] [--timing sync|local] [--json]\n"
-             "       optcast-bench chaos [--fabric tcp|ofi] [--np N] [--trials N] [--mode kill|stop|both] [--json]\n"
+             "       optcast-bench chaos [--fabric tcp|ofi] [--np N] [--trials N] [--mode kill|stop|both|none] [--ops N] [--json]\n"
              "Run 'optcast-bench <command> --help' for all options.\n",
              cmd == "--help" || cmd == "-h" ? stdout : stderr);
   return cmd == "--help" || cmd == "-h" ? 0 : 2;
