@@ -21,6 +21,8 @@
 #include <unistd.h>
 #include <vector>
 
+#include <malloc.h>
+
 #include <asio/io_context.hpp>
 #include <optcast/optcast.hpp>
 
@@ -46,6 +48,13 @@ long rss_kib() {
   return -1;
 }
 
+// Bytes the program has allocated and not freed (malloc's own count): unlike the resident
+// set, it does not move with the allocator's free lists and fragmentation.
+long heap_kib() {
+  const struct mallinfo2 m = ::mallinfo2();
+  return static_cast<long>((m.uordblks + m.hblkhd) / 1024);
+}
+
 // One rank: collectives until it fails (or --ops pass, then the job's outcome, with the
 // resident set after the first tenth of the calls and at the end).
 int rank_main(const std::string& fabric, const std::string& report, std::uint64_t seed, int timeout_ms, long ops) {
@@ -59,10 +68,10 @@ int rank_main(const std::string& fabric, const std::string& report, std::uint64_
   std::mt19937_64 rng(seed);  // the same on every rank: the same calls
   const collective_options o{.timeout = std::chrono::milliseconds(timeout_ms)};
   const long warm = std::max(1L, ops / 10);
-  long rss_warm = -1;
+  long rss_warm = -1, heap_warm = -1;
   const long long t0 = now_ns();
   for (long i = 0; i < ops; ++i) {
-    if (i == warm) rss_warm = rss_kib();
+    if (i == warm) rss_warm = rss_kib(), heap_warm = heap_kib();
     const int root = static_cast<int>(rng() % static_cast<std::uint64_t>(comm.size()));
     const std::size_t n = 1 + rng() % (64u << 10);
     const auto kind = rng() % 5;
@@ -101,10 +110,10 @@ int rank_main(const std::string& fabric, const std::string& report, std::uint64_
         if (all[j] != pattern(j, I)) return out << "wrong allgather " << i << "\n", 3;
     }
   }
-  const long rss_end = rss_kib();
-  if (rss_warm < 0) rss_warm = rss_end;  // fewer calls than a warm-up
+  const long rss_end = rss_kib(), heap_end = heap_kib();
+  if (rss_warm < 0) rss_warm = rss_end, heap_warm = heap_end;  // fewer calls than a warm-up
   if (auto r = comm.leave(); !r) return failed(r.error());
-  out << "ok " << now_ns() << " " << (now_ns() - t0) << " " << rss_warm << " " << rss_end << "\n";
+  out << "ok " << now_ns() << " " << (now_ns() - t0) << " " << rss_warm << " " << rss_end << " " << heap_warm << " " << heap_end << "\n";
   return 0;
 }
 
@@ -153,7 +162,7 @@ int soak(const char* self, const std::string& fabric, int np, long ops, int time
   if (tty) std::fputc('\n', stderr);
   const double seconds = since(t0);
   int ok = 0, wrong = 0, failed = 0;
-  long warm_min = -1, warm_max = -1, end_min = -1, end_max = -1, growth_max = 0;
+  long warm_min = -1, warm_max = -1, end_min = -1, end_max = -1, growth_max = 0, heap_growth_max = 0;
   std::string first_error;
   for (int r = 0; r < np; ++r) {
     std::ifstream in(dir / ("rank-" + std::to_string(r) + ".txt"));
@@ -161,8 +170,9 @@ int soak(const char* self, const std::string& fabric, int np, long ops, int time
     in >> word;
     if (word == "ok") {
       long long at = 0, ns = 0;
-      long warm = 0, end = 0;
-      in >> at >> ns >> warm >> end;
+      long warm = 0, end = 0, heap_warm = 0, heap_end = 0;
+      in >> at >> ns >> warm >> end >> heap_warm >> heap_end;
+      heap_growth_max = std::max(heap_growth_max, heap_end - heap_warm);
       ++ok;
       warm_min = warm_min < 0 ? warm : std::min(warm_min, warm);
       warm_max = std::max(warm_max, warm);
@@ -179,14 +189,15 @@ int soak(const char* self, const std::string& fabric, int np, long ops, int time
   fs::remove_all(dir);
   if (json) {
     std::printf("{\"fabric\":\"%s\",\"np\":%d,\"ops\":%ld,\"seconds\":%.3f,\"ranks_ok\":%d,\"wrong_results\":%d,\"failed_ranks\":%d,"
-                "\"rss_kib_after_warmup\":[%ld,%ld],\"rss_kib_at_end\":[%ld,%ld],\"rss_growth_kib_max\":%ld}\n",
-                fabric.c_str(), np, ops, seconds, ok, wrong, failed, warm_min, warm_max, end_min, end_max, growth_max);
+                "\"rss_kib_after_warmup\":[%ld,%ld],\"rss_kib_at_end\":[%ld,%ld],\"rss_growth_kib_max\":%ld,\"heap_growth_kib_max\":%ld}\n",
+                fabric.c_str(), np, ops, seconds, ok, wrong, failed, warm_min, warm_max, end_min, end_max, growth_max, heap_growth_max);
   } else {
     std::printf("soak over %s: %d ranks, %ld random verified collectives (broadcast, allreduce, reduce, scatter, allgather; 1 B to 64 KiB) in %.1f s\n", fabric.c_str(),
                 np, ops, seconds);
     std::printf("  ranks ok %d, wrong results %d, failed %d%s%s\n", ok, wrong, failed, first_error.empty() ? "" : "; first: ", first_error.c_str());
     std::printf("  resident set per rank: %ld-%ld KiB after the first tenth, %ld-%ld KiB at the end (largest growth %ld KiB)\n", warm_min,
                 warm_max, end_min, end_max, growth_max);
+    std::printf("  heap in use (malloc's count): largest growth over the same calls %ld KiB\n", heap_growth_max);
   }
   return ok == np && exited_bad == 0 ? 0 : 1;
 }
