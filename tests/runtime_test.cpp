@@ -6,9 +6,14 @@
 #include <chrono>
 #include <vector>
 
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+
 #include "optcast/collectives.hpp"
 #include "optcast/net/local.hpp"
 #include "optcast/when_all.hpp"
+#include "common/deadlines.hpp"
+#include "common/stall.hpp"
 #include "fault_fabric.hpp"
 
 using namespace optcast;
@@ -121,4 +126,63 @@ TEST_CASE("posted_op: a receive posted ahead, awaited later; one never awaited i
   CHECK(res[1]);
   CHECK(early == a);
   CHECK(late == b);
+}
+
+// The fabrics' deadline table, with the warning before each deadline that starts a
+// stall's inquiry (common/stall.hpp): timings on a real steady clock, checked by order
+// and by lower bounds only, so a slow machine cannot fail them.
+TEST_CASE("deadline table: a warning lead() before each deadline, both gone when disarmed", "[runtime]") {
+  using clock = std::chrono::steady_clock;
+  asio::io_context io;
+  std::vector<std::pair<char, std::uint32_t>> events;  // 'w' warning, 'd' deadline
+  std::vector<clock::time_point> at;
+  detail::deadline_table t(
+      io, [&](std::uint32_t s) { events.push_back({'d', s}), at.push_back(clock::now()); },
+      [&](std::uint32_t s) { events.push_back({'w', s}), at.push_back(clock::now()); },
+      [](clock::duration d) { return d / 2; });
+  const auto start = clock::now();
+  t.arm(1, 80ms);                        // warns at 40, expires at 80
+  const auto gone = t.arm(2, 60ms);      // disarmed before either
+  const auto half = t.arm(3, 200ms);     // disarmed after its warning (100), before 200
+  t.disarm(gone);
+  asio::steady_timer cut(io);
+  cut.expires_after(150ms);
+  cut.async_wait([&](std::error_code) { t.disarm(half); });
+  io.run();  // returns once nothing is armed: the table leaves no timer pending
+  using E = std::vector<std::pair<char, std::uint32_t>>;
+  CHECK(events == E{{'w', 1}, {'d', 1}, {'w', 3}});
+  REQUIRE(at.size() == 3);
+  CHECK(at[0] - start >= 40ms);
+  CHECK(at[1] - start >= 80ms);
+  CHECK(at[2] - start >= 100ms);
+}
+
+TEST_CASE("deadline table: no warning when the lead is not inside the deadline", "[runtime]") {
+  asio::io_context io;
+  std::string events;
+  detail::deadline_table t(
+      io, [&](std::uint32_t) { events += 'd'; }, [&](std::uint32_t) { events += 'w'; },
+      [](std::chrono::steady_clock::duration d) { return d * 2; });
+  t.arm(1, 10ms);
+  io.run();
+  CHECK(events == "d");
+  CHECK(detail::stall_watch::lead(std::chrono::seconds(30)) == std::chrono::milliseconds(300));
+  CHECK(detail::stall_watch::lead(std::chrono::milliseconds(400)) == std::chrono::milliseconds(100));
+}
+
+TEST_CASE("stall watch without a store: fails at the deadline with what it waits for, or at once", "[runtime]") {
+  asio::io_context io;
+  std::string waiting = "; receive from rank 2 (collective 5, step 1)";
+  std::vector<std::string> failed;
+  detail::stall_watch w(io, [&](std::uint32_t seq) { return seq == 5 ? waiting : std::string{}; },
+                        [&](const std::string& why) { failed.push_back(why); });
+  w.deadline_near(nullptr, 5, "rank 0");  // nobody to ask: nothing yet
+  CHECK(failed.empty());
+  w.deadline_passed(nullptr, 5, "rank 0");
+  REQUIRE(failed.size() == 1);
+  CHECK(failed[0] == "deadline of collective 5 passed on rank 0 waiting for receive from rank 2 (collective 5, step 1)");
+  w.deadline_passed(nullptr, 6, "rank 0");  // waits on nobody
+  REQUIRE(failed.size() == 2);
+  CHECK(failed[1] == "deadline of collective 6 passed on rank 0");
+  CHECK(io.poll() == 0);  // no timer left behind
 }

@@ -61,6 +61,9 @@ int rank_main(const std::string& fabric, const std::string& report, std::uint64_
   asio::io_context io;
   auto comm = join(io, fabric);
   std::ofstream out(report + "/rank-" + std::to_string(comm.rank()) + ".txt");
+  // Joined: the parent injects its fault once every rank is here, into running
+  // collectives rather than the bootstrap (which has its own timeout).
+  std::ofstream(report + "/ready-" + std::to_string(comm.rank()));
   auto failed = [&](std::error_code ec) {
     out << "error " << ec.value() << " " << now_ns() << " " << describe(ec, comm.failure_detail()) << "\n";
     return 1;
@@ -247,8 +250,12 @@ int chaos_cmd(int argc, char** argv) {
     const std::vector<std::string> args{argv[0], "chaos", "--fabric", fabric, "--seed", std::to_string(rng()),
                                         "--rank-report", dir.string(), "--rank-timeout", std::to_string(timeout_ms)};
     auto pids = spawn_local_ranks(np, args);
-    // After the connections are up and collectives run: 200..700 ms in.
-    std::this_thread::sleep_for(std::chrono::milliseconds(200 + static_cast<int>(rng() % 500)));
+    // Once every rank has joined, while collectives run: 50..550 ms later.
+    const auto joined_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (int r = 0; r < np; ++r)
+      while (!fs::exists(dir / ("ready-" + std::to_string(r))) && std::chrono::steady_clock::now() < joined_by)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50 + static_cast<int>(rng() % 500)));
     const int victim = static_cast<int>(rng() % static_cast<std::uint64_t>(np));
     const long long injected = now_ns();
     ::kill(pids[static_cast<std::size_t>(victim)], stop ? SIGSTOP : SIGKILL);

@@ -173,8 +173,8 @@ void table::conclude() {
     fail_job(-1,
              message{m_job_failed, timeout_code, static_cast<std::uint32_t>(first), {},
                      (one ? "rank " : "ranks ") + silent + " stopped responding: no answer to the store within " + std::to_string(inquiry_window.count()) + " ms while rank" +
-                         (waiting.find(',') == std::string::npos ? " " : "s ") + waiting + " waited past the deadline of collective " +
-                         std::to_string(stalled_seq_) + " (stopped, hung, or not calling it)"},
+                         (waiting.find(',') == std::string::npos ? " " : "s ") + waiting + " waited in collective " + std::to_string(stalled_seq_) +
+                         " near its deadline (stopped, hung, or not calling it)"},
              true);
   } else if (!failure_) {
     for (int r = 0; r < size(); ++r)

@@ -39,8 +39,8 @@ constexpr auto lost_code = static_cast<std::uint32_t>(errc::peer_lost);
 // done says bye and keeps its connection until the job's outcome: farewell once every
 // rank has said bye, or job_failed (peer_lost for a rank that died); then it closes.
 //
-// A stall: a rank whose collective passed its deadline says stalled {arg: seq, val: what
-// it waited for}. The store then asks every other rank ping {id: inquiry}, which a live
+// A stall: a rank whose collective nears its deadline waiting on a peer says stalled
+// {arg: seq, val: what it waits for} (net/common/stall.hpp). The store then asks every other rank ping {id: inquiry}, which a live
 // rank's event loop answers at once with pong {id}. A rank that neither answers within
 // inquiry_window nor reported a stall itself is the root cause (stopped, or not calling
 // the collective at all): job_failed {id: timeout, arg: that rank} goes to every rank.

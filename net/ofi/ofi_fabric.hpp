@@ -66,7 +66,12 @@ inline fid_mr*& mr_of(operation& op) { return *reinterpret_cast<fid_mr**>(&op.fa
 class ofi_fabric final : public fabric {
 public:
   ofi_fabric(asio::io_context& io, const config& cfg)
-      : io_(io), cfg_(cfg), wait_(io), deadlines_(io, [this](std::uint32_t seq) { expire(seq); }) {}
+      : io_(io), cfg_(cfg), wait_(io), deadlines_(
+            io, [this](std::uint32_t seq) { expire(seq); },
+            [this](std::uint32_t seq) {
+              if (!failure()) stall_.deadline_near(job_.get(), seq, rank_name(cfg_.rank));
+            },
+            &detail::stall_watch::lead) {}
 
   ~ofi_fabric() override { close(); }
   // Closes the fabric and leaves the job, waiting up to `wait` for its outcome (the

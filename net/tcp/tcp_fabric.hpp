@@ -133,7 +133,12 @@ inline std::string endpoint_text(const tcp::socket& s) {
 class tcp_fabric final : public fabric {
 public:
   tcp_fabric(asio::io_context& io, const config& cfg)
-      : io_(io), cfg_(cfg), acceptor_(io), deadlines_(io, [this](std::uint32_t seq) { expire(seq); }) {
+      : io_(io), cfg_(cfg), acceptor_(io), deadlines_(
+            io, [this](std::uint32_t seq) { expire(seq); },
+            [this](std::uint32_t seq) {
+              if (!failure()) stall_.deadline_near(job_.get(), seq, rank_name(cfg_.rank));
+            },
+            &detail::stall_watch::lead) {
     peers_.reserve(static_cast<std::size_t>(cfg.size));
     for (int r = 0; r < cfg.size; ++r) peers_.emplace_back(io);
   }

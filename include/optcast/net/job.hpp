@@ -91,7 +91,7 @@ public:
                   std::function<void(std::uint64_t code, std::string why)> failed = nullptr);
   // This rank failed: every other rank hears of it through the store.
   void report_failure(int code, std::string why);
-  // This rank's collective `seq` passed its deadline: the store finds the root cause
+  // This rank's collective `seq` waits on a peer near its deadline: the store finds the root cause
   // (store::client::report_stall); `nobody_stuck` when every rank answers.
   void report_stall(std::uint32_t seq, std::string why, std::function<void()> nobody_stuck);
   // Says goodbye and waits, up to `wait`, for the job's outcome: success once every
