@@ -322,6 +322,37 @@ TEST_CASE("unexpected messages within the limit are held, and the room comes bac
   for (std::uint32_t i = 0; i < 4; ++i) CHECK(got[i] == bytes(m, static_cast<int>(i)));
 }
 
+TEST_CASE("one peer cannot take all the room for unexpected messages", "[tcp][fabric]") {
+  // 4 MiB in all, 1.5 MiB from one peer: rank 2 holds 1 MiB from each of ranks 0 and 1,
+  // but not a second 1 MiB from rank 0, though the total would still fit.
+  auto old = set_log_sink([](log_level, std::string_view) {});
+  testing::tcp_test_world w(3, {}, {.unexpected_limit = std::size_t{4} << 20, .unexpected_peer_limit = std::size_t{3} << 19});
+  const std::size_t m = 1 << 20;
+  auto res = w.run_all([&](communicator& c) -> task<result<void>> {
+    auto& f = c.get_fabric();
+    std::vector<std::byte> one(1), big = bytes(m, c.rank());
+    if (c.rank() == 0) {
+      if (auto r = co_await f.send(2, {4, 0}, big); !r) co_return fail(r.error());
+      if (auto r = co_await f.send(2, {4, 1}, big); !r) co_return fail(r.error());
+      if (auto r = co_await f.send(2, {6, 0}, one); !r) co_return fail(r.error());
+    } else if (c.rank() == 1) {
+      if (auto r = co_await f.send(2, {4, 0}, big); !r) co_return fail(r.error());
+      if (auto r = co_await f.send(2, {6, 0}, one); !r) co_return fail(r.error());
+    } else {
+      if (auto r = co_await f.recv(1, {6, 0}, one); !r) co_return fail(r.error());
+      if (auto r = co_await f.recv(0, {6, 0}, one); !r) co_return fail(r.error());
+    }
+    co_return result<void>{};
+  });
+  set_log_sink(std::move(old));
+  REQUIRE_FALSE(res[2]);
+  CHECK(res[2].error() == errc::limit_exceeded);
+  const auto why = w.comms()[2].failure_detail();
+  INFO(why);
+  CHECK(why.find("rank 0 sent a message of 1048576 B") != std::string::npos);
+  CHECK(why.find("OPTCAST_UNEXPECTED_PEER_LIMIT") != std::string::npos);
+}
+
 // ------------------------------------------------------------------- job secrets
 
 namespace {

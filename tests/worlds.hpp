@@ -83,6 +83,7 @@ private:
 struct job_options {
   int ports = 1;
   std::optional<std::size_t> unexpected_limit;
+  std::optional<std::size_t> unexpected_peer_limit;
   // The store's and every rank's. Worlds authenticate as --np jobs do; tests of what an
   // unauthenticated job lets in clear it.
   std::string secret = "a test job's secret, 32 bytes..";
@@ -115,6 +116,7 @@ public:
         c.encrypt = kind == "tcp:encrypt";
         c.bootstrap_timeout = std::chrono::seconds(20);
         if (jo.unexpected_limit) c.unexpected_limit = *jo.unexpected_limit;
+        if (jo.unexpected_peer_limit) c.unexpected_peer_limit = *jo.unexpected_peer_limit;
         auto& io = *ios_[static_cast<std::size_t>(r)];
         try {
           if (kind.starts_with("tcp")) {

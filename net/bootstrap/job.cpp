@@ -87,6 +87,8 @@ job_config job_config::from_env() {
   c.ports = static_cast<int>(env_int("OPTCAST_PORTS", 1, 1, 64));
   c.unexpected_limit = static_cast<std::size_t>(
       env_int("OPTCAST_UNEXPECTED_LIMIT", static_cast<long long>(c.unexpected_limit), 0, std::numeric_limits<long long>::max()));
+  c.unexpected_peer_limit = static_cast<std::size_t>(env_int("OPTCAST_UNEXPECTED_PEER_LIMIT", static_cast<long long>(c.unexpected_peer_limit), 0,
+                                                              std::numeric_limits<long long>::max()));
   c.bootstrap_timeout = std::chrono::seconds(env_int("OPTCAST_BOOTSTRAP_TIMEOUT", 60, 1, 86400));
   c.timeout = std::chrono::seconds(env_int("OPTCAST_TIMEOUT", 120, 1, 86400 * 7));
   return c;

@@ -12,7 +12,7 @@ bool tcp_fabric::start_recv(operation& op, peer_state& pe) {
     if (!ec && op.size) {
       std::memcpy(op.data, it->data.data(), op.size);
     }
-    release_unexpected(it->data.size());
+    release_unexpected(pe, it->data.size());
     give_back(std::move(it->data));
     pe.unexpected.erase(it);
     return op.finish_now(ec);
@@ -208,6 +208,10 @@ void tcp_fabric::read_payload(const std::shared_ptr<in_conn>& c, tag tg, const c
   if (!may_hold(len, unexpected_bytes_, limit))
     return refuse_payload("with " + std::to_string(unexpected_bytes_) + " B already waiting for receives, more than this rank may hold (" +
                           std::to_string(limit) + " B, OPTCAST_UNEXPECTED_LIMIT)");
+  auto& pe = peer(c->peer);
+  if (!may_hold(len, pe.unexpected_bytes, cfg_.unexpected_peer_limit))
+    return refuse_payload("with " + std::to_string(pe.unexpected_bytes) + " B of its messages already waiting for receives, more than this rank holds from one peer (" +
+                          std::to_string(cfg_.unexpected_peer_limit) + " B, OPTCAST_UNEXPECTED_PEER_LIMIT)");
   c->pending_tag = tg;
   c->pending_sig = sig;
   try {
@@ -216,6 +220,7 @@ void tcp_fabric::read_payload(const std::shared_ptr<in_conn>& c, tag tg, const c
     return refuse_payload(std::string("no memory to hold it (") + e.what() + ")");
   }
   unexpected_bytes_ += len;
+  pe.unexpected_bytes += len;
   read_body(c, c->payload.data(), len, [this, c] { stash(c); });
 }
 
@@ -228,7 +233,7 @@ void tcp_fabric::stash(const std::shared_ptr<in_conn>& c) {
     if (!ec && op->size) {
       std::memcpy(op->data, c->payload.data(), op->size);
     }
-    release_unexpected(c->payload.size());
+    release_unexpected(pe, c->payload.size());
     give_back(std::move(c->payload));
     op->fabric_state = st_none;
     auto alive = alive_;
@@ -236,7 +241,7 @@ void tcp_fabric::stash(const std::shared_ptr<in_conn>& c) {
     if (!*alive) return;
   } else {
     if (!unexpected_consistent(c->peer, c->pending_tag.seq, c->pending_sig)) {
-      release_unexpected(c->payload.size());
+      release_unexpected(pe, c->payload.size());
       return abort(make_error_code(errc::call_mismatch), last_error());
     }
     pe.unexpected.push_back({c->pending_tag, c->pending_sig, std::move(c->payload)});

@@ -96,6 +96,7 @@ struct peer_state {
   bool in_closed = false;  // its connection to us ended: nothing more will come
   detail::op_queue posted;
   std::vector<unexpected_msg> unexpected;  // arrival order; short, and a deque would allocate chunks
+  std::size_t unexpected_bytes = 0;        // its share of tcp_fabric::unexpected_bytes_
 };
 
 // The one-port model has a rank send one message at a time. With the kernel's send
@@ -234,9 +235,12 @@ private:
   void finish_into(const std::shared_ptr<in_conn>& c);
 
   // No receive posted yet (or one of another size): buffer the payload until one is,
-  // within cfg_.unexpected_limit.
+  // within cfg_.unexpected_limit, and cfg_.unexpected_peer_limit from one peer.
   void read_payload(const std::shared_ptr<in_conn>& c, tag tg, const call_signature& sig, std::uint64_t len);
-  void release_unexpected(std::size_t bytes) noexcept { unexpected_bytes_ -= std::min(bytes, unexpected_bytes_); }
+  void release_unexpected(peer_state& pe, std::size_t bytes) noexcept {
+    unexpected_bytes_ -= std::min(bytes, unexpected_bytes_);
+    pe.unexpected_bytes -= std::min(bytes, pe.unexpected_bytes);
+  }
   void stash(const std::shared_ptr<in_conn>& c);
   void read_abort(const std::shared_ptr<in_conn>& c, std::uint64_t len);
   // Reads a frame's payload (len bytes to data) and, when encrypted, its tag, and opens
