@@ -318,3 +318,75 @@ TEST_CASE("one event loop serves a TCP fabric and a libfabric fabric at once", "
   tcp_comms.clear();
   ofi_comms.clear();
 }
+
+// libfabric's providers hold unexpected messages where optcast cannot count them, so the
+// sender counts what its receiver has confirmed (ofi_fabric.hpp). Both providers: rxm
+// (whose eager messages rxm copies without a bound) and shm.
+TEST_CASE("libfabric: a sender far ahead of its receiver fails with limit_exceeded; one the receiver keeps up with does not",
+          "[ofi][fabric]") {
+  const std::string kind = GENERATE(as<std::string>{}, "ofi:tcp;ofi_rxm", "ofi:shm");
+  INFO(kind);
+  const std::size_t limit = std::size_t{3} << 19, m = 16 << 10;  // 1.5 MiB; 16 KiB messages, rxm's eager size
+  testing::process_test_world w(kind, 2, {}, {.unexpected_peer_limit = limit});
+  SECTION("kept up with: 8 MiB in 512 KiB chunks, each received before the next is sent") {
+    auto res = w.run_all([&](communicator& c) -> task<result<void>> {
+      auto& f = c.get_fabric();
+      std::vector<std::byte> one(1), got(m);
+      for (std::uint32_t chunk = 0; chunk < 16; ++chunk) {
+        for (std::uint32_t i = 0; i < 32; ++i) {
+          const tag t{7, chunk * 32 + i};
+          if (c.rank() == 1) {
+            if (auto r = co_await f.send(0, t, bytes(m, static_cast<int>(t.step))); !r) co_return fail(r.error());
+          } else {
+            if (auto r = co_await f.recv(1, t, got); !r) co_return fail(r.error());
+            if (got != bytes(m, static_cast<int>(t.step))) co_return fail(errc::protocol_violation);
+          }
+        }
+        auto r = c.rank() == 1 ? co_await f.recv(0, {8, chunk}, one) : co_await f.send(1, {8, chunk}, one);
+        if (!r) co_return fail(r.error());
+      }
+      co_return result<void>{};
+    });
+    INFO(w.comms()[0].failure_detail() << " / " << w.comms()[1].failure_detail());
+    CHECK(res[0]);
+    CHECK(res[1]);
+  }
+  SECTION("far ahead: 4 MiB the receiver does not receive") {
+    // rxm takes the sends (and would hold them all): the limit ends them. shm takes only
+    // a few and then holds the sender back: the sends stall until their deadline. Either
+    // way the sender never gets more than the limit ahead.
+    auto old = set_log_sink([](log_level, std::string_view) {});
+    int sent = 0;
+    auto res = w.run_all([&](communicator& c) -> task<result<void>> {
+      auto& f = c.get_fabric();
+      std::vector<std::byte> one(1), big(m);
+      const auto d = f.arm_deadline(c.rank() == 0 ? 9 : 7, c.rank() == 0 ? 8s : 3s);
+      struct disarm {
+        fabric& f;
+        std::uint64_t d;
+        ~disarm() { f.disarm_deadline(d); }
+      } guard{f, d};
+      if (c.rank() == 0) co_return as_void(co_await f.recv(1, {9, 0}, one));  // the note never comes
+      for (std::uint32_t i = 0; i < 256; ++i, ++sent)
+        if (auto r = co_await f.send(0, {7, i}, big); !r) {
+          f.abort(r.error(), f.last_error());  // as a collective's failure does: every rank is told
+          co_return fail(r.error());
+        }
+      co_return result<void>{};
+    });
+    set_log_sink(std::move(old));
+    const auto why = w.comms()[1].failure_detail();
+    INFO(why << "; " << sent << " sends completed");
+    REQUIRE_FALSE(res[1]);
+    CHECK(static_cast<std::size_t>(sent) * m <= limit);
+    if (kind == "ofi:tcp;ofi_rxm") {
+      CHECK(res[1].error() == errc::limit_exceeded);
+      CHECK(why.find("rank 0 has confirmed receiving 0 of the") != std::string::npos);
+      CHECK(why.find("OPTCAST_UNEXPECTED_PEER_LIMIT") != std::string::npos);
+    } else {
+      CHECK((res[1].error() == errc::limit_exceeded || res[1].error() == errc::timeout));
+    }
+    REQUIRE_FALSE(res[0]);  // told, with the cause
+    CHECK(res[0].error() == res[1].error());
+  }
+}

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <list>
 #include <optional>
 #include <thread>
 #include <sched.h>
@@ -175,6 +176,33 @@ private:
   bool probe_answer(bool found, std::uint64_t tag, std::uint64_t data);
   bool is_probe(void* ctx) const noexcept { return ctx == &probe_ctx_; }
 
+  // Messages that arrive before their receive is posted are held by the provider (rxm
+  // copies eager ones into memory of its own, without a bound), where this rank cannot
+  // count them. So the sender counts instead: a receiver tells a peer how many bytes it
+  // has received from it (8 bytes, tag {credit_seq, 0}) each time another window() has
+  // come, and the sender takes these in while it has a window or more unconfirmed. A send
+  // that would leave more than cfg_.unexpected_peer_limit bytes unconfirmed fails with
+  // limit_exceeded (and so the job), as TCP's receiver does when it would hold more.
+  static constexpr std::uint32_t credit_seq = 0xffffffffu;  // no collective's
+  std::uint64_t window() const noexcept { return std::max<std::uint64_t>(cfg_.unexpected_peer_limit / 4, 1); }
+  bool internal(const operation& op) const noexcept { return op.tg.seq == credit_seq; }
+  // A send of op.size bytes to op.peer: within the limit (else why, set), and counted.
+  bool count_send(const operation& op, std::string& why);
+  // A data receive from `peer` completed.
+  void count_received(int peer, std::size_t bytes);
+  void await_confirmation(int peer);
+  void post_internal(op_kind kind, int peer, std::uint64_t value);
+  static void internal_done(operation& op) noexcept;
+  struct flow {
+    std::uint64_t sent = 0, confirmed = 0;  // bytes to the peer; of those, it has confirmed
+    std::uint64_t received = 0, told = 0;   // bytes from the peer; of those, confirmed to it
+    bool awaiting = false;                  // a receive for its confirmation is posted
+  };
+  struct internal_op {
+    operation op;
+    std::uint64_t value = 0;  // the confirmation: bytes received
+  };
+
   asio::io_context& io_;
   config cfg_;
   std::unique_ptr<job> job_;
@@ -208,10 +236,12 @@ private:
   bool peek_works_ = false;       // the provider answers FI_PEEK (and has not refused one)
   asio::steady_timer probe_timer_{io_};
   bool probe_timer_armed_ = false;
-  std::uint64_t received_ = 0, received_at_tick_ = 0;  // receive completions
+  std::uint64_t received_ = 0, received_at_tick_ = 0;  // receive completions (data)
   detail::deadline_table deadlines_;
   detail::stall_watch stall_{io_, [this](std::uint32_t seq) { return waiting_for(seq); },
                              [this](const std::string& why) { abort(make_error_code(errc::timeout), why); }};
+  std::vector<flow> flow_ = std::vector<flow>(static_cast<std::size_t>(std::max(cfg_.size, 0)));
+  std::list<internal_op> internal_ops_;  // confirmations in flight, either way
 };
 
 }  // namespace impl

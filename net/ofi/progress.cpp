@@ -10,10 +10,73 @@ bool ofi_fabric::start(operation& op) noexcept {
   if (failure()) return fail_now(op, failure(), failure_detail());
   if (op.size > max_msg_)
     return fail_now(op, make_error_code(errc::invalid_argument), "message larger than the provider's " + std::to_string(max_msg_) + " B");
+  if (internal(op)) return fail_now(op, make_error_code(errc::invalid_argument), "collective number 4294967295 is libfabric's own");
   op.fabric_state = st_none;
   mr_of(op) = nullptr;
+  if (std::string why; op.kind == op_kind::send && !count_send(op, why)) {
+    log(log_level::error, rank_name(cfg_.rank) + ": " + why);
+    return fail_now(op, make_error_code(errc::limit_exceeded), why);  // the collective's failure then tells every rank
+  }
   if (auto ec = submit(op); ec) return fail_now(op, ec, last_error());
   return false;
+}
+
+bool ofi_fabric::count_send(const operation& op, std::string& why) {
+  flow& f = flow_[static_cast<std::size_t>(op.peer)];
+  const std::uint64_t open = f.sent - f.confirmed, limit = cfg_.unexpected_peer_limit;
+  // A message larger than the limit is let through alone: the receiver holds at most it.
+  if (open > 0 && (op.size > limit || open > limit - op.size)) {
+    why = rank_name(op.peer) + " has confirmed receiving " + std::to_string(f.confirmed) + " of the " + std::to_string(f.sent) + " B " +
+          rank_name(cfg_.rank) + " sent it; " + std::to_string(op.size) + " B more (" + describe_op(op) +
+          ") would leave more unreceived than a rank holds from one peer (" + std::to_string(limit) + " B, OPTCAST_UNEXPECTED_PEER_LIMIT)";
+    return false;
+  }
+  f.sent += op.size;
+  await_confirmation(op.peer);
+  return true;
+}
+
+void ofi_fabric::await_confirmation(int peer) {
+  flow& f = flow_[static_cast<std::size_t>(peer)];
+  if (f.awaiting || f.sent - f.confirmed < window()) return;
+  f.awaiting = true;
+  post_internal(op_kind::recv, peer, 0);
+}
+
+void ofi_fabric::count_received(int peer, std::size_t bytes) {
+  flow& f = flow_[static_cast<std::size_t>(peer)];
+  f.received += bytes;
+  if (f.received / window() == f.told / window()) return;
+  f.told = f.received;
+  post_internal(op_kind::send, peer, f.received);
+}
+
+void ofi_fabric::post_internal(op_kind kind, int peer, std::uint64_t value) {
+  internal_op& io = internal_ops_.emplace_back();
+  io.value = value;
+  io.op = operation(*this, kind, peer, tag{credit_seq, 0}, reinterpret_cast<std::byte*>(&io.value), sizeof io.value);
+  io.op.on_complete = &ofi_fabric::internal_done;
+  io.op.context = this;
+  if (auto ec = submit(io.op)) {  // the fabric failed: nothing to confirm any more
+    io.op.ec = ec;
+    internal_done(io.op);
+  }
+}
+
+void ofi_fabric::internal_done(operation& op) noexcept {
+  auto& self = *static_cast<ofi_fabric*>(op.context);
+  auto it = std::find_if(self.internal_ops_.begin(), self.internal_ops_.end(), [&](const internal_op& o) { return &o.op == &op; });
+  if (it == self.internal_ops_.end()) return;
+  if (op.kind == op_kind::recv) {
+    flow& f = self.flow_[static_cast<std::size_t>(op.peer)];
+    f.awaiting = false;
+    const bool ok = !op.ec;
+    if (ok) f.confirmed = std::min(f.sent, std::max(f.confirmed, it->value));
+    self.internal_ops_.erase(it);
+    if (ok) self.await_confirmation(op.peer);
+    return;
+  }
+  self.internal_ops_.erase(it);
 }
 
 void ofi_fabric::cancel(operation& op, std::error_code ec) noexcept {
@@ -200,7 +263,7 @@ ofi_fabric::posted ofi_fabric::try_post(operation& op, std::error_code& ec) {
   }
   op.fabric_state = st_posted;
   posted_.push_back(op);
-  if (op.kind == op_kind::recv) arm_probes();
+  if (op.kind == op_kind::recv && !internal(op)) arm_probes();
   if (!wait_.is_open()) progress_soon();  // polling providers need us to come back
   return posted::yes;
 }
@@ -299,7 +362,10 @@ bool ofi_fabric::drain() {
         continue;
       }
       operation& op = op_of(e.op_context);
-      if (op.kind == op_kind::recv) ++received_;
+      if (op.kind == op_kind::recv && !internal(op)) {
+        ++received_;
+        count_received(op.peer, e.len);
+      }
       // (Without CQ data, which no provider here has been seen to drop on a receive,
       // there is nothing to check.)
       if (!bad && op.kind == op_kind::recv && (e.flags & FI_REMOTE_CQ_DATA) && !signature_hash_matches(op, e.data)) {
@@ -397,7 +463,8 @@ void ofi_fabric::probe_tick() {
   if (!ep_ || failure()) return;
   std::vector<std::uint32_t> seqs;
   for (const operation* op = posted_.front(); op; op = op->next)
-    if (op->kind == op_kind::recv && std::find(seqs.begin(), seqs.end(), op->tg.seq) == seqs.end()) seqs.push_back(op->tg.seq);
+    if (op->kind == op_kind::recv && !internal(*op) && std::find(seqs.begin(), seqs.end(), op->tg.seq) == seqs.end())
+      seqs.push_back(op->tg.seq);
   if (seqs.empty()) return;  // nothing waited for: armed again by the next receive
   const bool stalled = received_ == received_at_tick_;
   if (stalled && probes_.empty() && !probing_)

@@ -60,7 +60,9 @@ struct job_config {
   // of them. Beyond it the job fails with errc::limit_exceeded, before anything is
   // allocated. A program whose ranks run far ahead of their receivers needs more.
   std::size_t unexpected_limit = std::size_t{1} << 30;
-  // The same for the messages of one peer, so that one peer cannot take all of it.
+  // The same for the messages of one peer, so that one peer cannot take all of it. On
+  // libfabric (whose provider holds them) the sender enforces it, from the receiver's
+  // confirmations, and unexpected_limit does not apply.
   std::size_t unexpected_peer_limit = std::size_t{1} << 30;
   std::chrono::milliseconds bootstrap_timeout{std::chrono::seconds(60)};
   // The default collective deadline, and how long rank 0 waits, when closing, for the
