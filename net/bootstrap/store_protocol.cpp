@@ -86,6 +86,9 @@ void table::join(int rank) {
 // (peer_lost), only ranks joining later or saying bye get it.
 void table::fail_job(int from, message m, bool tell) {
   if (failure_ && (failure_->id != lost_code || m.id == lost_code)) return;
+  // Every rank has said goodbye without a failure: the job succeeded, and every rank was
+  // told so. A report after its own goodbye (no honest client sends one) changes nothing.
+  if (!failure_ && byes_ == size()) return;
   failure_ = std::move(m);
   if (!tell) return;
   for (int r = 0; r < size(); ++r)
