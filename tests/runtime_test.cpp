@@ -13,6 +13,7 @@
 #include "optcast/net/local.hpp"
 #include "optcast/when_all.hpp"
 #include "common/deadlines.hpp"
+#include "runtime/plan_cache.hpp"
 #include "common/stall.hpp"
 #include "fault_fabric.hpp"
 
@@ -185,4 +186,24 @@ TEST_CASE("stall watch without a store: fails at the deadline with what it waits
   REQUIRE(failed.size() == 2);
   CHECK(failed[1] == "deadline of collective 6 passed on rank 0");
   CHECK(io.poll() == 0);  // no timer left behind
+}
+
+TEST_CASE("plan cache: one plan per key while alive, and no entry left per key that has gone", "[runtime]") {
+  detail::plan_cache<int, std::vector<int>> cache;
+  int built = 0;
+  auto make = [&](int k) {
+    return [&, k] {
+      ++built;
+      return std::vector<int>(16, k);
+    };
+  };
+  auto held = cache.get(7, make(7));
+  CHECK(cache.get(7, make(7)) == held);  // alive: not built again
+  CHECK(built == 1);
+  // 10,000 keys used once each (as LogP models that vary with the message size are):
+  // expired entries are swept, so the map stays small.
+  for (int k = 100; k < 10100; ++k) CHECK((*cache.get(k, make(k)))[0] == k);
+  CHECK(built == 10001);
+  CHECK(cache.entries() <= 64);
+  CHECK(cache.get(7, make(7)) == held);  // the one still held survived every sweep
 }

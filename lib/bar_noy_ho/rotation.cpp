@@ -1,5 +1,6 @@
 // Bar-Noy and Ho, Section 4: the rotation algorithm, a chain of broadcasting black boxes.
 #include <algorithm>
+#include "runtime/plan_cache.hpp"
 #include <functional>
 #include <map>
 #include <mutex>
@@ -259,16 +260,8 @@ namespace {
 
 template <class Make>
 std::shared_ptr<const packets::schedule> cached(const char* which, Make make, int n, int m, int k) {
-  static std::mutex mu;
-  static std::map<std::tuple<std::string, int, int, int>, std::weak_ptr<const packets::schedule>> cache;
-  static std::shared_ptr<const packets::schedule> recent;  // the last one outlives its callers
-  std::lock_guard lock(mu);
-  auto& slot = cache[{which, n, m, k}];
-  if (auto p = slot.lock()) return p;
-  auto p = std::make_shared<const packets::schedule>(make(n, m, k));
-  slot = p;
-  recent = p;
-  return p;
+  static detail::plan_cache<std::tuple<std::string, int, int, int>, packets::schedule> cache;
+  return cache.get({which, n, m, k}, [&] { return make(n, m, k); });
 }
 
 }  // namespace

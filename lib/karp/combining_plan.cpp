@@ -1,5 +1,6 @@
 // Karp et al. Section 4.2: the combining broadcast (allreduce) plan for any P.
 #include "karp/plans.hpp"
+#include "runtime/plan_cache.hpp"
 
 #include "logp_check.hpp"
 
@@ -134,12 +135,8 @@ combining_plan combining_schedule(int P, int L, std::int64_t budget) {
 }
 
 std::shared_ptr<const combining_plan> combining_for(int P, int L) {
-  static std::mutex mu;
-  static std::map<std::pair<int, int>, std::shared_ptr<const combining_plan>> cache;
-  std::lock_guard lock(mu);
-  auto& slot = cache[{P, L}];
-  if (!slot) slot = std::make_shared<const combining_plan>(combining_schedule(P, L));
-  return slot;
+  static detail::plan_cache<std::pair<int, int>, combining_plan> cache;
+  return cache.get({P, L}, [&] { return combining_schedule(P, L); });
 }
 
 }  // namespace optcast::logp

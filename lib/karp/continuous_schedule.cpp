@@ -10,6 +10,7 @@
 // that the words and the receive-only processor's letter use up the leaf labels of the
 // tree, each as often as it occurs.
 #include <algorithm>
+#include "runtime/plan_cache.hpp"
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -453,15 +454,8 @@ continuous_schedule::action continuous_schedule::at(int q, std::int64_t t) const
 }
 
 std::shared_ptr<const continuous_schedule> continuous_for(int P, int L) {
-  static std::mutex mu;
-  static std::map<std::pair<int, int>, std::shared_ptr<const continuous_schedule>> cache;
-  {
-    std::lock_guard lock(mu);
-    if (auto it = cache.find({P, L}); it != cache.end()) return it->second;
-  }
-  auto s = std::make_shared<const continuous_schedule>(P, L);
-  std::lock_guard lock(mu);
-  return cache.emplace(std::pair{P, L}, std::move(s)).first->second;
+  static detail::plan_cache<std::pair<int, int>, continuous_schedule> cache;
+  return cache.get({P, L}, [&] { return continuous_schedule(P, L); });
 }
 
 kitem_plan kitem_continuous(const continuous_schedule& s, int k) {

@@ -1,5 +1,6 @@
 // Karp et al. Sections 3.4-3.5: the k-item broadcast plans, buffered and single-sending.
 #include "karp/plans.hpp"
+#include "runtime/plan_cache.hpp"
 
 #include "logp_check.hpp"
 
@@ -281,16 +282,8 @@ namespace {
 
 template <class Make>
 std::shared_ptr<const kitem_plan> cached(Make make, int P, int L, int k) {
-  static std::mutex mu;
-  static std::map<std::tuple<int, int, int>, std::weak_ptr<const kitem_plan>> cache;
-  static std::shared_ptr<const kitem_plan> recent;  // keeps the last one alive between calls
-  std::lock_guard lock(mu);
-  auto& slot = cache[{P, L, k}];
-  if (auto p = slot.lock()) return p;
-  auto p = std::make_shared<const kitem_plan>(make(P, L, k));
-  slot = p;
-  recent = p;
-  return p;
+  static detail::plan_cache<std::tuple<int, int, int>, kitem_plan> cache;
+  return cache.get({P, L, k}, [&] { return make(P, L, k); });
 }
 
 }  // namespace

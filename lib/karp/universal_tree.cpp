@@ -1,6 +1,7 @@
 // Karp et al. Section 2: the universal optimal broadcast tree B(P; L, o, g), P(t), and
 // the postal steps of a LogP model.
 #include "karp/plans.hpp"
+#include "runtime/plan_cache.hpp"
 
 #include "logp_check.hpp"
 
@@ -87,16 +88,8 @@ std::int64_t P_of(double t, params m, std::int64_t cap) {
 }
 
 std::shared_ptr<const broadcast_tree> tree_for(int P, params m) {
-  static std::mutex mu;
-  static std::map<std::tuple<int, double, double, double>, std::weak_ptr<const broadcast_tree>> cache;
-  static std::shared_ptr<const broadcast_tree> recent;
-  std::lock_guard lock(mu);
-  auto& slot = cache[{P, m.L, m.o, m.g}];
-  if (auto t = slot.lock()) return t;
-  auto t = std::make_shared<const broadcast_tree>(P, m);
-  slot = t;
-  recent = t;
-  return t;
+  static detail::plan_cache<std::tuple<int, double, double, double>, broadcast_tree> cache;
+  return cache.get({P, m.L, m.o, m.g}, [&] { return broadcast_tree(P, m); });
 }
 
 int postal_steps(params m) {

@@ -1,4 +1,5 @@
 #include "traff/circulant.hpp"
+#include "runtime/plan_cache.hpp"
 
 #include <map>
 #include <mutex>
@@ -220,19 +221,8 @@ schedule_table::schedule_table(int p) : s_(p), t_(static_cast<std::size_t>(s_.q(
 }
 
 std::shared_ptr<const schedule_table> table_for(int p) {
-  // Weak entries: a table lives while a collective uses it; the few most recent are
-  // also held, so that repeated collectives on one communicator do not rebuild it.
-  static std::mutex mu;
-  static std::map<int, std::weak_ptr<const schedule_table>> cache;
-  static std::array<std::shared_ptr<const schedule_table>, 4> recent;
-  static std::size_t next = 0;
-  std::lock_guard lock(mu);
-  auto& slot = cache[p];
-  if (auto t = slot.lock()) return t;
-  auto t = std::make_shared<const schedule_table>(p);
-  slot = t;
-  recent[next++ % recent.size()] = t;
-  return t;
+  static detail::plan_cache<int, schedule_table> cache;
+  return cache.get(p, [&] { return schedule_table(p); });
 }
 
 }  // namespace optcast::circulant
