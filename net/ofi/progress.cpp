@@ -67,16 +67,15 @@ void ofi_fabric::internal_done(operation& op) noexcept {
   auto& self = *static_cast<ofi_fabric*>(op.context);
   auto it = std::find_if(self.internal_ops_.begin(), self.internal_ops_.end(), [&](const internal_op& o) { return &o.op == &op; });
   if (it == self.internal_ops_.end()) return;
+  const int peer = op.peer;
+  const bool confirmation = op.kind == op_kind::recv && !op.ec;
   if (op.kind == op_kind::recv) {
-    flow& f = self.flow_[static_cast<std::size_t>(op.peer)];
+    flow& f = self.flow_[static_cast<std::size_t>(peer)];
     f.awaiting = false;
-    const bool ok = !op.ec;
-    if (ok) f.confirmed = std::min(f.sent, std::max(f.confirmed, it->value));
-    self.internal_ops_.erase(it);
-    if (ok) self.await_confirmation(op.peer);
-    return;
+    if (confirmation) f.confirmed = std::min(f.sent, std::max(f.confirmed, it->value));
   }
-  self.internal_ops_.erase(it);
+  self.internal_ops_.erase(it);  // op is gone from here on
+  if (confirmation) self.await_confirmation(peer);
 }
 
 void ofi_fabric::cancel(operation& op, std::error_code ec) noexcept {
