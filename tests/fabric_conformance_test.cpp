@@ -230,9 +230,11 @@ TEST_CASE("a failing rank tells its peers why", "[local][tcp][fabrics][fabric]")
   INFO(kind);
   auto wp = testing::make_world(kind, 2);
   auto& w = *wp;
-  std::vector<std::byte> buf(8);
+  // One buffer per rank: ranks run on their own threads, and a shared one is a data race.
+  std::vector<std::vector<std::byte>> bufs(2, std::vector<std::byte>(8));
   auto res = w.run_all([&](communicator& c) -> task<result<void>> {
     auto& f = c.get_fabric();
+    auto& buf = bufs[static_cast<std::size_t>(c.rank())];
     if (c.rank() == 0) {
       // Open the connection to rank 1 with one message, then fail.
       if (auto r = co_await f.send(1, {3, 0}, buf); !r) co_return fail(r.error());
