@@ -18,7 +18,7 @@ inline std::int64_t now_ns() {
 }
 
 // Everyone reports to rank 0, rank 0 releases everyone: no rank leaves before all came.
-inline result<void> barrier(communicator& c, std::uint32_t tag = 0x7fff0000u) {
+inline result<void> barrier(communicator& c, std::uint32_t tag = 0xfff00u) {
   if (c.rank() != 0) {
     if (auto r = run(c, send(c, 0, tag, {})); !r) return r;
     return run(c, recv(c, 0, tag + 1, {}));
@@ -33,7 +33,7 @@ inline result<void> barrier(communicator& c, std::uint32_t tag = 0x7fff0000u) {
 // Runs `op` (a blocking call returning result<void>) on every rank once and returns, on
 // rank 0, seconds from the root's start to the last rank's end (0 elsewhere).
 template <class Op>
-result<double> timed(communicator& c, int root, Op op, std::uint32_t tag = 0x7fff0010u) {
+result<double> timed(communicator& c, int root, Op op, std::uint32_t tag = 0xfff10u) {
   if (auto b = barrier(c); !b) return fail(b.error());
   const std::int64_t t0 = now_ns();
   if (auto r = op(); !r) return fail(r.error());

@@ -221,7 +221,7 @@ struct world_case {
 };
 
 inline std::vector<world_case> world_cases(std::initializer_list<int> local, std::initializer_list<int> tcp) {
-  if (ofi_run()) return {{"ofi:tcp;ofi_rxm", 5}};
+  if (ofi_run()) return {{"ofi:tcp;ofi_rxm", 5}, {"split:ofi:tcp;ofi_rxm", 3}};
   std::vector<world_case> out;
   for (int p : local) out.push_back({"local", p});
   for (int p : tcp) out.push_back({"tcp", p});
@@ -231,8 +231,18 @@ inline std::vector<world_case> world_cases(std::initializer_list<int> local, std
   for (int p : tcp)
     if (p <= 7) enc = std::max(enc, p);
   if (enc) out.push_back({"tcp:encrypt", enc});
+  // And on sub-communicators (split_test_world): once on each kind, at a middle size.
+  int sub_local = 0, sub_tcp = 0;
+  for (int p : local)
+    if (p <= 8) sub_local = std::max(sub_local, p);
+  for (int p : tcp)
+    if (p <= 5) sub_tcp = std::max(sub_tcp, p);
+  if (sub_local) out.push_back({"split:local", sub_local});
+  if (sub_tcp) out.push_back({"split:tcp", sub_tcp});
   return out;
 }
+
+inline std::unique_ptr<test_world> make_split_world(const std::string& base, int p, communicator_options o);
 
 inline std::unique_ptr<test_world> make_world(const std::string& kind, int p, communicator_options o = {}) {
   if (kind == "local") return std::make_unique<local_test_world>(p, o);
@@ -240,7 +250,65 @@ inline std::unique_ptr<test_world> make_world(const std::string& kind, int p, co
   // port forbids (sim_test checks that).
   if (kind == "sim") return std::make_unique<sim_test_world>(p, o, sim::model::rounds(8));
   if (kind == "sim:logp") return std::make_unique<sim_test_world>(p, o, sim::model::loggp(6, 2, 4, 0.01));
+  if (kind.starts_with("split:")) return make_split_world(kind.substr(6), p, o);
   return std::make_unique<process_test_world>(kind, p, o);
+}
+
+// p ranks of a sub-communicator that split() made from a world of p + 2 ranks of kind
+// `base`: the parent's ranks in reverse order (key -rank), without parent ranks 1 and
+// p + 1, which form a communicator of their own and stay idle. A test run on it runs
+// every collective through the renumbering and the sub-communicator's tags.
+class split_test_world final : public test_world {
+public:
+  split_test_world(const std::string& base, int p, communicator_options o) : parent_(make_world(base, p + 2, o)) {
+    const int P = p + 2;
+    auto color = [P](int r) { return r == 1 || r == P - 1 ? 1 : 0; };
+    std::vector<std::optional<communicator>> made(static_cast<std::size_t>(P));
+    auto res = parent_->run_all([&](communicator& c) -> task<result<void>> {
+      auto s = co_await split(c, color(c.rank()), -c.rank());
+      if (!s) co_return fail(s.error());
+      made[static_cast<std::size_t>(c.rank())] = std::move(*s);
+      co_return result<void>{};
+    });
+    sub_of_.assign(static_cast<std::size_t>(P), -1);
+    for (int r = P - 1; r >= 0; --r) {
+      if (!res[static_cast<std::size_t>(r)]) throw std::runtime_error("split failed: " + res[static_cast<std::size_t>(r)].error().message());
+      auto& m = made[static_cast<std::size_t>(r)];
+      if (!m) throw std::runtime_error("split gave rank " + std::to_string(r) + " no communicator");
+      if (color(r) != 0) continue;
+      sub_of_[static_cast<std::size_t>(r)] = static_cast<int>(comms_.size());
+      comms_.push_back(std::move(*m));
+    }
+  }
+  std::vector<communicator>& comms() override { return comms_; }
+  std::vector<result<void>> run_all(const rank_fn& fn) override {
+    auto res = parent_->run_all([&](communicator& c) -> task<result<void>> {
+      const int s = sub_of_[static_cast<std::size_t>(c.rank())];
+      if (s >= 0) return fn(comms_[static_cast<std::size_t>(s)]);
+      return []() -> task<result<void>> { co_return result<void>{}; }();
+    });
+    std::vector<result<void>> out(comms_.size());
+    for (std::size_t r = 0; r < res.size(); ++r)
+      if (sub_of_[r] >= 0) out[static_cast<std::size_t>(sub_of_[r])] = res[r];
+    return out;
+  }
+  bool settle(const std::function<bool(communicator&)>& done, std::chrono::milliseconds most) override {
+    return parent_->settle(
+        [&](communicator& c) {
+          const int s = sub_of_[static_cast<std::size_t>(c.rank())];
+          return s < 0 || done(comms_[static_cast<std::size_t>(s)]);
+        },
+        most);
+  }
+
+private:
+  std::unique_ptr<test_world> parent_;  // outlives the sub-communicators
+  std::vector<communicator> comms_;
+  std::vector<int> sub_of_;  // parent rank -> rank here, -1: not a member
+};
+
+inline std::unique_ptr<test_world> make_split_world(const std::string& base, int p, communicator_options o) {
+  return std::make_unique<split_test_world>(base, p, o);
 }
 
 }  // namespace optcast::testing

@@ -82,8 +82,9 @@ struct collective_plan {
 result<collective_plan> plan_collective(communicator& c, collective coll, const call_shape& shape,
                                         const collective_options& opts = {}, std::string* why = nullptr);
 
-// Point-to-point messages outside any collective, matched by (peer, user_tag) in order.
-// Both ranks must agree on the size, as for the fabric.
+// Point-to-point messages outside any collective, matched by (peer, user_tag) in order,
+// on this communicator only. Tags go up to seq_layout::max_user_tag (2^20 - 1; a larger
+// one is refused). Both ranks must agree on the size, as for the fabric.
 task<result<void>> send(communicator& c, int peer, std::uint32_t user_tag,
                         std::span<const std::byte> data,
                         std::optional<std::chrono::milliseconds> timeout = {});
@@ -298,5 +299,23 @@ task<result<T>> summation(communicator& c, std::span<const T> operands,
 logp::summation_plan summation_plan_for(communicator& c, std::int64_t n, collective_options opts = {});
 std::vector<logp::summation_plan::segment> summation_share(communicator& c, std::int64_t n, int root = 0,
                                                           collective_options opts = {});
+
+// Sub-communicators (MPI_Comm_split's semantics). Collective over `parent`: every rank of
+// it calls, in the same order as its other collectives, one creation at a time per
+// process. Ranks of one `color` (>= 0) get a communicator of their own, ranked by `key`,
+// ties by their rank in `parent`; a negative color gets none (nullopt). No new
+// rendezvous: the sub-communicator uses its parent's connections, and its calls never
+// match the parent's or any other communicator's (seq_layout). It shares its parent's
+// fate: a failure on either breaks both, and errors name the ranks of the job. Every
+// collective and algorithm runs on it. Fails with errc::limit_exceeded when some member
+// has seq_layout::ids - 2 sub-communicators alive, with errc::invalid_argument on every
+// rank when a rank's arguments are wrong (comm.last_error() says which).
+task<result<std::optional<communicator>>> split(communicator& parent, int color, int key = 0);
+// The communicator of `ranks` (ranks of `parent`, in their new order) for its members,
+// nullopt for the others. Collective over `parent` like split(); every rank must give
+// the same list.
+task<result<std::optional<communicator>>> subset(communicator& parent, std::vector<int> ranks);
+// The rank in the job (the fabric's rank numbering) of rank `r` of `c`.
+int job_rank(const communicator& c, int r);
 
 }  // namespace optcast

@@ -2,8 +2,10 @@
 // defaults every call may override).
 #pragma once
 
+#include <bitset>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <memory>
 #include <exception>
 #include <optional>
@@ -45,23 +47,50 @@ struct communicator_options {
   bool check = false;
 };
 
+namespace detail {
+// The communicator ids in use in one process on one fabric, shared by a communicator and
+// every sub-communicator made from it (split.cpp).
+struct comm_space {
+  std::mutex mu;
+  std::bitset<seq_layout::ids> in_use{1};  // id 0 is the job's
+  bool creating = false;                   // a split in flight: they go one at a time
+  comm_space() { in_use.set(seq_layout::reserved_id); }
+};
+}  // namespace detail
+
 // Move-only: a copy would number its collectives apart from the original on the same
 // fabric, and the ranks' calls would no longer match up.
 class communicator {
 public:
   explicit communicator(std::shared_ptr<fabric> f, communicator_options o = {})
-      : fabric_(std::move(f)), options_(o) {}
+      : fabric_(std::move(f)), options_(o), space_(std::make_shared<detail::comm_space>()) {}
+  // A sub-communicator on `view` (split.cpp), holding id `id` of `space`.
+  communicator(std::shared_ptr<fabric> view, communicator_options o, std::shared_ptr<detail::comm_space> space,
+               std::uint32_t id) noexcept
+      : fabric_(std::move(view)), options_(o), space_(std::move(space)), id_(id) {}
   communicator(const communicator&) = delete;
   communicator& operator=(const communicator&) = delete;
-  communicator(communicator&&) noexcept = default;
-  communicator& operator=(communicator&&) noexcept = default;
-  ~communicator() = default;
+  communicator(communicator&& o) noexcept = default;
+  communicator& operator=(communicator&& o) noexcept {
+    if (this != &o) {
+      release();
+      fabric_ = std::move(o.fabric_);
+      options_ = o.options_;
+      next_seq_ = o.next_seq_;
+      last_error_ = std::move(o.last_error_);
+      space_ = std::move(o.space_);
+      id_ = o.id_;
+    }
+    return *this;
+  }
+  ~communicator() { release(); }
 
   int rank() const noexcept { return fabric_->rank(); }
   int size() const noexcept { return fabric_->size(); }
   // The ports collectives use: options().ports if set, else the fabric's.
   int ports() const noexcept { return options_.ports > 0 ? options_.ports : fabric_->ports(); }
   fabric& get_fabric() noexcept { return *fabric_; }
+  const std::shared_ptr<fabric>& shared_fabric() const noexcept { return fabric_; }
   const fabric& get_fabric() const noexcept { return *fabric_; }
 
   const communicator_options& options() const noexcept { return options_; }
@@ -69,7 +98,12 @@ public:
 
   // Every collective call takes the next number on every rank; ranks must call
   // collectives in the same order (as in MPI), which lets several run at once.
-  std::uint32_t next_seq() noexcept { return next_seq_++; }
+  std::uint32_t next_seq() noexcept { return seq_layout::collective(id_, next_seq_++); }
+  // The seq of point-to-point messages with `user_tag` (<= seq_layout::max_user_tag).
+  std::uint32_t p2p_seq(std::uint32_t user_tag) const noexcept { return seq_layout::p2p(id_, user_tag); }
+  // 0 for a job's communicator; a sub-communicator's id (seq_layout).
+  std::uint32_t id() const noexcept { return id_; }
+  const std::shared_ptr<detail::comm_space>& space() const noexcept { return space_; }
 
   // Broken after any failed collective; every later collective fails with errc::broken.
   bool broken() const noexcept { return static_cast<bool>(fabric_->failure()); }
@@ -90,10 +124,18 @@ public:
   void record_error(std::string why) { last_error_ = std::move(why); }
 
 private:
+  void release() noexcept {
+    if (!space_ || id_ == 0) return;
+    std::lock_guard lock(space_->mu);
+    space_->in_use.reset(id_);
+  }
+
   std::shared_ptr<fabric> fabric_;
   communicator_options options_;
   std::uint32_t next_seq_ = 0;
   std::string last_error_;
+  std::shared_ptr<detail::comm_space> space_;
+  std::uint32_t id_ = 0;
 };
 
 // The blocking entry point: drives the communicator's fabric until `t` has finished.

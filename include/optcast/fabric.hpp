@@ -74,6 +74,26 @@ struct tag {
   friend constexpr bool operator==(tag, tag) = default;
 };
 
+// How a communicator's calls are numbered in a tag's seq, so that calls on
+// different communicators of one fabric never match each other: the top bit says
+// point-to-point (then the low bits are the user's tag), the next 11 bits are the
+// communicator's id (0: the job's own; a sub-communicator's is one that none of its
+// members uses for another), and the low 20 bits number its collectives, wrapping after
+// 2^20 calls (messages between two ranks with equal tags match in order, so only a rank
+// more than a million calls ahead of another could be confused).
+namespace seq_layout {
+inline constexpr std::uint32_t p2p_bit = 0x80000000u;
+inline constexpr int id_shift = 20;
+inline constexpr std::uint32_t ids = 1u << 11;
+inline constexpr std::uint32_t reserved_id = ids - 1;  // the fabrics' own traffic (libfabric's credits)
+inline constexpr std::uint32_t number_mask = (1u << id_shift) - 1;
+inline constexpr std::uint32_t max_user_tag = number_mask;
+constexpr std::uint32_t collective(std::uint32_t id, std::uint32_t n) noexcept { return id << id_shift | (n & number_mask); }
+constexpr std::uint32_t p2p(std::uint32_t id, std::uint32_t user_tag) noexcept {
+  return p2p_bit | id << id_shift | (user_tag & number_mask);
+}
+}  // namespace seq_layout
+
 // idle: a round in which the rank neither sends nor receives. Only the simulator's
 // rounds model gives it a duration (the rest of the round); everywhere else it finishes
 // at once. Round loops await it for an empty round, so that under the rounds model a
@@ -238,10 +258,12 @@ public:
   virtual void abort(std::error_code ec, std::string detail) noexcept = 0;
 
   // The first failure this fabric saw, and what it knows about it (peer, sizes, ...).
-  std::error_code failure() const noexcept { return failure_; }
-  const std::string& failure_detail() const noexcept { return failure_detail_; }
+  // Virtual for a fabric that is a view of another (a sub-communicator's), which shares
+  // its failure.
+  virtual std::error_code failure() const noexcept { return failure_; }
+  virtual const std::string& failure_detail() const noexcept { return failure_detail_; }
   // A description of the most recent failed operation.
-  const std::string& last_error() const noexcept { return last_error_; }
+  virtual const std::string& last_error() const noexcept { return last_error_; }
 
   // Operations on this fabric, to be awaited or passed to when_all.
   operation send(int peer, tag t, std::span<const std::byte> bytes) noexcept {

@@ -282,16 +282,16 @@ task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int roo
 
 namespace {
 
-// Point-to-point messages use sequence numbers from the top of the space, one per user
-// tag, so they never match a collective's.
-constexpr std::uint32_t p2p_limit = 0x80000000u;
-
+// Point-to-point messages take a seq of their own per user tag (seq_layout), so they
+// never match a collective's.
 task<result<void>> p2p(communicator& c, op_kind kind, int peer, std::uint32_t user_tag,
                        std::span<std::byte> data, std::optional<std::chrono::milliseconds> t) {
-  if (user_tag >= p2p_limit) co_return fail(errc::invalid_argument);
+  if (user_tag > seq_layout::max_user_tag)
+    co_return detail::refuse(c, std::string(kind == op_kind::send ? "send" : "recv") + ": tag " + std::to_string(user_tag) +
+                                    " is above the largest, " + std::to_string(seq_layout::max_user_tag));
   if (c.broken()) co_return fail(errc::broken);
   auto& f = c.get_fabric();
-  const tag tg{p2p_limit | user_tag, 0};
+  const tag tg{c.p2p_seq(user_tag), 0};
   detail::deadline_scope deadline(f, tg.seq, t.value_or(c.options().timeout));
   // No co_await inside ?: here or anywhere: GCC 12 has run both arms of one.
   result<std::size_t> r;

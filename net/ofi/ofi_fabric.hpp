@@ -183,7 +183,7 @@ private:
   // come, and the sender takes these in while it has a window or more unconfirmed. A send
   // that would leave more than cfg_.unexpected_peer_limit bytes unconfirmed fails with
   // limit_exceeded (and so the job), as TCP's receiver does when it would hold more.
-  static constexpr std::uint32_t credit_seq = 0xffffffffu;  // no collective's
+  static constexpr std::uint32_t credit_seq = seq_layout::p2p(seq_layout::reserved_id, seq_layout::max_user_tag);  // no call's
   std::uint64_t window() const noexcept { return std::max<std::uint64_t>(cfg_.unexpected_peer_limit / 4, 1); }
   bool internal(const operation& op) const noexcept { return op.tg.seq == credit_seq; }
   // A send of op.size bytes to op.peer: within the limit (else why, set), and counted.
