@@ -141,6 +141,8 @@ public:
   ~process_test_world() override { comms_.clear(); }
 
   std::vector<communicator>& comms() override { return comms_; }
+  // Rank r's event loop (its fabric runs on it).
+  asio::io_context& io(int r) { return *ios_[static_cast<std::size_t>(r)]; }
   std::vector<result<void>> run_all(const rank_fn& fn) override {
     std::vector<result<void>> out(comms_.size());
     std::vector<std::thread> threads;

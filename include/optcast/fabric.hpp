@@ -39,6 +39,10 @@
 #include "optcast/error.hpp"
 #include "optcast/scratch.hpp"
 
+namespace asio {
+class any_io_executor;
+}
+
 namespace optcast {
 
 // The LogGP parameters of a fabric (Alexandrov et al.; LogP when G = 0): latency L,
@@ -253,6 +257,10 @@ public:
 
   // Runs the fabric's event loop until `done()` holds; for the blocking entry points.
   virtual void run_until(stop_predicate done) = 0;
+  // The executor the fabric's work runs on (its event loop), for the asynchronous entry
+  // points (optcast/asio.hpp); nullptr for a fabric without one (the simulator, whose
+  // virtual time only run_until drives).
+  virtual const asio::any_io_executor* executor() const noexcept { return nullptr; }
 
   // Fails every pending operation with `ec`, and every later one too.
   virtual void abort(std::error_code ec, std::string detail) noexcept = 0;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include <asio/any_io_executor.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 
@@ -29,6 +30,7 @@ class local_fabric;
 
 struct world_state {
   asio::io_context* io = nullptr;
+  asio::any_io_executor ex;
   int ports = 1;
   std::vector<local_fabric*> ranks;
   // Receives matched by a send, waiting to be completed from the event loop (a send
@@ -78,6 +80,7 @@ public:
   int size() const noexcept override { return static_cast<int>(w_->ranks.size()); }
   int ports() const noexcept override { return w_->ports; }
   std::string_view name() const noexcept override { return "local"; }
+  const asio::any_io_executor* executor() const noexcept override { return &w_->ex; }
 
   bool start(operation& op) noexcept override {
     if (auto ec = check_op(*this, op)) return fail_now(op, ec, "bad operation");
@@ -260,6 +263,7 @@ std::shared_ptr<world_state> make_state(int p, asio::io_context& io, int ports) 
   if (ports < 1) throw std::invalid_argument("optcast::local::world: need at least one port");
   auto s = std::make_shared<world_state>();
   s->io = &io;
+  s->ex = io.get_executor();
   s->ports = ports;
   s->ranks.assign(static_cast<std::size_t>(p), nullptr);
   return s;

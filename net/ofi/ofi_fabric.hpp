@@ -15,6 +15,7 @@
 #include <thread>
 #include <sched.h>
 #include <unistd.h>
+#include <asio/any_io_executor.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/posix/stream_descriptor.hpp>
@@ -113,6 +114,7 @@ public:
   void disarm_deadline(std::uint64_t token) noexcept override { deadlines_.disarm(token); }
 
   void run_until(stop_predicate done) override;
+  const asio::any_io_executor* executor() const noexcept override { return &ex_; }
 
   // Takes every outstanding operation back from the provider (quiesce) before any is
   // completed here: a coroutine woken by the first may free the others' memory.
@@ -204,6 +206,7 @@ private:
   };
 
   asio::io_context& io_;
+  asio::any_io_executor ex_{io_.get_executor()};
   config cfg_;
   std::unique_ptr<job> job_;
   std::string provider_;

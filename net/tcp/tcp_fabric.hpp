@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 #include <vector>
+#include <asio/any_io_executor.hpp>
 #include <asio/bind_allocator.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
@@ -161,6 +162,7 @@ public:
   void disarm_deadline(std::uint64_t token) noexcept override { deadlines_.disarm(token); }
 
   void run_until(stop_predicate done) override;
+  const asio::any_io_executor* executor() const noexcept override { return &ex_; }
 
   // Fails everything pending and closes every data connection, so that peers waiting
   // on this rank fail at once too (they see the connection end) rather than at their
@@ -262,6 +264,7 @@ private:
   void give_back(detail::message_buffer&& b) { pool_.give_back(std::move(b)); }
 
   asio::io_context& io_;
+  asio::any_io_executor ex_{io_.get_executor()};
   config cfg_;
   std::uint64_t job_id_ = 0;
   std::optional<auth::key> key_;

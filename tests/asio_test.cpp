@@ -1,0 +1,260 @@
+// The Asio completion-token forms (optcast/asio.hpp): each kind of token on the local
+// and TCP fabrics with every result checked, cancellation in the middle of a call, and
+// the simulator's refusal.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/experimental/deferred.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/use_future.hpp>
+
+#include "optcast/asio.hpp"
+#include "worlds.hpp"
+
+using namespace optcast;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Runs `body(io, rank)` on every rank's event loop, then runs the loops until
+// `finished(rank)` holds for all: one loop for the local world, one per rank (each on its
+// own thread) for TCP. (Not until run() returns: a fabric keeps work pending, such as
+// its listening socket's accept, for as long as it lives.)
+template <class Body, class Finished>
+void run_on_loops(testing::test_world& w, const std::string& kind, Body body, Finished finished) {
+  auto drive = [&](asio::io_context& io, auto done) {
+    io.restart();
+    while (!done()) io.run_one_for(20ms);
+  };
+  if (kind == "local") {
+    auto& io = static_cast<testing::local_test_world&>(w).world().io();
+    for (int r = 0; r < w.size(); ++r) body(io, r);
+    drive(io, [&] {
+      for (int r = 0; r < w.size(); ++r)
+        if (!finished(r)) return false;
+      return true;
+    });
+    return;
+  }
+  auto& pw = static_cast<testing::process_test_world&>(w);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < w.size(); ++r)
+    threads.emplace_back([&, r] {
+      auto& io = pw.io(r);
+      body(io, r);
+      drive(io, [&] { return finished(r); });
+    });
+  for (auto& t : threads) t.join();
+}
+
+std::vector<std::int64_t> values(int r, std::size_t n) {
+  std::vector<std::int64_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::int64_t>(i) * 3 + r;
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("every completion token, on the local and TCP fabrics", "[local][tcp][asio]") {
+  const std::string kind = GENERATE(as<std::string>{}, "local", "tcp");
+  INFO(kind);
+  const int p = 4;
+  const std::size_t n = 5000;
+  auto w = testing::make_world(kind, p);
+  auto& comms = w->comms();
+
+  std::vector<std::int64_t> want_sum(n, 0);
+  for (int r = 0; r < p; ++r)
+    for (std::size_t i = 0; i < n; ++i) want_sum[i] += values(r, n)[i];
+
+  SECTION("use_awaitable, as_tuple and deferred, from asio::awaitable coroutines") {
+    std::vector<std::vector<std::int64_t>> sums(p), gathered(p);
+    std::vector<std::vector<std::byte>> bufs(p);
+    std::vector<double> total(p, 0);
+    std::vector<std::string> errors(p);
+    std::vector<int> sub_sizes(p, 0);
+    std::vector<std::atomic<bool>> finished(p);
+    run_on_loops(*w, kind, [&](asio::io_context& io, int r) {
+      asio::co_spawn(
+          io,
+          [&, r]() -> asio::awaitable<void> {
+            auto& c = comms[static_cast<std::size_t>(r)];
+            const auto R = static_cast<std::size_t>(r);
+            try {
+              const auto in = values(r, n);
+              sums[R].assign(n, -1);
+              co_await async_allreduce(c, std::span<const std::int64_t>(in), std::span(sums[R]), ops::sum,
+                                       asio::use_awaitable);
+              bufs[R] = r == 2 ? testing::bytes(70000, 9) : std::vector<std::byte>(70000);
+              auto [ec] = co_await async_broadcast(c, std::span(bufs[R]), 2, asio::experimental::as_tuple(asio::use_awaitable));
+              if (ec) errors[R] += "broadcast: " + ec.message() + "; ";
+              gathered[R].assign(static_cast<std::size_t>(p), -1);
+              const std::int64_t mine = r * 10;
+              auto op = async_allgather(c, std::span<const std::int64_t>(&mine, 1), std::span(gathered[R]),
+                                        asio::experimental::deferred);
+              co_await std::move(op)(asio::use_awaitable);
+              // A value-returning call: the value is what co_await gives.
+              total[R] = co_await async_run(c, summation<double>(c, 100, [](std::int64_t i) { return double(i); }, ops::sum),
+                                            asio::use_awaitable);
+              auto sub = co_await async_split(c, r % 2, r, asio::use_awaitable);
+              sub_sizes[R] = sub ? sub->size() : -1;
+            } catch (const std::system_error& e) {
+              errors[R] += e.what();
+            }
+            finished[R] = true;
+          },
+          asio::detached);
+    }, [&](int r) { return finished[static_cast<std::size_t>(r)].load(); });
+    std::vector<std::int64_t> want_gather(p);
+    for (int r = 0; r < p; ++r) want_gather[static_cast<std::size_t>(r)] = r * 10;
+    for (int r = 0; r < p; ++r) {
+      const auto R = static_cast<std::size_t>(r);
+      INFO("rank " << r << ": " << errors[R]);
+      CHECK(errors[R].empty());
+      CHECK(sums[R] == want_sum);
+      CHECK(bufs[R] == testing::bytes(70000, 9));
+      CHECK(gathered[R] == want_gather);
+      if (r == 0) CHECK(total[R] == 4950.0);  // the summation's result is the root's
+      CHECK(sub_sizes[R] == 2);
+    }
+  }
+
+  SECTION("plain callbacks, invoked from the loop, never inside the call") {
+    std::vector<std::vector<std::int64_t>> sums(p);
+    std::vector<int> calls(p, 0);
+    std::vector<char> inline_call(p, 0), initiating(p, 0);
+    std::vector<std::error_code> ecs(p);
+    std::vector<std::atomic<bool>> finished(p);
+    run_on_loops(*w, kind, [&](asio::io_context&, int r) {
+      const auto R = static_cast<std::size_t>(r);
+      auto in = std::make_shared<std::vector<std::int64_t>>(values(r, n));
+      sums[R].assign(n, -1);
+      initiating[R] = 1;
+      async_allreduce(comms[R], std::span<const std::int64_t>(*in), std::span(sums[R]), ops::sum,
+                      [&, R, in](std::error_code ec) {
+                        if (initiating[R]) inline_call[R] = 1;
+                        ecs[R] = ec;
+                        ++calls[R];
+                        finished[R] = true;
+                      });
+      initiating[R] = 0;
+    }, [&](int r) { return finished[static_cast<std::size_t>(r)].load(); });
+    for (int r = 0; r < p; ++r) {
+      const auto R = static_cast<std::size_t>(r);
+      INFO("rank " << r);
+      CHECK(calls[R] == 1);
+      CHECK_FALSE(inline_call[R]);
+      CHECK_FALSE(ecs[R]);
+      CHECK(sums[R] == want_sum);
+    }
+  }
+
+  SECTION("use_future, waited for on another thread than the loop's") {
+    std::vector<std::vector<std::int64_t>> sums(p);
+    std::vector<std::vector<std::int64_t>> ins(p);
+    std::vector<std::future<void>> futures;
+    std::vector<std::thread> loops;
+    std::vector<std::unique_ptr<asio::executor_work_guard<asio::io_context::executor_type>>> guards;
+    std::vector<asio::io_context*> ios;
+    if (kind == "local")
+      ios.push_back(&static_cast<testing::local_test_world&>(*w).world().io());
+    else
+      for (int r = 0; r < p; ++r) ios.push_back(&static_cast<testing::process_test_world&>(*w).io(r));
+    for (auto* io : ios) {
+      io->restart();
+      guards.push_back(std::make_unique<asio::executor_work_guard<asio::io_context::executor_type>>(io->get_executor()));
+      loops.emplace_back([io] { io->run(); });
+    }
+    for (int r = 0; r < p; ++r) {
+      const auto R = static_cast<std::size_t>(r);
+      ins[R] = values(r, n);
+      sums[R].assign(n, -1);
+      futures.push_back(async_allreduce(comms[R], std::span<const std::int64_t>(ins[R]), std::span(sums[R]), ops::sum,
+                                        asio::use_future));
+    }
+    std::vector<std::string> errors(p);
+    for (int r = 0; r < p; ++r) {
+      try {
+        futures[static_cast<std::size_t>(r)].get();
+      } catch (const std::system_error& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    }
+    for (auto* io : ios) io->stop();  // the fabrics keep work pending: run() would not return
+    for (auto& t : loops) t.join();
+    guards.clear();
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r << ": " << errors[static_cast<std::size_t>(r)]);
+      CHECK(errors[static_cast<std::size_t>(r)].empty());
+      CHECK(sums[static_cast<std::size_t>(r)] == want_sum);
+    }
+  }
+}
+
+TEST_CASE("a cancelled call ends with cancelled, and every rank ends, told why", "[local][tcp][asio]") {
+  using namespace asio::experimental::awaitable_operators;
+  const std::string kind = GENERATE(as<std::string>{}, "local", "tcp");
+  INFO(kind);
+  const int p = 3;
+  auto w = testing::make_world(kind, p);
+  auto& comms = w->comms();
+  std::vector<std::error_code> got(p);
+  std::vector<int> winner(p, -1);
+  std::vector<std::chrono::milliseconds> took(p);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::atomic<bool>> finished(p);
+  run_on_loops(*w, kind, [&](asio::io_context& io, int r) {
+    asio::co_spawn(
+        io,
+        [&, r]() -> asio::awaitable<void> {
+          auto& c = comms[static_cast<std::size_t>(r)];
+          std::vector<std::byte> buf(1000);
+          // Nobody sends: rank 0 gives up after 200 ms; the others wait for what rank 0
+          // never sends either, until its cancellation reaches them.
+          if (r == 0) {
+            asio::steady_timer timer(co_await asio::this_coro::executor, 200ms);
+            auto which = co_await (async_recv(c, 1, 5, std::span(buf), asio::experimental::as_tuple(asio::use_awaitable)) ||
+                                   timer.async_wait(asio::use_awaitable));
+            winner[0] = static_cast<int>(which.index());
+            got[0] = c.failure();
+          } else {
+            auto [ec] = co_await async_recv(c, 0, 6, std::span(buf), asio::experimental::as_tuple(asio::use_awaitable));
+            got[static_cast<std::size_t>(r)] = ec;
+          }
+          took[static_cast<std::size_t>(r)] =
+              std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+          finished[static_cast<std::size_t>(r)] = true;
+        },
+        asio::detached);
+  }, [&](int r) { return finished[static_cast<std::size_t>(r)].load(); });
+  CHECK(winner[0] == 1);  // the timer
+  CHECK(got[0] == errc::cancelled);
+  CHECK(comms[0].broken());
+  CHECK(comms[0].failure_detail().find("cancelled by its caller") != std::string::npos);
+  for (int r = 1; r < p; ++r) {
+    INFO("rank " << r << ": " << comms[static_cast<std::size_t>(r)].failure_detail());
+    CHECK(got[static_cast<std::size_t>(r)]);
+    CHECK(took[static_cast<std::size_t>(r)] < 10s);  // not the 120 s deadline
+    CHECK(comms[static_cast<std::size_t>(r)].failure_detail().find("cancelled by its caller") != std::string::npos);
+  }
+}
+
+TEST_CASE("the simulator refuses asynchronous calls: it has no event loop to run them on", "[sim][asio]") {
+  testing::sim_test_world w(2);
+  std::vector<std::byte> buf(8);
+  CHECK_THROWS_AS(async_broadcast(w.comms()[0], std::span(buf), 0, [](std::error_code) {}), std::logic_error);
+}
