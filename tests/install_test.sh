@@ -3,8 +3,9 @@
 # staging root, then (1) hello built with g++ and pkg-config, (2) the other examples
 # (the demo, the benchmarks) built the same way, so they need nothing but the installed
 # headers, (3) a Meson project with dependency('optcast') through pkg-config, (4) a
-# Meson project with optcast as a subproject. Each hello is run with --np 3 and must
-# greet from all three ranks; the demo must verify its bytes on three ranks.
+# Meson project with optcast as a subproject, (5) a CMake project with
+# find_package(optcast) and the imported target optcast::optcast. Each hello is run
+# with --np 3 and must greet from all three ranks; the demo must verify its bytes on three ranks.
 set -euo pipefail
 src=$(cd "$1" && pwd)
 build=$(cd "$2" && pwd)
@@ -47,6 +48,36 @@ M
 meson setup "$tmp/proj/b" "$tmp/proj" >/dev/null
 ninja -C "$tmp/proj/b" >/dev/null
 check "$("$tmp/proj/b/hello" --np 3)"
+
+echo "== CMake project, find_package(optcast)"
+command -v cmake >/dev/null || { echo "cmake not found (Debian: apt install cmake)"; exit 1; }
+cfg=$(find "$tmp/root" -name optcastConfig.cmake | head -1)
+[ -n "$cfg" ] || { echo "install is missing optcastConfig.cmake"; exit 1; }
+mkdir -p "$tmp/cm"
+cp "$src/examples/hello.cpp" "$tmp/cm/"
+cat > "$tmp/cm/CMakeLists.txt" <<'C'
+cmake_minimum_required(VERSION 3.16)
+project(consumer CXX)
+find_package(optcast 0.1 REQUIRED)
+add_executable(hello hello.cpp)
+target_link_libraries(hello PRIVATE optcast::optcast)
+C
+# Found through the install prefix alone, as a user's CMAKE_PREFIX_PATH would (CMake
+# searches PREFIX/lib/<multiarch>/cmake/optcast itself).
+prefix=$(meson introspect "$build" --buildoptions |
+  python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
+cmake -S "$tmp/cm" -B "$tmp/cm/b" -DCMAKE_PREFIX_PATH="$tmp/root$prefix" >/dev/null
+cmake --build "$tmp/cm/b" >/dev/null
+check "$("$tmp/cm/b/hello" --np 3)"
+# A version the package does not offer is refused.
+cat > "$tmp/cm/CMakeLists.txt" <<'C'
+cmake_minimum_required(VERSION 3.16)
+project(consumer CXX)
+find_package(optcast 1.0 REQUIRED)
+C
+if cmake -S "$tmp/cm" -B "$tmp/cm/b2" -DCMAKE_PREFIX_PATH="$tmp/root$prefix" >/dev/null 2>&1; then
+  echo "find_package(optcast 1.0) should fail against version 0.1"; exit 1
+fi
 
 echo "== Meson subproject"
 unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR LD_LIBRARY_PATH
