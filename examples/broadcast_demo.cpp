@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include <asio/io_context.hpp>
 
 #include <CLI/CLI.hpp>
 
@@ -52,8 +51,7 @@ int main(int argc, char** argv) {
   if (auto status = optcast::launch_local(argc, argv)) return *status;
 
   try {
-    asio::io_context io;
-    auto comm = optcast::join(io, fabric);
+    auto comm = optcast::join(fabric);
     if (root >= comm.size()) {
       std::fprintf(stderr, "optcast-demo: --root %d: the job has %d ranks\n", root, comm.size());
       return 2;

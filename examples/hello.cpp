@@ -2,14 +2,12 @@
 #include <cstdio>
 #include <string>
 
-#include <asio/io_context.hpp>
 #include <optcast/optcast.hpp>
 
 int main(int argc, char** argv) try {
   if (argc > 1 && std::string(argv[1]) == "--help") return std::puts("usage: hello --np N"), 0;
   if (auto status = optcast::launch_local(argc, argv)) return *status;  // --np N
-  asio::io_context io;
-  optcast::communicator comm = optcast::tcp::join(io);  // this process is one rank
+  optcast::communicator comm = optcast::tcp::join();  // this process is one rank
 
   std::string text(32, '\0');
   if (comm.rank() == 0) text = "hello from rank 0 of " + std::to_string(comm.size());

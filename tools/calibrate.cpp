@@ -1,5 +1,4 @@
 // optcast calibrate: the LogGP parameters of a live fabric (optcast/calibrate.hpp).
-#include <asio/io_context.hpp>
 
 #include <cstdio>
 #include <fstream>
@@ -105,8 +104,7 @@ int cmd_calibrate(int argc, char** argv) {
     what = "sim " + model.describe();
     run_in_process(w);
   } else {
-    asio::io_context io;
-    auto comm = join(io, fabric_name);
+    auto comm = join(fabric_name);
     what = fabric_description(comm);
     got = run(comm, calibrate(comm, o));
     why = comm.last_error();

@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include <asio/io_context.hpp>
 #include <nlohmann/json.hpp>
 #include <optcast/optcast.hpp>
 
@@ -115,8 +114,7 @@ int broadcast_cmd(int argc, char** argv) {
     return 0;
   }
 
-  asio::io_context io;
-  auto comm = join(io, fabric_name);
+  auto comm = join(fabric_name);
   for (auto alg : algs)
     for (auto bytes : sizes) {
       std::vector<std::byte> buf(bytes, std::byte{1});

@@ -23,7 +23,6 @@
 
 #include <malloc.h>
 
-#include <asio/io_context.hpp>
 #include <optcast/optcast.hpp>
 
 #include "bench.hpp"
@@ -58,8 +57,7 @@ long heap_kib() {
 // One rank: collectives until it fails (or --ops pass, then the job's outcome, with the
 // resident set after the first tenth of the calls and at the end).
 int rank_main(const std::string& fabric, const std::string& report, std::uint64_t seed, int timeout_ms, long ops) {
-  asio::io_context io;
-  auto comm = join(io, fabric);
+  auto comm = join(fabric);
   std::ofstream out(report + "/rank-" + std::to_string(comm.rank()) + ".txt");
   // Joined: the parent injects its fault once every rank is here, into running
   // collectives rather than the bootstrap (which has its own timeout).

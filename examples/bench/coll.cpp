@@ -21,7 +21,6 @@
 #include <string>
 #include <vector>
 
-#include <asio/io_context.hpp>
 #include <nlohmann/json.hpp>
 #include <optcast/optcast.hpp>
 
@@ -225,8 +224,7 @@ int coll_cmd(int argc, char** argv) {
       if (s >= min_bytes) sizes.push_back(s);
   }
 
-  asio::io_context io;
-  auto comm = join(io, fabric_name);
+  auto comm = join(fabric_name);
   const int rank = comm.rank(), p = comm.size();
   const std::size_t maxm = *std::max_element(sizes.begin(), sizes.end());
   buffers b;

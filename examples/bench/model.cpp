@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include <asio/io_context.hpp>
 #include <nlohmann/json.hpp>
 #include <optcast/choose.hpp>
 #include <optcast/optcast.hpp>
@@ -191,8 +190,7 @@ int model_cmd(int argc, char** argv) {
     }
     result<calibration> calibrate() { return run(c, optcast::calibrate(c)); }
   };
-  asio::io_context io;
-  auto comm = join(io, fabric_name);
+  auto comm = join(fabric_name);
   remote r{comm};
   if (const int status = body(r, comm, comm.size()); status) return status;
   if (comm.rank() == 0) print(fabric_description(comm), comm.size());

@@ -39,15 +39,20 @@ communicator make_communicator(std::shared_ptr<fabric> f, const job_config& cfg,
                                const collective_settings& s = collective_settings::from_env());
 
 // The common case, on the fabric named at run time: "tcp", "ofi", or empty for the
-// OPTCAST_FABRIC environment variable (default tcp).
+// OPTCAST_FABRIC environment variable (default tcp). The communicator's fabric owns its
+// io_context (tcp::connect(cfg)): for plain programs, which call run() and leave().
+communicator join(std::string_view fabric_name = {});
+// The same on the caller's io_context, for programs that run one (asio.hpp).
 communicator join(asio::io_context& io, std::string_view fabric_name = {});
 
 namespace tcp {
-// make_communicator(tcp::connect(io, job_config::from_env()), ...).
+// make_communicator(tcp::connect(job_config::from_env()), ...), and on `io`.
+communicator join();
 communicator join(asio::io_context& io);
 }  // namespace tcp
 namespace ofi {
 // The same over libfabric (provider from OPTCAST_OFI_PROVIDER or FI_PROVIDER).
+communicator join();
 communicator join(asio::io_context& io);
 }  // namespace ofi
 

@@ -3,8 +3,7 @@
 //
 //   int main(int argc, char** argv) {
 //     if (auto status = optcast::launch_local(argc, argv)) return *status;
-//     asio::io_context io;
-//     auto comm = optcast::tcp::join(io);  // this process is one rank
+//     auto comm = optcast::tcp::join();  // this process is one rank
 //     ...
 //   }
 #pragma once

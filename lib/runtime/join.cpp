@@ -47,6 +47,10 @@ communicator make_communicator(std::shared_ptr<fabric> f, const job_config& cfg,
 }
 
 namespace tcp {
+communicator join() {
+  const auto cfg = job_config::from_env();
+  return make_communicator(connect(cfg), cfg);
+}
 communicator join(asio::io_context& io) {
   const auto cfg = job_config::from_env();
   return make_communicator(connect(io, cfg), cfg);
@@ -54,21 +58,36 @@ communicator join(asio::io_context& io) {
 }  // namespace tcp
 
 namespace ofi {
+communicator join() {
+  const auto cfg = config::from_env();
+  return make_communicator(connect(cfg), cfg);
+}
 communicator join(asio::io_context& io) {
   const auto cfg = config::from_env();
   return make_communicator(connect(io, cfg), cfg);
 }
 }  // namespace ofi
 
-communicator join(asio::io_context& io, std::string_view fabric_name) {
-  std::string name(fabric_name);
+namespace {
+// "tcp" or "ofi": the name given, else OPTCAST_FABRIC's, else tcp.
+std::string fabric_named(std::string_view given) {
+  std::string name(given);
   if (name.empty()) {
     const char* e = std::getenv("OPTCAST_FABRIC");
     name = e && *e ? e : "tcp";
   }
-  if (name == "tcp") return tcp::join(io);
-  if (name == "ofi") return ofi::join(io);
-  throw setup_error(make_error_code(errc::invalid_argument), "unknown fabric '" + name + "' (tcp or ofi)");
+  if (name != "tcp" && name != "ofi")
+    throw setup_error(make_error_code(errc::invalid_argument), "unknown fabric '" + name + "' (tcp or ofi)");
+  return name;
+}
+}  // namespace
+
+communicator join(std::string_view fabric_name) {
+  return fabric_named(fabric_name) == "tcp" ? tcp::join() : ofi::join();
+}
+
+communicator join(asio::io_context& io, std::string_view fabric_name) {
+  return fabric_named(fabric_name) == "tcp" ? tcp::join(io) : ofi::join(io);
 }
 
 std::string fabric_description(const communicator& c) {

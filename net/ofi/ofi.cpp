@@ -3,6 +3,8 @@
 // in progress.cpp.
 #include "ofi_fabric.hpp"
 
+#include "../common/owned_loop.hpp"
+
 namespace optcast::ofi {
 
 namespace impl {
@@ -291,6 +293,10 @@ std::shared_ptr<optcast::fabric> connect(asio::io_context& io, const config& cfg
   auto f = std::make_shared<ofi_fabric>(io, cfg);
   f->bootstrap();
   return f;
+}
+
+std::shared_ptr<optcast::fabric> connect(const config& cfg) {
+  return detail::with_own_loop([&](asio::io_context& io) { return connect(io, cfg); });
 }
 
 std::string provider(const optcast::fabric& f) {

@@ -3,6 +3,8 @@
 // receiving half is in receive.cpp.
 #include "tcp_fabric.hpp"
 
+#include "../common/owned_loop.hpp"
+
 namespace optcast::tcp {
 
 namespace impl {
@@ -397,6 +399,10 @@ std::shared_ptr<optcast::fabric> connect(asio::io_context& io, const config& cfg
   auto f = std::make_shared<tcp_fabric>(io, cfg);
   f->bootstrap();
   return f;
+}
+
+std::shared_ptr<optcast::fabric> connect(const config& cfg) {
+  return detail::with_own_loop([&](asio::io_context& io) { return connect(io, cfg); });
 }
 
 std::string listen_address(const optcast::fabric& f) {

@@ -40,6 +40,9 @@ bool available() noexcept;
 std::vector<std::string> providers();
 
 // Joins the job over libfabric; throws setup_error (no provider, setup failed, ...).
+// The fabric owns its io_context, as tcp::connect(cfg)'s does.
+std::shared_ptr<optcast::fabric> connect(const config& cfg);
+// On the caller's io_context, as tcp::connect(io, cfg).
 std::shared_ptr<optcast::fabric> connect(asio::io_context& io, const config& cfg);
 
 // The provider an ofi fabric runs on ("tcp;ofi_rxm"); empty for other fabrics.

@@ -28,10 +28,15 @@ namespace optcast::tcp {
 
 using config = job_config;
 
-// Joins the job: starts the store (rank 0), listens, registers with the store. Runs `io`
-// while it waits; throws setup_error on failure. The fabric must be used and destroyed
-// on `io`'s thread; destroying it says goodbye to the store (rank 0 first waits for the
-// others to finish, up to cfg.timeout).
+// Joins the job: starts the store (rank 0), listens, registers with the store; throws
+// setup_error on failure. Destroying the fabric says goodbye to the store (rank 0 first
+// waits for the others to finish, up to cfg.timeout).
+//
+// For plain programs: the fabric owns its io_context, which the blocking calls (run(),
+// leave()) drive on the calling thread. Nothing else can run it.
+std::shared_ptr<optcast::fabric> connect(const config& cfg);
+// On the caller's io_context, for programs that run one already (asio.hpp's calls).
+// Runs `io` while it waits; the fabric must be used and destroyed on `io`'s thread.
 std::shared_ptr<optcast::fabric> connect(asio::io_context& io, const config& cfg);
 
 // "host:port" a TCP fabric listens on for its peers (empty for other fabrics).
