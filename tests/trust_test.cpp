@@ -186,7 +186,7 @@ TEST_CASE("the store drops strangers: no hello in time, oversized fields, wire t
     CHECK(evil < 1s);
     // The job is unharmed: both ranks join and exchange a key.
     asio::io_context io;
-    store::client a(io, {"127.0.0.1", server.port()}, 0, 2, 5s), b(io, {"127.0.0.1", server.port()}, 1, 2, 5s);
+    store::client a(io.get_executor(), {"127.0.0.1", server.port()}, 0, 2, 5s), b(io.get_executor(), {"127.0.0.1", server.port()}, 1, 2, 5s);
     CHECK(a.job_id() == 0x5eedull);
     CHECK(b.job_id() == 0x5eedull);
   }
@@ -528,7 +528,7 @@ TEST_CASE("a rank refuses a listener that cannot prove it knows the job secret",
   });
   asio::io_context io;
   // The store is the job's (it needs the secret to be told where rank 1 listens).
-  store::client rank1(io, {"127.0.0.1", server.port()}, 1, 2, 5s, secret);
+  store::client rank1(io.get_executor(), {"127.0.0.1", server.port()}, 1, 2, 5s, secret);
   REQUIRE(rank1.set_wait("optcast/addr/1", "127.0.0.1:" + std::to_string(fake.local_endpoint().port()), 5s));
   job_config c;
   c.rank = 0;
@@ -577,7 +577,7 @@ TEST_CASE("with a job secret, the store admits, and answers, only those who know
   store::server server("127.0.0.1", 0, 2, id, secret);
   const store::address where{"127.0.0.1", server.port()};
   asio::io_context io;
-  auto join = [&](int rank, const std::string& s) { store::client c(io, where, rank, 2, 5s, s); };
+  auto join = [&](int rank, const std::string& s) { store::client c(io.get_executor(), where, rank, 2, 5s, s); };
   CHECK_THAT(setup_failure([&] { join(0, ""); }), Catch::Contains("has a secret") && Catch::Contains("did not offer one"));
   CHECK_THAT(setup_failure([&] { join(0, "another job's secret, 32 bytes.."); }), Catch::Contains("does not know the job secret"));
   // A stranger squatting on rank 0's slot with a guessed proof hears no welcome and no job id.
@@ -598,12 +598,12 @@ TEST_CASE("with a job secret, the store admits, and answers, only those who know
     CHECK(closed_within(s, 5s));
   }
   // The real ranks take their slots.
-  store::client a(io, where, 0, 2, 5s, secret), b(io, where, 1, 2, 5s, secret);
+  store::client a(io.get_executor(), where, 0, 2, 5s, secret), b(io.get_executor(), where, 1, 2, 5s, secret);
   CHECK(a.job_id() == id);
   CHECK(b.job_id() == id);
   // A store without the secret cannot take in a rank that has one.
   store::server open_store("127.0.0.1", 0, 2, id);
-  CHECK_THAT(setup_failure([&] { store::client c(io, {"127.0.0.1", open_store.port()}, 0, 2, 5s, secret); }),
+  CHECK_THAT(setup_failure([&] { store::client c(io.get_executor(), {"127.0.0.1", open_store.port()}, 0, 2, 5s, secret); }),
              Catch::Contains("has a job secret and this store has none"));
   CHECK(log.seen("the client does not know the job secret"));
 }
@@ -624,7 +624,7 @@ TEST_CASE("a rank refuses a store that cannot prove it knows the job secret", "[
     closed_within(s, 5s);
   });
   asio::io_context io;
-  const auto why = setup_failure([&] { store::client c(io, {"127.0.0.1", fake.local_endpoint().port()}, 0, 2, 5s, secret); });
+  const auto why = setup_failure([&] { store::client c(io.get_executor(), {"127.0.0.1", fake.local_endpoint().port()}, 0, 2, 5s, secret); });
   impostor.join();
   CHECK_THAT(why, Catch::Contains("could not prove it knows the job secret"));
 }
@@ -706,7 +706,7 @@ result<std::vector<std::byte>> send_through_flipper(bool encrypt) {
   std::thread t([&] { f1 = tcp::connect(io1, rank_of(1, 3, server.port(), secret, encrypt)); });
   auto f0 = tcp::connect(io0, rank_of(0, 3, server.port(), secret, encrypt));
   t.join();
-  store::client me(io2, {"127.0.0.1", server.port()}, 2, 3, 5s, secret);
+  store::client me(io2.get_executor(), {"127.0.0.1", server.port()}, 2, 3, 5s, secret);
   flipping_proxy proxy(endpoint_of(tcp::listen_address(*f1)), 56 + 32 + 56 + 500);
   REQUIRE(me.set_wait("optcast/addr/1", proxy.address(), 5s));
   communicator c0(f0), c1(f1);

@@ -94,7 +94,7 @@ job_config job_config::from_env() {
   return c;
 }
 
-job::job(asio::io_context& io, const job_config& cfg) : cfg_(cfg) {
+job::job(const asio::any_io_executor& events, const job_config& cfg) : cfg_(cfg) {
   if (cfg.size < 1 || cfg.rank < 0 || cfg.rank >= cfg.size)
     throw setup_error(make_error_code(errc::invalid_argument),
                       "rank " + std::to_string(cfg.rank) + " is not in a job of " + std::to_string(cfg.size));
@@ -111,7 +111,7 @@ job::job(asio::io_context& io, const job_config& cfg) : cfg_(cfg) {
       log(log_level::warn, "no job secret (OPTCAST_SECRET or OPTCAST_SECRET_FILE): any process that reaches the store at " +
                                cfg.store.str() + " can join this job or disturb it");
   }
-  client_ = std::make_unique<store::client>(io, cfg.store, cfg.rank, cfg.size, cfg.bootstrap_timeout, cfg.secret);
+  client_ = std::make_unique<store::client>(events, cfg.store, cfg.rank, cfg.size, cfg.bootstrap_timeout, cfg.secret);
   id_ = client_->job_id();
   if (cfg.job_id && cfg.job_id != id_)
     throw setup_error(make_error_code(errc::protocol_violation),

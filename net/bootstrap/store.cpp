@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -13,6 +14,9 @@
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/post.hpp>
+#include <asio/any_io_executor.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
@@ -90,16 +94,23 @@ asio::awaitable<result<message>> read_message(tcp::socket& s, std::uint32_t fiel
 struct outbox {
   std::deque<std::string> queue;
   bool writing = false;
+  std::function<void()> drained;
 
   template <class Self>
   void send(Self self, tcp::socket& s, std::string bytes) {
     queue.push_back(std::move(bytes));
     if (!writing) pump(std::move(self), s);
   }
+  // `f` once everything queued so far is written (or the connection failed).
+  void on_drained(std::function<void()> f) {
+    if (!writing) return f();
+    drained = std::move(f);
+  }
   template <class Self>
   void pump(Self self, tcp::socket& s) {
     if (queue.empty()) {
       writing = false;
+      if (drained) std::exchange(drained, nullptr)();
       return;
     }
     writing = true;
@@ -109,6 +120,7 @@ struct outbox {
                         if (ec) {
                           queue.clear();
                           writing = false;
+                          if (drained) std::exchange(drained, nullptr)();
                           return;
                         }
                         pump(self, s);
@@ -349,13 +361,23 @@ bool server::wait_all_done(std::chrono::milliseconds timeout) {
 }
 
 // ---------------------------------------------------------------------------- client
+//
+// The connection lives on an io_context of its own, run by a thread of its own once the
+// handshake is done: the store's word (a lost rank, a failure) arrives and the blocking
+// calls (set_wait, bye) finish whatever the rank's event loop is doing, and whoever runs
+// it. What the rank must see runs on its loop (`events`); a ping is answered from there,
+// so that a rank whose loop is stuck is found by the store's inquiry.
 
 struct client::impl : std::enable_shared_from_this<client::impl> {
-  explicit impl(asio::io_context& ctx) : io(ctx), sock(ctx) {}
-  asio::io_context& io;
-  tcp::socket sock;
+  explicit impl(asio::any_io_executor ev) : events(std::move(ev)) {}
+  asio::io_context io{1};
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  asio::any_io_executor events;
+  tcp::socket sock{io};
+  std::thread thread;
   outbox out;
   std::uint64_t job_id = 0;
+  std::string local_host;
   std::uint32_t next_id = 1;
   std::unordered_map<std::uint32_t, std::function<void(result<message>)>> pending;
   std::function<void(int)> lost;
@@ -364,13 +386,20 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
   std::function<void()> verdict;
   bool leaving = false;
   std::string server_name;
-  // After bye: the job's outcome, once the store gives it.
+
+  // Shared with the thread that waits in bye(): the job's outcome once the store gives
+  // it, and whether the goodbye is on the wire.
+  std::mutex mu;
+  std::condition_variable cv;
   std::optional<result<void>> outcome;
   std::string outcome_why;
+  bool bye_sent = false;
   void settle(result<void> r, std::string why) {
+    std::lock_guard lock(mu);
     if (outcome) return;
     outcome = std::move(r);
     outcome_why = std::move(why);
+    cv.notify_all();
   }
 
   void send(const message& m) { out.send(shared_from_this(), sock, encode(m)); }
@@ -385,6 +414,12 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
     send(m);
   }
 
+  // `f` on the rank's loop.
+  template <class F>
+  void to_rank(F f) {
+    asio::post(events, std::move(f));
+  }
+
   static asio::awaitable<void> read_loop(std::shared_ptr<impl> self) {
     std::error_code why;
     for (;;) {
@@ -397,26 +432,30 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
         if (self->leaving)
           self->settle(fail(errc::peer_lost), "rank " + std::to_string(m->arg) + " died before the job's end");
         else if (self->lost)
-          self->lost(static_cast<int>(m->arg));
+          self->to_rank([f = self->lost, r = static_cast<int>(m->arg)] { f(r); });
         continue;
       }
       if (m->type == m_job_failed) {
         if (self->leaving)
           self->settle(fail(told_error(m->id)), wire::printable(m->val, max_failure_text));
         else if (self->failed)
-          self->failed(m->id, wire::printable(m->val, max_failure_text));
+          self->to_rank([f = self->failed, code = std::uint64_t{m->id}, why = wire::printable(m->val, max_failure_text)] { f(code, why); });
         continue;
       }
       if (m->type == m_farewell) {
         self->settle({}, {});
         continue;
       }
-      if (m->type == m_ping) {  // the store asks who is alive: this rank's loop runs
-        self->send({m_pong, m->id, 0, {}, {}});
+      if (m->type == m_ping) {  // the store asks who is alive: answered once this rank's loop runs
+        self->to_rank([self, id = m->id] {
+          asio::post(self->io, [self, id] {
+            if (self->sock.is_open()) self->send({m_pong, id, 0, {}, {}});
+          });
+        });
         continue;
       }
       if (m->type == m_verdict) {
-        if (self->verdict) self->verdict();
+        if (self->verdict) self->to_rank(self->verdict);
         continue;
       }
       auto it = self->pending.find(m->id);
@@ -430,7 +469,7 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
     if (self->leaving)
       self->settle(fail(errc::peer_lost), "the store on rank 0 closed before the job's end (" + why.message() + "): rank 0 died?");
     else if (self->closed)
-      self->closed(why);
+      self->to_rank([f = self->closed, why] { f(why); });
   }
 };
 
@@ -457,11 +496,54 @@ tcp::endpoint resolve(asio::io_context& io, const address& a) {
   return *eps.begin();
 }
 
+// Waits for the answer `start(done)` gives on the client's thread, up to `timeout`.
+template <class T, class Start>
+result<T> wait_answer(asio::io_context& io, std::chrono::milliseconds timeout, Start start) {
+  struct slot {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<result<T>> value;
+  };
+  auto s = std::make_shared<slot>();
+  asio::post(io, [s, start = std::move(start)]() mutable {
+    start([s](result<T> v) {
+      std::lock_guard lock(s->mu);
+      s->value = std::move(v);
+      s->cv.notify_all();
+    });
+  });
+  std::unique_lock lock(s->mu);
+  if (!s->cv.wait_for(lock, timeout, [&] { return s->value.has_value(); })) return fail(errc::timeout);
+  return std::move(*s->value);
+}
+
 }  // namespace
 
-client::client(asio::io_context& io, const address& server, int rank, int size,
+client::client(const asio::any_io_executor& events, const address& server, int rank, int size,
                std::chrono::milliseconds timeout, std::string_view secret)
-    : impl_(std::make_shared<impl>(io)) {
+    : impl_(std::make_shared<impl>(events)) {
+  auto& io = impl_->io;
+  try {
+    handshake(server, rank, size, timeout, secret);
+  } catch (...) {
+    // The read loop ends on the closed socket and lets go of the connection's state.
+    std::error_code ignored;
+    impl_->sock.close(ignored);
+    impl_->work.reset();
+    io.restart();
+    io.run();
+    throw;
+  }
+  std::error_code ec;
+  auto ep = impl_->sock.local_endpoint(ec);
+  impl_->local_host = ec ? std::string("127.0.0.1") : ep.address().to_string();
+  impl_->thread = std::thread([&io] { io.run(); });
+}
+
+// Before the thread starts: the calling thread drives the connection's io_context.
+void client::handshake(const address& server, int rank, int size, std::chrono::milliseconds timeout,
+                       std::string_view secret) {
+  auto& io = impl_->io;
   const auto key = auth::key::from_secret(secret);
   const auto deadline = clock::now() + timeout;
   const auto ep = resolve(io, server);
@@ -537,89 +619,151 @@ client::client(asio::io_context& io, const address& server, int rank, int size,
 }
 
 client::~client() {
-  std::error_code ignored;
-  impl_->leaving = true;
-  impl_->lost = nullptr;
-  impl_->closed = nullptr;
-  impl_->verdict = nullptr;
-  impl_->sock.close(ignored);
+  asio::post(impl_->io, [s = impl_] {
+    std::error_code ignored;
+    s->leaving = true;
+    s->lost = nullptr;
+    s->closed = nullptr;
+    s->failed = nullptr;
+    s->verdict = nullptr;
+    s->sock.close(ignored);
+  });
+  impl_->work.reset();  // the thread ends once the read loop has
+  if (impl_->thread.joinable()) impl_->thread.join();
 }
 
 std::uint64_t client::job_id() const noexcept { return impl_->job_id; }
 
-std::string client::local_host() const {
-  std::error_code ec;
-  auto ep = impl_->sock.local_endpoint(ec);
-  return ec ? std::string("127.0.0.1") : ep.address().to_string();
-}
+std::string client::local_host() const { return impl_->local_host; }
 
 void client::set(std::string key, std::string val, std::function<void(result<void>)> done) {
-  impl_->request({m_set, 0, 0, std::move(key), std::move(val)}, [done = std::move(done)](result<message> m) {
-    done(m ? result<void>{} : fail(m.error()));
+  asio::post(impl_->io, [s = impl_, key = std::move(key), val = std::move(val), done = std::move(done)]() mutable {
+    s->request({m_set, 0, 0, std::move(key), std::move(val)}, [s, done = std::move(done)](result<message> m) {
+      s->to_rank([done, r = m ? result<void>{} : result<void>(fail(m.error()))] { done(r); });
+    });
   });
 }
 
 void client::get(std::string key, std::function<void(result<std::string>)> done) {
-  impl_->request({m_get, 0, 0, std::move(key), {}}, [done = std::move(done)](result<message> m) {
-    if (!m) return done(fail(m.error()));
-    done(std::move(m->val));
+  asio::post(impl_->io, [s = impl_, key = std::move(key), done = std::move(done)]() mutable {
+    s->request({m_get, 0, 0, std::move(key), {}}, [s, done = std::move(done)](result<message> m) {
+      s->to_rank([done, r = m ? result<std::string>(std::move(m->val)) : result<std::string>(fail(m.error()))] { done(r); });
+    });
   });
 }
 
 result<void> client::set_wait(std::string key, std::string val, std::chrono::milliseconds timeout) {
-  std::optional<result<void>> out;
-  set(std::move(key), std::move(val), [&](result<void> r) { out = r; });
-  if (!drive(impl_->io, [&] { return out.has_value(); }, clock::now() + timeout)) return fail(errc::timeout);
-  return *out;
+  return wait_answer<void>(impl_->io, timeout, [s = impl_, key = std::move(key), val = std::move(val)](auto done) mutable {
+    s->request({m_set, 0, 0, std::move(key), std::move(val)}, [done](result<message> m) {
+      done(m ? result<void>{} : result<void>(fail(m.error())));
+    });
+  });
 }
 
 result<std::string> client::get_wait(std::string key, std::chrono::milliseconds timeout) {
-  std::optional<result<std::string>> out;
-  get(std::move(key), [&](result<std::string> r) { out = std::move(r); });
-  if (!drive(impl_->io, [&] { return out.has_value(); }, clock::now() + timeout)) return fail(errc::timeout);
-  return std::move(*out);
+  return wait_answer<std::string>(impl_->io, timeout, [s = impl_, key = std::move(key)](auto done) mutable {
+    s->request({m_get, 0, 0, std::move(key), {}}, [done](result<message> m) {
+      done(m ? result<std::string>(std::move(m->val)) : result<std::string>(fail(m.error())));
+    });
+  });
+}
+
+result<std::vector<std::string>> client::get_all_wait(std::vector<std::string> keys, std::chrono::milliseconds timeout) {
+  using values = std::vector<std::string>;
+  return wait_answer<values>(impl_->io, timeout, [s = impl_, keys = std::move(keys)](auto done) mutable {
+    // Every request in flight at once; the first failure, or all the values in order.
+    struct gather {
+      values got;
+      std::size_t left = 0;
+      bool over = false;
+    };
+    auto g = std::make_shared<gather>();
+    g->got.resize(keys.size());
+    g->left = keys.size();
+    if (keys.empty()) return done(values{});
+    for (std::size_t i = 0; i < keys.size(); ++i)
+      s->request({m_get, 0, 0, std::move(keys[i]), {}}, [g, i, done](result<message> m) {
+        if (g->over) return;
+        if (!m) {
+          g->over = true;
+          return done(fail(m.error()));
+        }
+        g->got[i] = std::move(m->val);
+        if (--g->left == 0) {
+          g->over = true;
+          done(std::move(g->got));
+        }
+      });
+  });
 }
 
 void client::on_events(std::function<void(int)> lost, std::function<void(std::error_code)> closed,
                        std::function<void(std::uint64_t, std::string)> failed) {
-  impl_->lost = std::move(lost);
-  impl_->closed = std::move(closed);
-  impl_->failed = std::move(failed);
+  asio::post(impl_->io, [s = impl_, lost = std::move(lost), closed = std::move(closed), failed = std::move(failed)]() mutable {
+    s->lost = std::move(lost);
+    s->closed = std::move(closed);
+    s->failed = std::move(failed);
+  });
 }
 
 void client::report_stall(std::uint32_t seq, std::string why, std::function<void()> nobody_stuck) {
-  if (impl_->leaving || !impl_->sock.is_open()) return;
-  impl_->verdict = std::move(nobody_stuck);
   why.resize(std::min(why.size(), max_failure_text));
-  impl_->send({m_stalled, 0, seq, {}, std::move(why)});
+  asio::post(impl_->io, [s = impl_, seq, why = std::move(why), nobody_stuck = std::move(nobody_stuck)]() mutable {
+    if (s->leaving || !s->sock.is_open()) return;
+    s->verdict = std::move(nobody_stuck);
+    s->send({m_stalled, 0, seq, {}, std::move(why)});
+  });
 }
 
 void client::report_failure(std::uint32_t code, std::string why) {
-  if (impl_->leaving || !impl_->sock.is_open()) return;
   why.resize(std::min(why.size(), max_failure_text));
-  impl_->send({m_failed, 0, code, {}, std::move(why)});
+  asio::post(impl_->io, [s = impl_, code, why = std::move(why)]() mutable {
+    if (s->leaving || !s->sock.is_open()) return;
+    s->send({m_failed, 0, code, {}, std::move(why)});
+  });
 }
 
 result<void> client::bye(std::chrono::milliseconds wait, std::string* why) {
-  if (!impl_->leaving) {
-    impl_->leaving = true;
-    if (impl_->sock.is_open()) {
-      impl_->send({m_bye, 0, 0, {}, {}});
+  auto& s = *impl_;
+  {
+    std::unique_lock lock(s.mu);
+    if (!s.outcome) {
+      lock.unlock();
+      asio::post(s.io, [self = impl_] {
+        if (self->leaving) return;
+        self->leaving = true;
+        if (!self->sock.is_open()) {
+          self->settle(fail(errc::peer_lost), "the connection to the store on rank 0 was lost");
+          return;
+        }
+        self->send({m_bye, 0, 0, {}, {}});
+        self->out.on_drained([self] {
+          std::lock_guard lock(self->mu);
+          self->bye_sent = true;
+          self->cv.notify_all();
+        });
+      });
+      lock.lock();
       // On the wire before anything else, whatever `wait` (else the store takes this
       // rank for dead).
-      drive(impl_->io, [&] { return !impl_->out.writing || impl_->outcome.has_value(); }, clock::now() + std::chrono::seconds(5));
-      if (!drive(impl_->io, [&] { return impl_->outcome.has_value(); }, clock::now() + wait))
-        impl_->settle(fail(errc::timeout), "not every rank finished within " + std::to_string(wait.count()) +
-                                               " ms of this rank's end (a rank stalled, or is still in a collective)");
-    } else {
-      impl_->settle(fail(errc::peer_lost), "the connection to the store on rank 0 was lost");
+      s.cv.wait_for(lock, std::chrono::seconds(5), [&] { return s.bye_sent || s.outcome.has_value(); });
+      if (!s.cv.wait_for(lock, wait, [&] { return s.outcome.has_value(); })) {
+        s.outcome = fail(errc::timeout);
+        s.outcome_why = "not every rank finished within " + std::to_string(wait.count()) +
+                        " ms of this rank's end (a rank stalled, or is still in a collective)";
+      }
+      lock.unlock();
+      asio::post(s.io, [self = impl_] {
+        self->leaving = true;
+        std::error_code ec;
+        self->sock.shutdown(tcp::socket::shutdown_both, ec);
+        self->sock.close(ec);
+      });
+      lock.lock();
     }
-    std::error_code ec;
-    impl_->sock.shutdown(tcp::socket::shutdown_both, ec);
-    impl_->sock.close(ec);
+    if (why) *why = s.outcome_why;
+    return *s.outcome;
   }
-  if (why) *why = impl_->outcome_why;
-  return *impl_->outcome;
 }
 
 }  // namespace optcast::store

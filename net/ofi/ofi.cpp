@@ -90,7 +90,7 @@ bool from_hex(const std::string& s, std::vector<unsigned char>& out) {
 }  // namespace
 
 void ofi_fabric::bootstrap() {
-  job_ = std::make_unique<job>(io_, cfg_);
+  job_ = std::make_unique<job>(ex_, cfg_);
   job_->on_failure(
       [this, alive = alive_](int r) {
         if (*alive && !closing_) told(make_error_code(errc::peer_lost), rank_name(r) + " died (its store connection closed without goodbye)");
@@ -178,31 +178,23 @@ void ofi_fabric::bootstrap() {
 }
 
 void ofi_fabric::insert_all_peers() {
-  std::vector<std::optional<result<std::string>>> names(static_cast<std::size_t>(cfg_.size));
-  int answered = 0;
-  for (int r = 0; r < cfg_.size; ++r)  // all requests in flight at once
-    job_->store().get(addr_key(r), [&names, &answered, r](result<std::string> v) {
-      names[static_cast<std::size_t>(r)] = std::move(v);
-      ++answered;
-    });
   const auto deadline = std::chrono::steady_clock::now() + cfg_.bootstrap_timeout;
-  while (answered < cfg_.size && std::chrono::steady_clock::now() < deadline) {
-    if (io_.stopped()) io_.restart();
-    io_.run_one_until(deadline);
-  }
-  if (answered < cfg_.size)
+  std::vector<std::string> keys;
+  for (int r = 0; r < cfg_.size; ++r) keys.push_back(addr_key(r));
+  auto names = job_->store().get_all_wait(std::move(keys), cfg_.bootstrap_timeout);
+  if (!names && names.error() == errc::timeout)
     throw setup_error(make_error_code(errc::timeout), "not every rank published its libfabric endpoint within " +
                                                           std::to_string(cfg_.bootstrap_timeout.count()) + " ms");
+  if (!names)
+    throw setup_error(names.error(), "cannot learn the ranks' endpoints from the store (" + names.error().message() + ")");
   std::vector<std::vector<unsigned char>> bytes(static_cast<std::size_t>(cfg_.size));
   std::vector<std::size_t> length(static_cast<std::size_t>(cfg_.size));
   for (int r = 0; r < cfg_.size; ++r) {
-    const auto& v = *names[static_cast<std::size_t>(r)];
+    const std::string* v = &(*names)[static_cast<std::size_t>(r)];
     auto& name = bytes[static_cast<std::size_t>(r)];
-    const auto bar = v ? v->find('|') : std::string::npos;
+    const auto bar = v->find('|');
     std::string why;
-    if (!v)
-      why = "cannot learn " + rank_name(r) + "'s endpoint from the store (" + v.error().message() + ")";
-    else if (bar == std::string::npos || !from_hex(v->substr(bar + 1), name))
+    if (bar == std::string::npos || !from_hex(v->substr(bar + 1), name))
       why = "malformed endpoint name for " + rank_name(r);
     else if (v->substr(0, bar) != provider_)
       why = rank_name(r) + " uses libfabric provider " + v->substr(0, bar) + ", this rank " + provider_ +

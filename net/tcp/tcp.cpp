@@ -10,7 +10,7 @@ namespace optcast::tcp {
 namespace impl {
 
 void tcp_fabric::bootstrap() {
-  job_ = std::make_unique<job>(io_, cfg_);
+  job_ = std::make_unique<job>(ex_, cfg_);
   job_id_ = job_->id();
   key_ = auth::key::from_secret(cfg_.secret);
   job_->on_failure(

@@ -33,7 +33,7 @@
 #include "optcast/net/store.hpp"
 
 namespace asio {
-class io_context;
+class any_io_executor;
 }
 
 namespace optcast {
@@ -78,7 +78,8 @@ struct job_config {
 // the job's outcome. Throws setup_error on failure.
 class job {
 public:
-  job(asio::io_context& io, const job_config& cfg);
+  // What the store tells this rank runs on `events`, its event loop.
+  job(const asio::any_io_executor& events, const job_config& cfg);
   ~job();
   job(const job&) = delete;
   job& operator=(const job&) = delete;

@@ -24,11 +24,12 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "optcast/error.hpp"
 
 namespace asio {
-class io_context;
+class any_io_executor;
 }
 
 namespace optcast::store {
@@ -70,13 +71,15 @@ private:
   std::shared_ptr<impl> impl_;
 };
 
-// One rank's connection, driven by the rank's event loop.
+// One rank's connection. It runs on a thread of its own, so the blocking calls work
+// whoever runs the rank's event loop (or nobody); what the rank is told runs on its loop.
 class client {
 public:
   // Connects (retrying while the server is not up yet, until `timeout`) and introduces
-  // itself as `rank` of a job of `size`, proving it knows `secret` if there is one; runs
-  // `io` until that is done. Throws optcast::setup_error with the reason on failure.
-  client(asio::io_context& io, const address& server, int rank, int size,
+  // itself as `rank` of a job of `size`, proving it knows `secret` if there is one.
+  // Callbacks (set's, get's, on_events', report_stall's) run on `events`. Throws
+  // optcast::setup_error with the reason on failure.
+  client(const asio::any_io_executor& events, const address& server, int rank, int size,
          std::chrono::milliseconds timeout, std::string_view secret = {});
   ~client();
   client(const client&) = delete;
@@ -86,12 +89,14 @@ public:
   // The address of this end of the connection: the local interface that reaches the store.
   std::string local_host() const;
 
-  // Asynchronous; callbacks run on the rank's event loop.
+  // Asynchronous; callbacks run on `events`.
   void set(std::string key, std::string value, std::function<void(result<void>)> done);
   void get(std::string key, std::function<void(result<std::string>)> done);
-  // Blocking forms for bootstrap: drive the event loop until answered or `timeout`.
+  // Blocking, from any thread: until answered or `timeout`.
   result<void> set_wait(std::string key, std::string value, std::chrono::milliseconds timeout);
   result<std::string> get_wait(std::string key, std::chrono::milliseconds timeout);
+  // Every key's value, in order, asked all at once; the first failure otherwise.
+  result<std::vector<std::string>> get_all_wait(std::vector<std::string> keys, std::chrono::milliseconds timeout);
 
   // `lost(rank)` when a rank dies; `closed(ec)` when the store itself goes away;
   // `failed(code, why)` when another rank reported the job's first failure (the text says
@@ -113,6 +118,7 @@ public:
   struct impl;
 
 private:
+  void handshake(const address& server, int rank, int size, std::chrono::milliseconds timeout, std::string_view secret);
   std::shared_ptr<impl> impl_;
 };
 
