@@ -61,6 +61,13 @@ void run_on_loops(testing::test_world& w, const std::string& kind, Body body, Fi
   for (auto& t : threads) t.join();
 }
 
+// The local world (its loop the test runs), or TCP ranks on io_contexts of the test's.
+std::unique_ptr<testing::test_world> make_world(const std::string& kind, int p) {
+  if (kind == "local") return testing::make_world(kind, p);
+  return std::make_unique<testing::process_test_world>(kind, p, communicator_options{},
+                                                       testing::job_options{.caller_loops = true});
+}
+
 std::vector<std::int64_t> values(int r, std::size_t n) {
   std::vector<std::int64_t> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::int64_t>(i) * 3 + r;
@@ -74,7 +81,7 @@ TEST_CASE("every completion token, on the local and TCP fabrics", "[local][tcp][
   INFO(kind);
   const int p = 4;
   const std::size_t n = 5000;
-  auto w = testing::make_world(kind, p);
+  auto w = make_world(kind, p);
   auto& comms = w->comms();
 
   std::vector<std::int64_t> want_sum(n, 0);
@@ -210,7 +217,7 @@ TEST_CASE("a cancelled call ends with cancelled, and every rank ends, told why",
   const std::string kind = GENERATE(as<std::string>{}, "local", "tcp");
   INFO(kind);
   const int p = 3;
-  auto w = testing::make_world(kind, p);
+  auto w = make_world(kind, p);
   auto& comms = w->comms();
   std::vector<std::error_code> got(p);
   std::vector<int> winner(p, -1);
@@ -257,4 +264,105 @@ TEST_CASE("the simulator refuses asynchronous calls: it has no event loop to run
   testing::sim_test_world w(2);
   std::vector<std::byte> buf(8);
   CHECK_THROWS_AS(async_broadcast(w.comms()[0], std::span(buf), 0, [](std::error_code) {}), std::logic_error);
+}
+
+TEST_CASE("ranks on the caller's io_context, run by 4 threads beside the service's own handlers", "[tcp][asio]") {
+  // One io_context, as a service has, run by 4 threads; 3 TCP ranks on it (each fabric on
+  // a strand of its own), called with the blocking run() from other threads and with
+  // use_awaitable from coroutines on the loop, while unrelated handlers keep running.
+  const int p = 3;
+  const std::size_t n = 3000;
+  const std::string secret = "the secret of a job of three ranks";
+  store::server server("127.0.0.1", 0, p, 0x5eedull, secret);
+  asio::io_context io;
+  bool ran = false;
+  asio::post(io, [&] { ran = true; });
+  std::vector<communicator> comms;
+  for (int r = 0; r < p; ++r) {
+    job_config c;
+    c.rank = r;
+    c.size = p;
+    c.store = {"127.0.0.1", server.port()};
+    c.host_store = false;
+    c.secret = secret;
+    comms.emplace_back(tcp::connect(io, c));  // bootstraps without running io
+  }
+  CHECK_FALSE(ran);  // nothing of optcast's ran the loop
+  auto guard = asio::make_work_guard(io);
+  std::atomic<long> ticks{0};
+  asio::steady_timer ticker(io);
+  std::atomic<bool> ticking{true};
+  std::function<void()> tick = [&] {
+    ticker.expires_after(1ms);
+    ticker.async_wait([&](std::error_code ec) {
+      if (ec || !ticking) return;
+      ++ticks;
+      for (int i = 0; i < 4; ++i) asio::post(io, [&] { ++ticks; });
+      tick();
+    });
+  };
+  tick();
+  std::vector<std::thread> loops;
+  for (int t = 0; t < 4; ++t) loops.emplace_back([&] { io.run(); });
+
+  std::vector<std::int64_t> want(n, 0);
+  for (int r = 0; r < p; ++r)
+    for (std::size_t i = 0; i < n; ++i) want[i] += values(r, n)[i];
+  const int rounds = 8;
+  std::vector<int> right(p, 0);
+  std::vector<std::string> errors(p);
+  {
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < p; ++r)
+      ranks.emplace_back([&, r] {
+        const auto R = static_cast<std::size_t>(r);
+        auto& c = comms[R];
+        const auto in = values(r, n);
+        for (int k = 0; k < rounds; ++k) {
+          std::vector<std::int64_t> sum(n, -1);
+          auto res = run(c, allreduce(c, std::span<const std::int64_t>(in), std::span(sum), ops::sum));
+          if (!res) errors[R] += "run: " + describe(res.error(), c.failure_detail()) + "; ";
+          right[R] += res && sum == want;
+          // And from a coroutine on the loop, through its completion token.
+          std::promise<bool> done;
+          asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+            std::vector<std::int64_t> s(n, -1);
+            auto [ec] = co_await async_allreduce(c, std::span<const std::int64_t>(in), std::span(s), ops::sum,
+                                                 asio::experimental::as_tuple(asio::use_awaitable));
+            done.set_value(!ec && s == want);
+          }, asio::detached);
+          right[R] += done.get_future().get();
+        }
+      });
+    for (auto& t : ranks) t.join();
+  }
+  for (int r = 0; r < p; ++r) {
+    INFO("rank " << r << ": " << errors[static_cast<std::size_t>(r)]);
+    CHECK(right[static_cast<std::size_t>(r)] == 2 * rounds);
+  }
+  CHECK(ticks.load() > 0);
+
+  // run() on one of the loop's threads would wait for itself: refused.
+  std::promise<std::string> refused;
+  asio::post(io, [&] {
+    std::vector<std::int64_t> x(1);
+    try {
+      (void)run(comms[0], allreduce(comms[0], std::span<const std::int64_t>(x), std::span(x), ops::sum));
+      refused.set_value("");
+    } catch (const std::logic_error& e) {
+      refused.set_value(e.what());
+    }
+  });
+  CHECK_THAT(refused.get_future().get(), Catch::Contains("runs the communicator's io_context"));
+
+  // The service stops its loop: optcast neither restarts it nor runs it.
+  ticking = false;
+  io.stop();
+  for (auto& t : loops) t.join();
+  std::vector<std::int64_t> x(1);
+  CHECK_THROWS_WITH(run(comms[1], allreduce(comms[1], std::span<const std::int64_t>(x), std::span(x), ops::sum)),
+                    Catch::Contains("is stopped"));
+  CHECK(io.stopped());
+  guard.reset();
+  comms.clear();
 }

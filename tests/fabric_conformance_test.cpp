@@ -19,6 +19,7 @@
 #include <optional>
 #include <thread>
 
+#include <asio/executor_work_guard.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/write.hpp>
 #include "worlds.hpp"
@@ -269,7 +270,7 @@ TEST_CASE("one event loop serves a TCP fabric and a libfabric fabric at once", "
   // Runs in the libfabric run only (tagged [ofi]), where tests/main.cpp found the provider.
   const int p = 3;
   // Two jobs (a store each: a store admits a rank once), each rank in both, with one
-  // io_context per rank driving both of its fabrics.
+  // io_context per rank (the test's, run by a thread of its own) serving both fabrics.
   store::server tcp_store("127.0.0.1", 0, p, 101), ofi_store("127.0.0.1", 0, p, 202);
   std::vector<std::unique_ptr<asio::io_context>> ios;
   for (int r = 0; r < p; ++r) ios.push_back(std::make_unique<asio::io_context>(1));
@@ -295,6 +296,12 @@ TEST_CASE("one event loop serves a TCP fabric and a libfabric fabric at once", "
   a[0] = want_a;
   b[2] = want_b;
   std::vector<std::vector<result<void>>> res(p);
+  std::vector<std::thread> loops;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
+  for (auto& io : ios) {
+    guards.emplace_back(io->get_executor());
+    loops.emplace_back([&io] { io->run(); });
+  }
   std::vector<std::thread> ranks;
   for (int r = 0; r < p; ++r)
     ranks.emplace_back([&, r] {
@@ -305,10 +312,12 @@ TEST_CASE("one event loop serves a TCP fabric and a libfabric fabric at once", "
         ts.push_back(broadcast(*ofi_comms[i], std::span(b[i]), 2, {.blocks = 8}));
         co_return co_await when_all_tasks(std::move(ts));
       };
-      // Either communicator's run drives the shared loop, which serves both.
+      // Handed to the rank's loop, which serves both fabrics.
       res[i] = run(*tcp_comms[i], both());
     });
   for (auto& t : ranks) t.join();
+  for (auto& io : ios) io->stop();  // the fabrics keep work pending (their accepts)
+  for (auto& t : loops) t.join();
   for (std::size_t r = 0; r < p; ++r) {
     INFO("rank " << r);
     REQUIRE(res[r].size() == 2);

@@ -138,7 +138,7 @@ TEST_CASE("deadline table: a warning lead() before each deadline, both gone when
   std::vector<std::pair<char, std::uint32_t>> events;  // 'w' warning, 'd' deadline
   std::vector<clock::time_point> at;
   detail::deadline_table t(
-      io, [&](std::uint32_t s) { events.push_back({'d', s}), at.push_back(clock::now()); },
+      io.get_executor(), [&](std::uint32_t s) { events.push_back({'d', s}), at.push_back(clock::now()); },
       [&](std::uint32_t s) { events.push_back({'w', s}), at.push_back(clock::now()); },
       [](clock::duration d) { return d / 2; });
   const auto start = clock::now();
@@ -162,7 +162,7 @@ TEST_CASE("deadline table: no warning when the lead is not inside the deadline",
   asio::io_context io;
   std::string events;
   detail::deadline_table t(
-      io, [&](std::uint32_t) { events += 'd'; }, [&](std::uint32_t) { events += 'w'; },
+      io.get_executor(), [&](std::uint32_t) { events += 'd'; }, [&](std::uint32_t) { events += 'w'; },
       [](std::chrono::steady_clock::duration d) { return d * 2; });
   t.arm(1, 10ms);
   io.run();
@@ -175,7 +175,7 @@ TEST_CASE("stall watch without a store: fails at the deadline with what it waits
   asio::io_context io;
   std::string waiting = "; receive from rank 2 (collective 5, step 1)";
   std::vector<std::string> failed;
-  detail::stall_watch w(io, [&](std::uint32_t seq) { return seq == 5 ? waiting : std::string{}; },
+  detail::stall_watch w(io.get_executor(), [&](std::uint32_t seq) { return seq == 5 ? waiting : std::string{}; },
                         [&](const std::string& why) { failed.push_back(why); });
   w.deadline_near(nullptr, 5, "rank 0");  // nobody to ask: nothing yet
   CHECK(failed.empty());

@@ -51,9 +51,8 @@ int main(int argc, char** argv) try {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (auto status = optcast::launch_local(argc, argv)) return *status;
-  asio::io_context io;
   auto cfg = optcast::ofi::config::from_env();
-  auto fab = fabric == "ofi" ? optcast::ofi::connect(io, cfg) : optcast::tcp::connect(io, cfg);
+  auto fab = fabric == "ofi" ? optcast::ofi::connect(cfg) : optcast::tcp::connect(cfg);
   if (cfg.rank == die_rank)
     fab = std::make_shared<optcast::testing::fault_fabric>(fab, die_after,
                                                             [] { ::_exit(3); });

@@ -536,7 +536,7 @@ TEST_CASE("a rank refuses a listener that cannot prove it knows the job secret",
   c.store = {"127.0.0.1", server.port()};
   c.host_store = false;
   c.secret = secret;
-  communicator comm(tcp::connect(io, c));
+  communicator comm(tcp::connect(c));
   std::vector<std::byte> msg(8);
   auto r = run(comm, send(comm, 1, 3, msg));
   impostor.join();
@@ -703,8 +703,8 @@ result<std::vector<std::byte>> send_through_flipper(bool encrypt) {
   asio::io_context io0, io1, io2;
   // The job has 3 ranks: the third is this test, to redirect rank 0.
   std::shared_ptr<fabric> f1;
-  std::thread t([&] { f1 = tcp::connect(io1, rank_of(1, 3, server.port(), secret, encrypt)); });
-  auto f0 = tcp::connect(io0, rank_of(0, 3, server.port(), secret, encrypt));
+  std::thread t([&] { f1 = tcp::connect(rank_of(1, 3, server.port(), secret, encrypt)); });
+  auto f0 = tcp::connect(rank_of(0, 3, server.port(), secret, encrypt));
   t.join();
   store::client me(io2.get_executor(), {"127.0.0.1", server.port()}, 2, 3, 5s, secret);
   flipping_proxy proxy(endpoint_of(tcp::listen_address(*f1)), 56 + 32 + 56 + 500);
@@ -747,10 +747,9 @@ TEST_CASE("encryption is all or nothing, and needs a secret", "[tcp][auth]") {
     log_capture log;
     const std::string secret = "the secret of a job of two ranks";
     store::server server("127.0.0.1", 0, 2, 0x5eedull, secret);
-    asio::io_context io0, io1;
     std::shared_ptr<fabric> f1;
-    std::thread t([&] { f1 = tcp::connect(io1, rank_of(1, 2, server.port(), secret, true)); });
-    communicator c0(tcp::connect(io0, rank_of(0, 2, server.port(), secret, false)));
+    std::thread t([&] { f1 = tcp::connect(rank_of(1, 2, server.port(), secret, true)); });
+    communicator c0(tcp::connect(rank_of(0, 2, server.port(), secret, false)));
     t.join();
     communicator c1(f1);
     std::vector<std::byte> msg(8);
@@ -765,8 +764,7 @@ TEST_CASE("encryption is all or nothing, and needs a secret", "[tcp][auth]") {
   SECTION("no secret") {
     job_config c;
     c.encrypt = true;
-    asio::io_context io;
-    CHECK_THAT(setup_failure([&] { tcp::connect(io, c); }), Catch::Contains("OPTCAST_ENCRYPT needs a job secret"));
+    CHECK_THAT(setup_failure([&] { tcp::connect(c); }), Catch::Contains("OPTCAST_ENCRYPT needs a job secret"));
   }
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
 
 #include "optcast/collectives.hpp"
 #include "optcast/net/local.hpp"
@@ -87,6 +88,9 @@ struct job_options {
   // The store's and every rank's. Worlds authenticate as --np jobs do; tests of what an
   // unauthenticated job lets in clear it.
   std::string secret = "a test job's secret, 32 bytes..";
+  // Each rank on an io_context of the test's (tcp::connect(io, cfg)), which the test runs:
+  // io(r). Otherwise each fabric owns its loop (tcp::connect(cfg)) and run() drives it.
+  bool caller_loops = false;
 };
 
 // The job id of every process_test_world: tests that forge handshakes need it.
@@ -98,7 +102,7 @@ class process_test_world final : public test_world {
 public:
   // kind: "tcp", "tcp:encrypt" (OPTCAST_ENCRYPT), or "ofi:<provider>".
   process_test_world(const std::string& kind, int p, communicator_options o = {}, const job_options& jo = {})
-      : server_("127.0.0.1", 0, p, test_job_id, jo.secret), ios_(static_cast<std::size_t>(p)) {
+      : server_("127.0.0.1", 0, p, test_job_id, jo.secret), ios_(static_cast<std::size_t>(p)), caller_loops_(jo.caller_loops) {
     std::vector<std::shared_ptr<fabric>> fabrics(static_cast<std::size_t>(p));
     std::vector<std::string> errors(static_cast<std::size_t>(p));
     std::vector<std::thread> threads;
@@ -120,13 +124,13 @@ public:
         auto& io = *ios_[static_cast<std::size_t>(r)];
         try {
           if (kind.starts_with("tcp")) {
-            fabrics[static_cast<std::size_t>(r)] = tcp::connect(io, c);
+            fabrics[static_cast<std::size_t>(r)] = caller_loops_ ? tcp::connect(io, c) : tcp::connect(c);
           } else {
             ofi::config oc;
             static_cast<job_config&>(oc) = c;
             oc.provider = kind.substr(4);
             oc.register_always = register_always();
-            fabrics[static_cast<std::size_t>(r)] = ofi::connect(io, oc);
+            fabrics[static_cast<std::size_t>(r)] = caller_loops_ ? ofi::connect(io, oc) : ofi::connect(oc);
           }
         } catch (const std::exception& e) {
           errors[static_cast<std::size_t>(r)] = e.what();
@@ -141,8 +145,11 @@ public:
   ~process_test_world() override { comms_.clear(); }
 
   std::vector<communicator>& comms() override { return comms_; }
-  // Rank r's event loop (its fabric runs on it).
-  asio::io_context& io(int r) { return *ios_[static_cast<std::size_t>(r)]; }
+  // Rank r's event loop, with caller_loops (its fabric runs on it; the test runs it).
+  asio::io_context& io(int r) {
+    if (!caller_loops_) throw std::logic_error("process_test_world: io(r) needs job_options::caller_loops");
+    return *ios_[static_cast<std::size_t>(r)];
+  }
   std::vector<result<void>> run_all(const rank_fn& fn) override {
     std::vector<result<void>> out(comms_.size());
     std::vector<std::thread> threads;
@@ -157,13 +164,7 @@ public:
     std::vector<char> ok(comms_.size(), 0);
     const auto until = std::chrono::steady_clock::now() + most;
     for (std::size_t r = 0; r < comms_.size(); ++r)
-      threads.emplace_back([&, r] {
-        auto& io = *ios_[r];
-        while (!(ok[r] = done(comms_[r])) && std::chrono::steady_clock::now() < until) {
-          if (io.stopped()) io.restart();
-          io.run_for(std::chrono::milliseconds(5));
-        }
-      });
+      threads.emplace_back([&, r] { ok[r] = drive_until(comms_[r], done, until); });
     for (auto& t : threads) t.join();
     return std::all_of(ok.begin(), ok.end(), [](char x) { return x != 0; });
   }
@@ -175,8 +176,39 @@ public:
   }
 
 private:
+  // Runs c's loop (its own, or the test's) on this thread until done(c), or false at
+  // `until`; a timer wakes the loop every 5 ms to look.
+  bool drive_until(communicator& c, const std::function<bool(communicator&)>& done,
+                   std::chrono::steady_clock::time_point until) {
+    asio::steady_timer tick(*c.get_fabric().executor());
+    bool ticking = true;
+    std::function<void()> arm = [&] {
+      tick.expires_after(std::chrono::milliseconds(5));
+      tick.async_wait([&](std::error_code ec) {
+        if (ec) ticking = false;
+        else arm();
+      });
+    };
+    arm();
+    bool ok = false;
+    auto stop = [&] { return (ok = done(c)) || std::chrono::steady_clock::now() >= until; };
+    auto stopped = [&] { return !ticking; };
+    if (auto* io = c.get_fabric().borrowed_loop()) {
+      if (io->stopped()) io->restart();
+      while (!stop()) io->run_one();
+      tick.cancel();
+      while (!stopped()) io->run_one();
+    } else {
+      c.get_fabric().run_until(stop);
+      tick.cancel();
+      c.get_fabric().run_until(stopped);  // the cancelled wait's handler refers to this frame
+    }
+    return ok;
+  }
+
   store::server server_;
   std::vector<std::unique_ptr<asio::io_context>> ios_;
+  bool caller_loops_ = false;
   std::vector<communicator> comms_;
 };
 

@@ -48,9 +48,7 @@ int p2p_cmd(int argc, char** argv) {
   // Authenticated, as jobs started with --np are.
   const std::string secret = "optcast-bench p2p's own job secret";
   store::server server("127.0.0.1", 0, 2, 42, secret);
-  std::vector<std::unique_ptr<asio::io_context>> ios;
   std::vector<std::shared_ptr<fabric>> fabs(2);
-  for (int r = 0; r < 2; ++r) ios.push_back(std::make_unique<asio::io_context>(1));
   {
     std::vector<std::thread> starting;
     std::string error;
@@ -64,8 +62,7 @@ int p2p_cmd(int argc, char** argv) {
         c.secret = secret;
         c.encrypt = encrypt;
         try {
-          fabs[static_cast<std::size_t>(r)] = fabric_name == "ofi" ? ofi::connect(*ios[static_cast<std::size_t>(r)], c)
-                                                                   : tcp::connect(*ios[static_cast<std::size_t>(r)], c);
+          fabs[static_cast<std::size_t>(r)] = fabric_name == "ofi" ? ofi::connect(c) : tcp::connect(c);
         } catch (const std::exception& e) {
           error = e.what();
         }

@@ -106,9 +106,13 @@ void start_async(communicator& c, task<R> t, Handler handler) {
     });
   asio::dispatch(*loop, [t = std::move(t), h = std::move(handler), work = std::move(work), slot]() mutable {
     spawn(std::move(t), [h = std::move(h), work = std::move(work), slot](std::optional<R> v, std::exception_ptr e) mutable {
-      if (slot.is_connected()) slot.clear();
       R r = e ? R(fail(error_of(e))) : std::move(*v);
-      asio::post(work, [h = std::move(h), r = std::move(r)]() mutable { invoke_with(h, std::move(r)); });
+      // The slot is cleared where it is emitted from, the handler's executor, not on the
+      // fabric's strand (another thread, when several run the loop).
+      asio::post(work, [h = std::move(h), r = std::move(r), slot]() mutable {
+        if (slot.is_connected()) slot.clear();
+        invoke_with(h, std::move(r));
+      });
     });
   });
 }

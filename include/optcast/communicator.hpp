@@ -8,6 +8,7 @@
 #include <mutex>
 #include <memory>
 #include <exception>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -138,11 +139,33 @@ private:
   std::uint32_t id_ = 0;
 };
 
-// The blocking entry point: drives the communicator's fabric until `t` has finished.
+namespace detail {
+// start(finished) on the fabric's executor, this thread waiting until finished() is
+// called (lib/runtime/borrowed_loop.cpp). Throws std::logic_error when this thread runs
+// the loop, or the loop is stopped.
+void block_on_loop(fabric& f, const std::function<void(std::function<void()> finished)>& start);
+}  // namespace detail
+
+// The blocking entry point. On a fabric with a loop of its own (join()), drives it on
+// this thread until `t` has finished; on the caller's io_context (join(io)), hands `t` to
+// the threads that run it and waits, from a thread that does not (std::logic_error
+// otherwise, and when the io_context is stopped).
 template <class T>
 T run(communicator& c, task<T> t) {
   std::optional<T> out;
   std::exception_ptr error;
+  if (c.get_fabric().borrowed_loop()) {
+    auto held = std::make_shared<task<T>>(std::move(t));
+    detail::block_on_loop(c.get_fabric(), [&, held](std::function<void()> finished) {
+      spawn(std::move(*held), [&, finished](std::optional<T> v, std::exception_ptr e) {
+        out = std::move(v);
+        error = e;
+        finished();
+      });
+    });
+    if (error) std::rethrow_exception(error);
+    return std::move(*out);
+  }
   bool done = false;
   spawn(std::move(t), [&](std::optional<T> v, std::exception_ptr e) {
     out = std::move(v);

@@ -41,6 +41,7 @@
 
 namespace asio {
 class any_io_executor;
+class io_context;
 }
 
 namespace optcast {
@@ -261,6 +262,11 @@ public:
   // points (optcast/asio.hpp); nullptr for a fabric without one (the simulator, whose
   // virtual time only run_until drives).
   virtual const asio::any_io_executor* executor() const noexcept { return nullptr; }
+  // The caller's io_context the fabric runs on (join(io)): run() then never runs it
+  // itself, it hands the call to the loop's threads and waits. Null when the fabric
+  // drives a loop of its own in run_until (join(), a local world with its own loop, the
+  // simulator).
+  virtual asio::io_context* borrowed_loop() const noexcept { return nullptr; }
 
   // Fails every pending operation with `ec`, and every later one too.
   virtual void abort(std::error_code ec, std::string detail) noexcept = 0;

@@ -738,7 +738,7 @@ result<void> client::bye(std::chrono::milliseconds wait, std::string* why) {
         }
         self->send({m_bye, 0, 0, {}, {}});
         self->out.on_drained([self] {
-          std::lock_guard lock(self->mu);
+          std::lock_guard l(self->mu);
           self->bye_sent = true;
           self->cv.notify_all();
         });

@@ -9,7 +9,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include <asio/io_context.hpp>
+#include <asio/any_io_executor.hpp>
 #include <asio/steady_timer.hpp>
 
 namespace optcast::detail {
@@ -21,10 +21,10 @@ public:
   // `on_warn(seq)`, when given, runs `warn_lead(timeout)` before a deadline (when that
   // is positive): the fabrics ask the store for a stall's root cause there, so that the
   // answer is in by the deadline itself (common/stall.hpp).
-  deadline_table(asio::io_context& io, std::function<void(std::uint32_t seq)> on_expire,
+  deadline_table(const asio::any_io_executor& ex, std::function<void(std::uint32_t seq)> on_expire,
                  std::function<void(std::uint32_t seq)> on_warn = nullptr,
                  std::function<clock::duration(clock::duration)> warn_lead = nullptr)
-      : timer_(io), on_expire_(std::move(on_expire)), on_warn_(std::move(on_warn)), warn_lead_(std::move(warn_lead)) {}
+      : timer_(ex), on_expire_(std::move(on_expire)), on_warn_(std::move(on_warn)), warn_lead_(std::move(warn_lead)) {}
   ~deadline_table() { *alive_ = false; }
   deadline_table(const deadline_table&) = delete;
   deadline_table& operator=(const deadline_table&) = delete;

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include <asio/io_context.hpp>
+#include <asio/any_io_executor.hpp>
 #include <asio/steady_timer.hpp>
 
 #include "../bootstrap/store_protocol.hpp"
@@ -40,8 +40,8 @@ public:
   // `waiting_for(seq)`: "; receive from rank 2 (collective 5, step 1); ..." for each
   // operation of collective seq still waiting, empty once none is (it may finish while the
   // store is asked); `fail(text)`: fail this rank with errc::timeout and the text.
-  stall_watch(asio::io_context& io, std::function<std::string(std::uint32_t)> waiting_for, std::function<void(const std::string&)> fail)
-      : timer_(io), waiting_for_(std::move(waiting_for)), fail_(std::move(fail)) {}
+  stall_watch(const asio::any_io_executor& ex, std::function<std::string(std::uint32_t)> waiting_for, std::function<void(const std::string&)> fail)
+      : timer_(ex), waiting_for_(std::move(waiting_for)), fail_(std::move(fail)) {}
   ~stall_watch() { *alive_ = false; }
   stall_watch(const stall_watch&) = delete;
   stall_watch& operator=(const stall_watch&) = delete;

@@ -7,6 +7,7 @@
 #include <asio/any_io_executor.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
+#include <asio/strand.hpp>
 
 #include "../common/buffer_pool.hpp"
 #include "../common/deadlines.hpp"
@@ -30,6 +31,8 @@ class local_fabric;
 
 struct world_state {
   asio::io_context* io = nullptr;
+  bool owned = false;  // the world's own loop, which run_until drives
+  // The whole world's work, one handler at a time, however many threads run io.
   asio::any_io_executor ex;
   int ports = 1;
   std::vector<local_fabric*> ranks;
@@ -49,7 +52,7 @@ struct world_state {
     ready.push_back(op);
     if (!drain_posted) {
       drain_posted = true;
-      asio::post(*io, [this] { drain(); });
+      asio::post(ex, [this] { drain(); });
     }
   }
   void drain() {
@@ -66,7 +69,7 @@ namespace {
 class local_fabric final : public fabric {
 public:
   local_fabric(std::shared_ptr<world_state> w, int rank)
-      : w_(std::move(w)), rank_(rank), deadlines_(*w_->io, [this](std::uint32_t seq) {
+      : w_(std::move(w)), rank_(rank), deadlines_(w_->ex, [this](std::uint32_t seq) {
           expire(seq);
         }) {}
 
@@ -81,6 +84,7 @@ public:
   int ports() const noexcept override { return w_->ports; }
   std::string_view name() const noexcept override { return "local"; }
   const asio::any_io_executor* executor() const noexcept override { return &w_->ex; }
+  asio::io_context* borrowed_loop() const noexcept override { return w_->owned ? nullptr : w_->io; }
 
   bool start(operation& op) noexcept override {
     if (auto ec = check_op(*this, op)) return fail_now(op, ec, "bad operation");
@@ -117,6 +121,8 @@ public:
   void disarm_deadline(std::uint64_t token) noexcept override { deadlines_.disarm(token); }
 
   void run_until(stop_predicate done) override {
+    if (borrowed_loop())  // run() waits for the owner's threads instead
+      throw std::logic_error("optcast: a fabric on the caller's io_context does not run it (run_until)");
     auto& io = *w_->io;
     while (!done()) {
       if (io.stopped()) io.restart();
@@ -263,7 +269,7 @@ std::shared_ptr<world_state> make_state(int p, asio::io_context& io, int ports) 
   if (ports < 1) throw std::invalid_argument("optcast::local::world: need at least one port");
   auto s = std::make_shared<world_state>();
   s->io = &io;
-  s->ex = io.get_executor();
+  s->ex = asio::make_strand(io);
   s->ports = ports;
   s->ranks.assign(static_cast<std::size_t>(p), nullptr);
   return s;
@@ -271,7 +277,9 @@ std::shared_ptr<world_state> make_state(int p, asio::io_context& io, int ports) 
 }  // namespace
 
 world::world(int p, int ports)
-    : owned_io_(std::make_unique<asio::io_context>(1)), state_(make_state(p, *owned_io_, ports)) {}
+    : owned_io_(std::make_unique<asio::io_context>(1)), state_(make_state(p, *owned_io_, ports)) {
+  state_->owned = true;
+}
 
 world::world(int p, asio::io_context& io, int ports) : state_(make_state(p, io, ports)) {}
 

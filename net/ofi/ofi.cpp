@@ -278,17 +278,22 @@ config config::from_env() {
   return c;
 }
 
-std::shared_ptr<optcast::fabric> connect(asio::io_context& io, const config& cfg) {
+namespace {
+std::shared_ptr<impl::ofi_fabric> make(asio::io_context& io, const config& cfg, bool owns_loop) {
   if (cfg.encrypt)
     throw setup_error(make_error_code(errc::invalid_argument),
                       "OPTCAST_ENCRYPT is for the TCP fabric: libfabric moves the data itself, unencrypted");
-  auto f = std::make_shared<ofi_fabric>(io, cfg);
+  auto f = std::make_shared<impl::ofi_fabric>(io, cfg);
+  if (owns_loop) f->own_loop();
   f->bootstrap();
   return f;
 }
+}  // namespace
+
+std::shared_ptr<optcast::fabric> connect(asio::io_context& io, const config& cfg) { return make(io, cfg, false); }
 
 std::shared_ptr<optcast::fabric> connect(const config& cfg) {
-  return detail::with_own_loop([&](asio::io_context& io) { return connect(io, cfg); });
+  return detail::with_own_loop([&](asio::io_context& io) { return make(io, cfg, true); });
 }
 
 std::string provider(const optcast::fabric& f) {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <list>
+#include <stdexcept>
 #include <optional>
 #include <thread>
 #include <sched.h>
@@ -20,6 +21,7 @@
 #include <asio/post.hpp>
 #include <asio/posix/stream_descriptor.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -68,8 +70,8 @@ inline fid_mr*& mr_of(operation& op) { return *reinterpret_cast<fid_mr**>(&op.fa
 class ofi_fabric final : public fabric {
 public:
   ofi_fabric(asio::io_context& io, const config& cfg)
-      : io_(io), cfg_(cfg), wait_(io), deadlines_(
-            io, [this](std::uint32_t seq) { expire(seq); },
+      : io_(io), cfg_(cfg), wait_(ex_), deadlines_(
+            ex_, [this](std::uint32_t seq) { expire(seq); },
             [this](std::uint32_t seq) {
               if (!failure()) stall_.deadline_near(job_.get(), seq, rank_name(cfg_.rank));
             },
@@ -114,6 +116,8 @@ public:
   void disarm_deadline(std::uint64_t token) noexcept override { deadlines_.disarm(token); }
 
   void run_until(stop_predicate done) override;
+  asio::io_context* borrowed_loop() const noexcept override { return owns_loop_ ? nullptr : &io_; }
+  void own_loop() noexcept { owns_loop_ = true; }
   const asio::any_io_executor* executor() const noexcept override { return &ex_; }
 
   // Takes every outstanding operation back from the provider (quiesce) before any is
@@ -206,7 +210,10 @@ private:
   };
 
   asio::io_context& io_;
-  asio::any_io_executor ex_{io_.get_executor()};
+  // Everything of the fabric's runs here, one handler at a time, however many threads
+  // run io_.
+  asio::any_io_executor ex_{asio::make_strand(io_)};
+  bool owns_loop_ = false;
   config cfg_;
   std::unique_ptr<job> job_;
   std::string provider_;
@@ -230,18 +237,18 @@ private:
   detail::op_queue retry_;   // refused with -FI_EAGAIN, to post after progress
   detail::op_queue lost_;    // failed on the peer's side, waiting for the cause (lost_peer)
   detail::op_queue reaped_;  // given back by the provider, to be completed here
-  asio::steady_timer loss_timer_{io_};
+  asio::steady_timer loss_timer_{ex_};
   bool loss_timer_armed_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   fi_context2 probe_ctx_{};
   std::deque<probe> probes_;
   std::optional<probe> probing_;  // the peek with the provider
   bool peek_works_ = false;       // the provider answers FI_PEEK (and has not refused one)
-  asio::steady_timer probe_timer_{io_};
+  asio::steady_timer probe_timer_{ex_};
   bool probe_timer_armed_ = false;
   std::uint64_t received_ = 0, received_at_tick_ = 0;  // receive completions (data)
   detail::deadline_table deadlines_;
-  detail::stall_watch stall_{io_, [this](std::uint32_t seq) { return waiting_for(seq); },
+  detail::stall_watch stall_{ex_, [this](std::uint32_t seq) { return waiting_for(seq); },
                              [this](const std::string& why) { abort(make_error_code(errc::timeout), why); }};
   std::vector<flow> flow_ = std::vector<flow>(static_cast<std::size_t>(std::max(cfg_.size, 0)));
   std::list<internal_op> internal_ops_;  // confirmations in flight, either way

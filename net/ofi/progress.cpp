@@ -108,6 +108,8 @@ void ofi_fabric::cancel(operation& op, std::error_code ec) noexcept {
 }
 
 void ofi_fabric::run_until(stop_predicate done) {
+  if (borrowed_loop())  // run() waits for the owner's threads instead
+    throw std::logic_error("optcast: a fabric on the caller's io_context does not run it (run_until)");
   while (!done()) {
     if (io_.stopped()) io_.restart();
     io_.run_one();
@@ -421,7 +423,7 @@ void ofi_fabric::progress() {
 void ofi_fabric::progress_soon() {
   if (progress_posted_) return;
   progress_posted_ = true;
-  asio::post(io_, [this, alive = alive_] {
+  asio::post(ex_, [this, alive = alive_] {
     if (*alive) progress();
   });
 }

@@ -78,6 +78,8 @@ std::uint64_t tcp_fabric::arm_deadline(std::uint32_t seq, std::chrono::nanosecon
 }
 
 void tcp_fabric::run_until(stop_predicate done) {
+  if (borrowed_loop())  // run() waits for the owner's threads instead
+    throw std::logic_error("optcast: a fabric on the caller's io_context does not run it (run_until)");
   while (!done()) {
     if (io_.stopped()) io_.restart();
     io_.run_one();
@@ -402,7 +404,12 @@ std::shared_ptr<optcast::fabric> connect(asio::io_context& io, const config& cfg
 }
 
 std::shared_ptr<optcast::fabric> connect(const config& cfg) {
-  return detail::with_own_loop([&](asio::io_context& io) { return connect(io, cfg); });
+  return detail::with_own_loop([&](asio::io_context& io) {
+    auto f = std::make_shared<tcp_fabric>(io, cfg);
+    f->own_loop();
+    f->bootstrap();
+    return f;
+  });
 }
 
 std::string listen_address(const optcast::fabric& f) {

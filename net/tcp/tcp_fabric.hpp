@@ -9,6 +9,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <cstdlib>
+#include <stdexcept>
 #include <cstring>
 #include <optional>
 #include <random>
@@ -19,6 +20,7 @@
 #include <asio/ip/tcp.hpp>
 #include <asio/read.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
 #include <asio/write.hpp>
 #include "../auth/auth.hpp"
 #include "../bootstrap/wire.hpp"
@@ -72,7 +74,7 @@ struct in_conn {
 
 struct out_conn {
   enum class state { idle, resolving, connecting, handshake, ready, failed };
-  explicit out_conn(asio::io_context& io) : sock(io) {}
+  explicit out_conn(const asio::any_io_executor& ex) : sock(ex) {}
   state st = state::idle;
   tcp::socket sock;
   std::string where;  // "host:port", for messages
@@ -91,7 +93,7 @@ struct out_conn {
 };
 
 struct peer_state {
-  explicit peer_state(asio::io_context& io) : out(io) {}
+  explicit peer_state(const asio::any_io_executor& ex) : out(ex) {}
   out_conn out;
   std::shared_ptr<in_conn> in;
   bool in_closed = false;  // its connection to us ended: nothing more will come
@@ -135,14 +137,14 @@ inline std::string endpoint_text(const tcp::socket& s) {
 class tcp_fabric final : public fabric {
 public:
   tcp_fabric(asio::io_context& io, const config& cfg)
-      : io_(io), cfg_(cfg), acceptor_(io), deadlines_(
-            io, [this](std::uint32_t seq) { expire(seq); },
+      : io_(io), cfg_(cfg), acceptor_(ex_), deadlines_(
+            ex_, [this](std::uint32_t seq) { expire(seq); },
             [this](std::uint32_t seq) {
               if (!failure()) stall_.deadline_near(job_.get(), seq, rank_name(cfg_.rank));
             },
             &detail::stall_watch::lead) {
     peers_.reserve(static_cast<std::size_t>(cfg.size));
-    for (int r = 0; r < cfg.size; ++r) peers_.emplace_back(io);
+    for (int r = 0; r < cfg.size; ++r) peers_.emplace_back(ex_);
   }
 
   ~tcp_fabric() override { close(); }
@@ -162,6 +164,8 @@ public:
   void disarm_deadline(std::uint64_t token) noexcept override { deadlines_.disarm(token); }
 
   void run_until(stop_predicate done) override;
+  asio::io_context* borrowed_loop() const noexcept override { return owns_loop_ ? nullptr : &io_; }
+  void own_loop() noexcept { owns_loop_ = true; }
   const asio::any_io_executor* executor() const noexcept override { return &ex_; }
 
   // Fails everything pending and closes every data connection, so that peers waiting
@@ -264,7 +268,10 @@ private:
   void give_back(detail::message_buffer&& b) { pool_.give_back(std::move(b)); }
 
   asio::io_context& io_;
-  asio::any_io_executor ex_{io_.get_executor()};
+  // Everything of the fabric's runs here, one handler at a time, however many threads
+  // run io_.
+  asio::any_io_executor ex_{asio::make_strand(io_)};
+  bool owns_loop_ = false;
   config cfg_;
   std::uint64_t job_id_ = 0;
   std::optional<auth::key> key_;
@@ -281,10 +288,10 @@ private:
   result<void> outcome_;  // the job's, once closed
   // A connection broke and its operations wait up to loss_grace for the cause.
   bool loss_pending_ = false;
-  asio::steady_timer loss_timer_{io_};
+  asio::steady_timer loss_timer_{ex_};
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   detail::deadline_table deadlines_;
-  detail::stall_watch stall_{io_, [this](std::uint32_t seq) { return waiting_for(seq); },
+  detail::stall_watch stall_{ex_, [this](std::uint32_t seq) { return waiting_for(seq); },
                              [this](const std::string& why) { abort(make_error_code(errc::timeout), why); }};
 };
 

@@ -35,8 +35,11 @@ using config = job_config;
 // For plain programs: the fabric owns its io_context, which the blocking calls (run(),
 // leave()) drive on the calling thread. Nothing else can run it.
 std::shared_ptr<optcast::fabric> connect(const config& cfg);
-// On the caller's io_context, for programs that run one already (asio.hpp's calls).
-// Runs `io` while it waits; the fabric must be used and destroyed on `io`'s thread.
+// On the caller's io_context, for programs that run one already (asio.hpp's calls). Does
+// not run `io` (the store is reached from a thread of its own); the fabric's work goes
+// through a strand on it, and run() hands calls to the threads that run it. leave() and
+// the destructor touch the fabric directly: call them while no thread runs `io`, or from
+// a handler on the fabric's executor().
 std::shared_ptr<optcast::fabric> connect(asio::io_context& io, const config& cfg);
 
 // "host:port" a TCP fabric listens on for its peers (empty for other fabrics).
