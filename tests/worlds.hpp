@@ -182,10 +182,13 @@ private:
                    std::chrono::steady_clock::time_point until) {
     asio::steady_timer tick(*c.get_fabric().executor());
     bool ticking = true;
+    // cancel() misses a wait that has expired but whose handler has not run yet (on a
+    // strand that is two hops of the loop): the handler looks at `wanted` as well.
+    bool wanted = true;
     std::function<void()> arm = [&] {
       tick.expires_after(std::chrono::milliseconds(5));
       tick.async_wait([&](std::error_code ec) {
-        if (ec) ticking = false;
+        if (ec || !wanted) ticking = false;
         else arm();
       });
     };
@@ -196,10 +199,12 @@ private:
     if (auto* io = c.get_fabric().borrowed_loop()) {
       if (io->stopped()) io->restart();
       while (!stop()) io->run_one();
+      wanted = false;
       tick.cancel();
       while (!stopped()) io->run_one();
     } else {
       c.get_fabric().run_until(stop);
+      wanted = false;
       tick.cancel();
       c.get_fabric().run_until(stopped);  // the cancelled wait's handler refers to this frame
     }
