@@ -91,6 +91,9 @@ struct job_options {
   // Each rank on an io_context of the test's (tcp::connect(io, cfg)), which the test runs:
   // io(r). Otherwise each fabric owns its loop (tcp::connect(cfg)) and run() drives it.
   bool caller_loops = false;
+  // The ranks meet in this store (job_config::kv) instead of the world's TCP store,
+  // whose address they are then not given.
+  std::shared_ptr<kv_store> kv;
 };
 
 // The job id of every process_test_world: tests that forge handshakes need it.
@@ -114,6 +117,10 @@ public:
         c.rank = r;
         c.size = p;
         c.store = {"127.0.0.1", server_.port()};
+        if (jo.kv) {
+          c.kv = jo.kv;
+          c.store = {"127.0.0.1", 1};  // nobody there: the bootstrap must not need it
+        }
         c.host_store = false;
         c.ports = jo.ports;
         c.secret = jo.secret;

@@ -169,7 +169,7 @@ void ofi_fabric::bootstrap() {
   std::array<unsigned char, 512> name{};
   std::size_t len = name.size();
   check(fi_getname(&ep_->fid, name.data(), &len), "fi_getname");
-  if (auto r = job_->store().set_wait(addr_key(cfg_.rank), provider_ + "|" + to_hex(name.data(), len), cfg_.bootstrap_timeout); !r)
+  if (auto r = job_->publish(addr_key(cfg_.rank), provider_ + "|" + to_hex(name.data(), len), cfg_.bootstrap_timeout); !r)
     throw setup_error(r.error(), "cannot register with the store: " + r.error().message());
   insert_all_peers();
   log(log_level::debug, rank_name(cfg_.rank) + " on libfabric provider " + provider_ +
@@ -181,7 +181,7 @@ void ofi_fabric::insert_all_peers() {
   const auto deadline = std::chrono::steady_clock::now() + cfg_.bootstrap_timeout;
   std::vector<std::string> keys;
   for (int r = 0; r < cfg_.size; ++r) keys.push_back(addr_key(r));
-  auto names = job_->store().get_all_wait(std::move(keys), cfg_.bootstrap_timeout);
+  auto names = job_->lookup_all(std::move(keys), cfg_.bootstrap_timeout);
   if (!names && names.error() == errc::timeout)
     throw setup_error(make_error_code(errc::timeout), "not every rank published its libfabric endpoint within " +
                                                           std::to_string(cfg_.bootstrap_timeout.count()) + " ms");

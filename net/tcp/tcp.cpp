@@ -34,7 +34,7 @@ void tcp_fabric::bootstrap() {
   if (ec) throw setup_error(ec, "cannot listen on " + host + ": " + ec.message());
   listen_ = host + ":" + std::to_string(acceptor_.local_endpoint().port());
   accept_next();
-  if (auto r = job_->store().set_wait(addr_key(cfg_.rank), listen_, cfg_.bootstrap_timeout); !r)
+  if (auto r = job_->publish(addr_key(cfg_.rank), listen_, cfg_.bootstrap_timeout); !r)
     throw setup_error(r.error(), "cannot register with the store: " + r.error().message());
   log(log_level::debug, rank_name(cfg_.rank) + " of job " + std::to_string(job_id_) + " listens on " + listen_);
 }
@@ -264,7 +264,7 @@ void tcp_fabric::write_next(int p) {
 void tcp_fabric::open_out(int p) {
   auto& out = peer(p).out;
   out.st = out_conn::state::resolving;
-  job_->store().get(addr_key(p), [this, alive = alive_, p](result<std::string> a) {
+  job_->lookup(addr_key(p), [this, alive = alive_, p](result<std::string> a) {
     if (!*alive) return;
     auto& o = peer(p).out;
     if (o.st != out_conn::state::resolving) return;

@@ -30,6 +30,7 @@
 #include <string>
 
 #include "optcast/error.hpp"
+#include "optcast/net/kv_store.hpp"
 #include "optcast/net/store.hpp"
 
 namespace asio {
@@ -42,6 +43,9 @@ struct job_config {
   int rank = 0;
   int size = 1;
   store::address store{"127.0.0.1", 29500};
+  // Set: the ranks meet in this store, the program's own (optcast/net/kv_store.hpp),
+  // instead of optcast's TCP store at `store` (and host_store, store_fd do not apply).
+  std::shared_ptr<kv_store> kv;
   // Rank 0 hosts the store at `store` (or on store_fd). False: the store runs elsewhere
   // (a test harness, an external rendezvous service).
   bool host_store = true;
@@ -75,7 +79,8 @@ struct job_config {
 
 // Joining a job: rank 0 starts the store; every rank connects to it, learns the job id
 // and keeps the connection, which reports dead peers. leave() says goodbye and learns
-// the job's outcome. Throws setup_error on failure.
+// the job's outcome. Throws setup_error on failure. With job_config::kv, the same
+// through the program's store (kv_store.hpp says what it cannot do).
 class job {
 public:
   // What the store tells this rank runs on `events`, its event loop.
@@ -86,7 +91,13 @@ public:
 
   const job_config& config() const noexcept { return cfg_; }
   std::uint64_t id() const noexcept { return id_; }
-  store::client& store() noexcept { return *client_; }
+  // What the fabric publishes for its peers (where it listens), and learns of theirs.
+  // Blocking, from any thread: until stored / until every key is there, or `timeout`.
+  result<void> publish(std::string key, std::string value, std::chrono::milliseconds timeout);
+  result<std::vector<std::string>> lookup_all(std::vector<std::string> keys, std::chrono::milliseconds timeout);
+  // Without blocking: `done` runs on the job's event loop, once the key is there (up to
+  // the bootstrap timeout).
+  void lookup(std::string key, std::function<void(result<std::string>)> done);
   // The address this rank listens on and advertises to its peers.
   const std::string& host() const noexcept { return host_; }
 
@@ -109,11 +120,16 @@ public:
   const std::string& outcome_detail() const noexcept { return outcome_detail_; }
 
 private:
+  void join_kv(const asio::any_io_executor& events);
+  result<void> leave_kv(std::chrono::milliseconds wait, bool failed);
+
   job_config cfg_;
   std::uint64_t id_ = 0;
   std::string host_;
   std::unique_ptr<store::server> server_;
   std::unique_ptr<store::client> client_;
+  struct kv_side;  // with job_config::kv: its worker thread and what it watches
+  std::unique_ptr<kv_side> kv_;
   bool left_ = false;
   result<void> outcome_;
   std::string outcome_detail_;
