@@ -823,3 +823,31 @@ TEST_CASE("the store names the rank that does not answer a stall inquiry, or tel
     CHECK(last(1).type == p::m_verdict);
   }
 }
+
+TEST_CASE("a rank that joins after the job failed is told, though it sets its callbacks later", "[store]") {
+  // A slow rank (a sanitizer build, a loaded host) may reach the store after the others
+  // have failed: the store tells it at once, before its fabric has set the callbacks.
+  const std::string secret = "the secret of a job of two ranks";
+  store::server server("127.0.0.1", 0, 2, 0x1a7eull, secret);
+  asio::io_context io;
+  const store::address where{"127.0.0.1", server.port()};
+  store::client first(io.get_executor(), where, 0, 2, 5s, secret);
+  first.report_failure(static_cast<std::uint32_t>(errc::call_mismatch), "rank 0 failed: called differently");
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (!server.failed() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
+  REQUIRE(server.failed());
+  store::client late(io.get_executor(), where, 1, 2, 5s, secret);
+  std::this_thread::sleep_for(100ms);  // the store's word is here before the callbacks
+  std::string told;
+  std::uint64_t code = 0;
+  late.on_events(nullptr, nullptr, [&](std::uint64_t c, std::string why) {
+    code = c;
+    told = std::move(why);
+  });
+  while (told.empty() && std::chrono::steady_clock::now() < until + 5s) {
+    io.restart();
+    io.run_for(10ms);
+  }
+  CHECK(told == "rank 0 failed: called differently");
+  CHECK(code == static_cast<std::uint64_t>(errc::call_mismatch));
+}

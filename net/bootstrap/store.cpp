@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <asio/co_spawn.hpp>
@@ -384,6 +385,10 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
   std::function<void(std::error_code)> closed;
   std::function<void(std::uint64_t, std::string)> failed;
   std::function<void()> verdict;
+  // What the store said before the rank set its callbacks (a job can fail while a slow
+  // rank is still joining): held, and told once on_events sets them.
+  bool events_set = false;
+  std::vector<std::function<void()>> held;
   bool leaving = false;
   std::string server_name;
 
@@ -431,15 +436,19 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
       if (m->type == m_peer_lost) {
         if (self->leaving)
           self->settle(fail(errc::peer_lost), "rank " + std::to_string(m->arg) + " died before the job's end");
-        else if (self->lost)
-          self->to_rank([f = self->lost, r = static_cast<int>(m->arg)] { f(r); });
+        else
+          self->tell([self, r = static_cast<int>(m->arg)] {
+            if (self->lost) self->to_rank([f = self->lost, r] { f(r); });
+          });
         continue;
       }
       if (m->type == m_job_failed) {
         if (self->leaving)
           self->settle(fail(told_error(m->id)), wire::printable(m->val, max_failure_text));
-        else if (self->failed)
-          self->to_rank([f = self->failed, code = std::uint64_t{m->id}, why = wire::printable(m->val, max_failure_text)] { f(code, why); });
+        else
+          self->tell([self, code = std::uint64_t{m->id}, why = wire::printable(m->val, max_failure_text)] {
+            if (self->failed) self->to_rank([f = self->failed, code, why] { f(code, why); });
+          });
         continue;
       }
       if (m->type == m_farewell) {
@@ -468,8 +477,16 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
     for (auto& [id, done] : pending) done(fail(errc::peer_lost));
     if (self->leaving)
       self->settle(fail(errc::peer_lost), "the store on rank 0 closed before the job's end (" + why.message() + "): rank 0 died?");
-    else if (self->closed)
-      self->to_rank([f = self->closed, why] { f(why); });
+    else
+      self->tell([self, why] {
+        if (self->closed) self->to_rank([f = self->closed, why] { f(why); });
+      });
+  }
+
+  // On this connection's thread: `f` now, or once the rank has set its callbacks.
+  void tell(std::function<void()> f) {
+    if (events_set) f();
+    else held.push_back(std::move(f));
   }
 };
 
@@ -703,6 +720,9 @@ void client::on_events(std::function<void(int)> lost, std::function<void(std::er
     s->lost = std::move(lost);
     s->closed = std::move(closed);
     s->failed = std::move(failed);
+    if (s->events_set) return;
+    s->events_set = true;
+    for (auto& f : std::exchange(s->held, {})) f();
   });
 }
 
