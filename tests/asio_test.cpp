@@ -74,6 +74,23 @@ std::vector<std::int64_t> values(int r, std::size_t n) {
   return v;
 }
 
+const std::string secret_of_three = "the secret of a job of three ranks";
+
+// p TCP ranks on the caller's `io` (bootstrapped without running it), meeting in `server`.
+std::vector<communicator> ranks_on(asio::io_context& io, store::server& server, int p) {
+  std::vector<communicator> comms;
+  for (int r = 0; r < p; ++r) {
+    job_config c;
+    c.rank = r;
+    c.size = p;
+    c.store = {"127.0.0.1", server.port()};
+    c.host_store = false;
+    c.secret = secret_of_three;
+    comms.emplace_back(tcp::connect(io, c));
+  }
+  return comms;
+}
+
 }  // namespace
 
 TEST_CASE("every completion token, on the local and TCP fabrics", "[local][tcp][asio]") {
@@ -272,21 +289,11 @@ TEST_CASE("ranks on the caller's io_context, run by 4 threads beside the service
   // use_awaitable from coroutines on the loop, while unrelated handlers keep running.
   const int p = 3;
   const std::size_t n = 3000;
-  const std::string secret = "the secret of a job of three ranks";
-  store::server server("127.0.0.1", 0, p, 0x5eedull, secret);
+  store::server server("127.0.0.1", 0, p, 0x5eedull, secret_of_three);
   asio::io_context io;
   bool ran = false;
   asio::post(io, [&] { ran = true; });
-  std::vector<communicator> comms;
-  for (int r = 0; r < p; ++r) {
-    job_config c;
-    c.rank = r;
-    c.size = p;
-    c.store = {"127.0.0.1", server.port()};
-    c.host_store = false;
-    c.secret = secret;
-    comms.emplace_back(tcp::connect(io, c));  // bootstraps without running io
-  }
+  auto comms = ranks_on(io, server, p);
   CHECK_FALSE(ran);  // nothing of optcast's ran the loop
   auto guard = asio::make_work_guard(io);
   std::atomic<long> ticks{0};
@@ -365,4 +372,64 @@ TEST_CASE("ranks on the caller's io_context, run by 4 threads beside the service
   CHECK(io.stopped());
   guard.reset();
   comms.clear();
+}
+
+TEST_CASE("leave() and the destructor from any thread while 4 threads run the caller's loop", "[tcp][asio]") {
+  // The fabric's state is closed on its strand, the job's outcome awaited off it: from
+  // threads of the service's (ranks 0, 1), from a handler on the loop itself (rank 2),
+  // and by destroying the communicators while the loop still runs.
+  const int p = 3;
+  for (const bool by_destructor : {false, true}) {
+    INFO((by_destructor ? "destructor" : "leave()"));
+    store::server server("127.0.0.1", 0, p, 0x5eedull, secret_of_three);
+    asio::io_context io;
+    auto comms = ranks_on(io, server, p);
+    auto guard = asio::make_work_guard(io);
+    std::vector<std::thread> loops;
+    for (int t = 0; t < 4; ++t) loops.emplace_back([&] { io.run(); });
+    std::vector<std::thread> ranks;
+    std::vector<int> summed(p, 0);
+    for (int r = 0; r < p; ++r)
+      ranks.emplace_back([&, r] {
+        auto& c = comms[static_cast<std::size_t>(r)];
+        std::vector<std::int64_t> x(100, r + 1);
+        summed[static_cast<std::size_t>(r)] =
+            run(c, allreduce(c, std::span<const std::int64_t>(x), std::span(x), ops::sum)) && x[99] == 6;
+      });
+    for (auto& t : ranks) t.join();
+    CHECK(summed == std::vector<int>(p, 1));
+    if (by_destructor) {
+      std::vector<std::thread> gone;
+      for (int r = 0; r < 2; ++r)
+        gone.emplace_back([c = std::move(comms[static_cast<std::size_t>(r)])]() mutable { communicator dropped = std::move(c); });
+      std::promise<void> done;
+      asio::post(io, [&done, c = std::move(comms[2])]() mutable {
+        { communicator dropped = std::move(c); }
+        done.set_value();
+      });
+      done.get_future().get();
+      for (auto& t : gone) t.join();
+      CHECK(server.wait_all_done(10s));
+      CHECK_FALSE(server.failed());
+    } else {
+      std::vector<result<void>> out(p);
+      std::vector<std::thread> leaving;
+      for (int r = 0; r < 2; ++r) leaving.emplace_back([&, r] { out[static_cast<std::size_t>(r)] = comms[static_cast<std::size_t>(r)].leave(); });
+      std::promise<void> done;
+      asio::post(io, [&] {
+        out[2] = comms[2].leave();  // on a thread of the loop, not the fabric's strand
+        done.set_value();
+      });
+      done.get_future().get();
+      for (auto& t : leaving) t.join();
+      for (int r = 0; r < p; ++r) {
+        INFO("rank " << r << ": " << comms[static_cast<std::size_t>(r)].failure_detail());
+        CHECK(out[static_cast<std::size_t>(r)]);
+      }
+      comms.clear();
+    }
+    guard.reset();
+    io.stop();
+    for (auto& t : loops) t.join();
+  }
 }

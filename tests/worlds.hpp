@@ -149,7 +149,13 @@ public:
       if (!e.empty()) throw std::runtime_error(kind + " world: " + e);
     for (auto& f : fabrics) comms_.emplace_back(std::move(f), o);
   }
-  ~process_test_world() override { comms_.clear(); }
+  ~process_test_world() override {
+    // A service stops its loop before it drops its communicators (else each close waits
+    // a second to learn that nothing runs the loop): so do tests that run their own.
+    if (caller_loops_)
+      for (auto& io : ios_) io->stop();
+    comms_.clear();
+  }
 
   std::vector<communicator>& comms() override { return comms_; }
   // Rank r's event loop, with caller_loops (its fabric runs on it; the test runs it).

@@ -30,6 +30,7 @@
 #include <rdma/fi_tagged.h>
 #include "../common/deadlines.hpp"
 #include "../common/op_queue.hpp"
+#include "../common/owned_loop.hpp"
 #include "../common/stall.hpp"
 #include "optcast/log.hpp"
 
@@ -80,16 +81,28 @@ public:
   ~ofi_fabric() override { close(); }
   // Closes the fabric and leaves the job, waiting up to `wait` for its outcome (the
   // destructor does not wait: leave() does).
+  // As tcp_fabric::close: the state on the strand, the wait for the outcome off it.
   void close(std::chrono::milliseconds wait = {}) noexcept {
-    if (closing_) return;
-    const auto own = failure();
-    const auto own_detail = failure_detail();
-    closing_ = true;
-    abort(make_error_code(errc::cancelled), "the communicator was closed");
-    std::error_code ignored;
-    wait_.close(ignored);
-    if (job_) outcome_ = settle_outcome(job_->leave(wait, static_cast<bool>(own)), job_->outcome_detail(), own, own_detail);
-    *alive_ = false;
+    bool first = false;
+    std::error_code own;
+    std::string own_detail;
+    detail::on_strand(*this, [&] {
+      if (closing_) return;
+      first = true;
+      own = failure();
+      own_detail = failure_detail();
+      closing_ = true;
+      abort(make_error_code(errc::cancelled), "the communicator was closed");
+      std::error_code ignored;
+      wait_.close(ignored);
+    });
+    if (!first) return;
+    result<void> out;
+    if (job_) out = job_->leave(wait, static_cast<bool>(own));
+    detail::on_strand(*this, [&] {
+      if (job_) outcome_ = settle_outcome(out, job_->outcome_detail(), own, own_detail);
+      *alive_ = false;
+    });
   }
   result<void> leave() override {
     close(cfg_.timeout);

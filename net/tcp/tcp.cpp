@@ -134,20 +134,30 @@ void tcp_fabric::tell_peers(const std::string& why) noexcept {
 }
 
 void tcp_fabric::close(std::chrono::milliseconds wait) noexcept {
-  if (closing_) return;
-  const auto own = failure();
-  const auto own_detail = failure_detail();
-  closing_ = true;
-  abort(make_error_code(errc::cancelled), "the communicator was closed");
-  std::error_code ignored;
-  acceptor_.close(ignored);
-  for (auto& c : handshaking_) c->sock.close(ignored);
-  handshaking_.clear();
-  if (job_) {
-    const auto out = job_->leave(wait, static_cast<bool>(own));
-    outcome_ = settle_outcome(out, job_->outcome_detail(), own, own_detail);
-  }
-  *alive_ = false;
+  // The fabric's state on its strand (other threads may run a caller's loop); the wait
+  // for the job's outcome off it, so that the loop runs on meanwhile.
+  bool first = false;
+  std::error_code own;
+  std::string own_detail;
+  detail::on_strand(*this, [&] {
+    if (closing_) return;
+    first = true;
+    own = failure();
+    own_detail = failure_detail();
+    closing_ = true;
+    abort(make_error_code(errc::cancelled), "the communicator was closed");
+    std::error_code ignored;
+    acceptor_.close(ignored);
+    for (auto& c : handshaking_) c->sock.close(ignored);
+    handshaking_.clear();
+  });
+  if (!first) return;
+  result<void> out;
+  if (job_) out = job_->leave(wait, static_cast<bool>(own));
+  detail::on_strand(*this, [&] {
+    if (job_) outcome_ = settle_outcome(out, job_->outcome_detail(), own, own_detail);
+    *alive_ = false;
+  });
   job_.reset();
 }
 

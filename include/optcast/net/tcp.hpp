@@ -38,8 +38,9 @@ std::shared_ptr<optcast::fabric> connect(const config& cfg);
 // On the caller's io_context, for programs that run one already (asio.hpp's calls). Does
 // not run `io` (the store is reached from a thread of its own); the fabric's work goes
 // through a strand on it, and run() hands calls to the threads that run it. leave() and
-// the destructor touch the fabric directly: call them while no thread runs `io`, or from
-// a handler on the fabric's executor().
+// the destructor work from any thread while `io` runs (the fabric is closed on its strand,
+// the job's outcome awaited off it); with nothing running `io` and `io` not stopped,
+// they wait a second to learn so (and warn): stop the loop first, as a service does.
 std::shared_ptr<optcast::fabric> connect(asio::io_context& io, const config& cfg);
 
 // "host:port" a TCP fabric listens on for its peers (empty for other fabrics).
