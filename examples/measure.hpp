@@ -18,17 +18,18 @@ inline std::int64_t now_ns() {
 }
 
 // Everyone reports to rank 0, rank 0 releases everyone: no rank leaves before all came.
-inline result<void> barrier(communicator& c, std::uint32_t tag = 0xfff00u) {
+inline task<result<void>> barrier_task(communicator& c, std::uint32_t tag = 0xfff00u) {
   if (c.rank() != 0) {
-    if (auto r = run(c, send(c, 0, tag, {})); !r) return r;
-    return run(c, recv(c, 0, tag + 1, {}));
+    if (auto r = co_await send(c, 0, tag, {}); !r) co_return r;
+    co_return co_await recv(c, 0, tag + 1, {});
   }
   for (int r = 1; r < c.size(); ++r)
-    if (auto x = run(c, recv(c, r, tag, {})); !x) return x;
+    if (auto x = co_await recv(c, r, tag, {}); !x) co_return x;
   for (int r = 1; r < c.size(); ++r)
-    if (auto x = run(c, send(c, r, tag + 1, {})); !x) return x;
-  return {};
+    if (auto x = co_await send(c, r, tag + 1, {}); !x) co_return x;
+  co_return result<void>{};
 }
+inline result<void> barrier(communicator& c, std::uint32_t tag = 0xfff00u) { return run(c, barrier_task(c, tag)); }
 
 // Runs `op` (a blocking call returning result<void>) on every rank once and returns, on
 // rank 0, seconds from the root's start to the last rank's end (0 elsewhere).

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # optcast-bench coll as the side-by-side script runs it (benchmarks/side_by_side.sh): on
 # three local ranks over TCP, every collective at sizes that do not divide evenly into
-# blocks or floats, both timing modes. Each (op, size) must give one line in the peer
+# blocks or floats, both timing modes, through run() and through async_run (--api asio). Each (op, size) must give one line in the peer
 # benchmarks' format with its results checked on every rank ("ok"); a forced algorithm
 # must be refused where its collective lacks it.
 set -euo pipefail
 bench=$1
 ops=bcast,scatter,gather,reduce,allreduce,allgather,alltoall
 sizes=8,1000,65539
-for timing in sync local; do
-  out=$("$bench" coll --np 3 -o "$ops" -l "$sizes" -t 0 -m 2 -r 2 -T "$timing" -L t)
+# Both timings through run(); sync once more through the completion-token API.
+for mode in "sync task" "local task" "sync asio"; do
+  read -r timing api <<<"$mode"
+  out=$("$bench" coll --np 3 -o "$ops" -l "$sizes" -t 0 -m 2 -r 2 -T "$timing" --api "$api" -L t)
+  grep -q "api=$api" <<<"$out" || { echo "the header does not name --api $api:"; echo "$out"; exit 1; }
   lines=$(grep -v '^#' <<<"$out")
   n=$(wc -l <<<"$lines")
   [ "$n" = 21 ] || { echo "timing $timing: expected 21 result lines, got $n:"; echo "$out"; exit 1; }

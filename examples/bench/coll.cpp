@@ -21,8 +21,13 @@
 #include <string>
 #include <vector>
 
+#include <asio/io_context.hpp>
 #include <nlohmann/json.hpp>
+#include <optcast/asio.hpp>
 #include <optcast/optcast.hpp>
+
+#include <functional>
+#include <optional>
 
 #include "../measure.hpp"
 #include "bench.hpp"
@@ -123,9 +128,12 @@ double seconds_now() {
 
 // The largest of every rank's values, on every rank (the timing's own collective,
 // outside the timed region).
-result<std::array<double, 2>> max_of(communicator& c, std::array<double, 2> mine) {
+// How a rank runs a task to its end: run(), or through the completion-token API (--api).
+using runner = std::function<result<void>(task<result<void>>)>;
+
+result<std::array<double, 2>> max_of(communicator& c, const runner& call, std::array<double, 2> mine) {
   std::array<double, 2> out{};
-  if (auto r = run(c, allreduce<double>(c, std::span<const double>(mine), std::span(out), ops::max)); !r) return fail(r.error());
+  if (auto r = call(allreduce<double>(c, std::span<const double>(mine), std::span(out), ops::max)); !r) return fail(r.error());
   return out;
 }
 
@@ -158,6 +166,15 @@ std::pair<std::string, int> plan_of(communicator& c, const std::string& op, std:
 
 }  // namespace
 
+// --api asio: the communicator on an io_context of the program's, which this thread
+// runs while it waits; stopped before the communicator goes (nothing runs it then).
+struct stop_on_exit {
+  asio::io_context* io;
+  ~stop_on_exit() {
+    if (io) io->stop();
+  }
+};
+
 int coll_cmd(int argc, char** argv) {
   CLI::App app{"Times broadcast, scatter, gather, reduce, allreduce, allgather and alltoall over a size list, every result\n"
                "checked on every rank, and prints the peer benchmarks' line (../shared/bench/): label op bytes reps\n"
@@ -170,6 +187,11 @@ int coll_cmd(int argc, char** argv) {
   double budget = 2.0;
   int np = 0, blocks = 0, min_reps = 3, max_reps = 200;
   bool json = false;
+  std::string api = "task";
+  app.add_option("--api", api,
+                 "task: run(comm, collective) on the communicator's own loop; asio: async_run(comm, collective, "
+                 "callback) on an io_context of the program's, which the calling thread runs until the callback")
+      ->check(CLI::IsMember({"task", "asio"}))->capture_default_str();
   app.add_option("--fabric", fabric_name, "tcp or ofi (one process per rank; start with --np N or under a launcher)")
       ->check(CLI::IsMember({"tcp", "ofi"}))->capture_default_str();
   app.add_option("--np", np, "start N rank processes on this machine")->check(CLI::Range(1, 4096));
@@ -224,7 +246,24 @@ int coll_cmd(int argc, char** argv) {
       if (s >= min_bytes) sizes.push_back(s);
   }
 
-  auto comm = join(fabric_name);
+  std::optional<asio::io_context> io;
+  if (api == "asio") io.emplace(1);
+  auto comm = io ? join(*io, fabric_name) : join(fabric_name);
+  stop_on_exit stop{io ? &*io : nullptr};
+  // Every call of the benchmark's, timed or not, through the API chosen.
+  const runner call = [&](task<result<void>> t) -> result<void> {
+    if (!io) return run(comm, std::move(t));
+    bool done = false;
+    std::error_code ec;
+    async_run(comm, std::move(t), [&](std::error_code e) {
+      ec = e;
+      done = true;
+    });
+    io->restart();
+    while (!done) io->run_one();
+    if (ec) return fail(ec);
+    return {};
+  };
   const int rank = comm.rank(), p = comm.size();
   const std::size_t maxm = *std::max_element(sizes.begin(), sizes.end());
   buffers b;
@@ -237,9 +276,9 @@ int coll_cmd(int argc, char** argv) {
     return 1;
   };
   if (rank == 0 && !json) {
-    std::printf("# %s: np=%d fabric=%s budget=%.1fs reps=[%d,%d] timing=%s\n", label.c_str(), p,
+    std::printf("# %s: np=%d fabric=%s budget=%.1fs reps=[%d,%d] timing=%s api=%s\n", label.c_str(), p,
                 fabric_description(comm).c_str(), budget, min_reps, max_reps,
-                timing == "sync" ? "sync=max(end)-Ts" : "max(local)");
+                timing == "sync" ? "sync=max(end)-Ts" : "max(local)", api.c_str());
     std::printf("# label op bytes reps min_us med_us max_us ok\n");
     std::fflush(stdout);
   }
@@ -251,8 +290,8 @@ int coll_cmd(int argc, char** argv) {
       const auto [alg_name, n] = plan_of(comm, op, m, o);
       bool ok = true;
       init(op, b, rank, p);
-      if (auto r = measure::barrier(comm); !r) return failed("barrier", r.error());
-      if (auto r = run(comm, run_op(comm, op, b, o)); !r) return failed(op.c_str(), r.error());  // warm-up
+      if (auto r = call(measure::barrier_task(comm)); !r) return failed("barrier", r.error());
+      if (auto r = call(run_op(comm, op, b, o)); !r) return failed(op.c_str(), r.error());  // warm-up
       ok &= check(op, b, rank, p);
       std::vector<double> t;
       double total = 0;
@@ -264,26 +303,26 @@ int coll_cmd(int argc, char** argv) {
         if (last) init(op, b, rank, p);
         double ts = 0;
         if (timing == "sync") {
-          auto agreed = max_of(comm, {seconds_now(), 0});
+          auto agreed = max_of(comm, call, {seconds_now(), 0});
           if (!agreed) return failed("agreeing on a start", agreed.error());
           ts = (*agreed)[0] + 1e-3;
           timespec w{static_cast<time_t>(ts), static_cast<long>((ts - static_cast<double>(static_cast<time_t>(ts))) * 1e9)};
           while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &w, nullptr)) {
           }
-        } else if (auto r = measure::barrier(comm); !r) {
+        } else if (auto r = call(measure::barrier_task(comm)); !r) {
           return failed("barrier", r.error());
         }
         const double start = seconds_now();
-        if (auto r = run(comm, run_op(comm, op, b, o)); !r) return failed(op.c_str(), r.error());
+        if (auto r = call(run_op(comm, op, b, o)); !r) return failed(op.c_str(), r.error());
         const double end = seconds_now();
         if (last) ok &= check(op, b, rank, p);
-        auto mx = max_of(comm, {timing == "sync" ? end : end - start, 0});
+        auto mx = max_of(comm, call, {timing == "sync" ? end : end - start, 0});
         if (!mx) return failed("collecting times", mx.error());
         const double rep = timing == "sync" ? (*mx)[0] - ts : (*mx)[0];
         t.push_back(rep);
         total += rep;
       }
-      auto all_ok = max_of(comm, {ok ? 0.0 : 1.0, 0});
+      auto all_ok = max_of(comm, call, {ok ? 0.0 : 1.0, 0});
       if (!all_ok) return failed("collecting checks", all_ok.error());
       ok = (*all_ok)[0] == 0;
       std::sort(t.begin(), t.end());
@@ -299,7 +338,7 @@ int coll_cmd(int argc, char** argv) {
   const bool all_ok = std::all_of(rows.begin(), rows.end(), [](const row& r) { return r.ok; });
   if (rank == 0 && json) {
     nlohmann::ordered_json j = {{"benchmark", "coll"}, {"label", label}, {"np", p}, {"fabric", fabric_description(comm)},
-                                {"timing", timing}, {"budget_s", budget}};
+                                {"timing", timing}, {"api", api}, {"budget_s", budget}};
     auto& out = j["results"] = nlohmann::ordered_json::array();
     for (const auto& r : rows)
       out.push_back({{"op", r.op}, {"bytes", r.bytes}, {"reps", r.reps}, {"min_us", r.min_us}, {"med_us", r.med_us},
