@@ -96,8 +96,9 @@ void on_strand(fabric& f, const std::function<void()>& fn) noexcept {
     return true;
   };
   if (io->get_executor().running_in_this_thread()) {
-    // A thread of the loop (a service's handler): it takes its turn running the loop.
-    while (!st->claimed && !io->stopped()) io->run_one();
+    // A thread of the loop (a service's handler): it takes its turn running the loop. With
+    // a bound: another of the loop's threads may run fn, and then nothing need wake this one.
+    while (!st->claimed && !io->stopped()) io->run_one_for(std::chrono::milliseconds(10));
     if (!claim_here()) {
       std::unique_lock lock(st->mu);
       st->cv.wait(lock, [&] { return st->done; });

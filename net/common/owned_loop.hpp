@@ -8,7 +8,7 @@
 
 #include <asio/io_context.hpp>
 
-#include "optcast/fabric.hpp"
+#include "optcast/communicator.hpp"  // detail::on_strand
 
 namespace optcast::detail {
 
@@ -24,12 +24,5 @@ std::shared_ptr<fabric> with_own_loop(Connect connect) {
   fabric* raw = h->f.get();
   return std::shared_ptr<fabric>(std::move(h), raw);
 }
-
-// Runs fn with the fabric's strand held, from any thread, and returns when it has run:
-// at once on the fabric's own loop, on its strand, or on a stopped loop; else through
-// the strand, waited for (a thread of the loop runs the loop meanwhile). If nothing runs
-// the loop at all (a probe unanswered for a second), fn runs on this thread: closing a
-// fabric must not hang. fn runs exactly once. (lib/runtime/borrowed_loop.cpp)
-void on_strand(fabric& f, const std::function<void()>& fn) noexcept;
 
 }  // namespace optcast::detail
