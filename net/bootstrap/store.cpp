@@ -437,8 +437,8 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
         if (self->leaving)
           self->settle(fail(errc::peer_lost), "rank " + std::to_string(m->arg) + " died before the job's end");
         else
-          self->tell([self, r = static_cast<int>(m->arg)] {
-            if (self->lost) self->to_rank([f = self->lost, r] { f(r); });
+          self->tell([me = self.get(), r = static_cast<int>(m->arg)] {
+            if (me->lost) me->to_rank([f = me->lost, r] { f(r); });
           });
         continue;
       }
@@ -446,8 +446,8 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
         if (self->leaving)
           self->settle(fail(told_error(m->id)), wire::printable(m->val, max_failure_text));
         else
-          self->tell([self, code = std::uint64_t{m->id}, why = wire::printable(m->val, max_failure_text)] {
-            if (self->failed) self->to_rank([f = self->failed, code, why] { f(code, why); });
+          self->tell([me = self.get(), code = std::uint64_t{m->id}, why = wire::printable(m->val, max_failure_text)] {
+            if (me->failed) me->to_rank([f = me->failed, code, why] { f(code, why); });
           });
         continue;
       }
@@ -478,12 +478,14 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
     if (self->leaving)
       self->settle(fail(errc::peer_lost), "the store on rank 0 closed before the job's end (" + why.message() + "): rank 0 died?");
     else
-      self->tell([self, why] {
-        if (self->closed) self->to_rank([f = self->closed, why] { f(why); });
+      self->tell([me = self.get(), why] {
+        if (me->closed) me->to_rank([f = me->closed, why] { f(why); });
       });
   }
 
-  // On this connection's thread: `f` now, or once the rank has set its callbacks.
+  // On this connection's thread: `f` now, or once the rank has set its callbacks. What is
+  // held refers to this object by a plain pointer (held by it, run by on_events' handler,
+  // which owns a reference): a shared one would keep it alive for ever.
   void tell(std::function<void()> f) {
     if (events_set) f();
     else held.push_back(std::move(f));
