@@ -7,6 +7,7 @@
 #include <asio/io_context.hpp>
 
 #include <atomic>
+#include <fstream>
 #include <chrono>
 #include <cstdint>
 #include <numeric>
@@ -17,6 +18,7 @@
 
 #include "optcast/collectives.hpp"
 #include "optcast/net/job.hpp"
+#include "optcast/net/file_store.hpp"
 #include "optcast/net/kv_store.hpp"
 #include "worlds.hpp"
 
@@ -85,8 +87,14 @@ job_config in_store(const std::shared_ptr<kv_store>& s, int rank, int size) {
 
 }  // namespace
 
-TEST_CASE("memory_kv_store: set, get that waits, atomic add, wait for keys", "[local][kv]") {
-  memory_kv_store s;
+TEST_CASE("the stores: set, get that waits, atomic add, wait for keys", "[local][kv]") {
+  const std::string kind = GENERATE(as<std::string>{}, "memory", "file");
+  INFO(kind);
+  testing::temp_dir dir;
+  std::unique_ptr<kv_store> own;
+  if (kind == "memory") own = std::make_unique<memory_kv_store>();
+  else own = std::make_unique<file_kv_store>(dir.path() + "/store", "job7/");
+  kv_store& s = *own;
   const auto t0 = std::chrono::steady_clock::now();
   auto missing = s.get("absent", 50ms);
   CHECK(std::chrono::steady_clock::now() - t0 >= 50ms);
@@ -112,11 +120,15 @@ TEST_CASE("memory_kv_store: set, get that waits, atomic add, wait for keys", "[l
   CHECK(both);
   CHECK(s.wait({"b", "nope"}, 20ms).error() == errc::timeout);
 
-  // Four threads counting 1000 each: no increment lost.
+  // Four threads counting 1000 each (on files, each through a store of its own, as
+  // processes on other hosts would): no increment lost.
   std::vector<std::thread> ts;
   for (int t = 0; t < 4; ++t)
     ts.emplace_back([&] {
-      for (int i = 0; i < 1000; ++i) (void)s.add("n", 1);
+      std::unique_ptr<kv_store> mine;
+      if (kind == "file") mine = std::make_unique<file_kv_store>(dir.path() + "/store", "job7/");
+      kv_store& a = mine ? *mine : s;
+      for (int i = 0; i < 1000; ++i) (void)a.add("n", 1);
     });
   for (auto& t : ts) t.join();
   CHECK(*s.add("n", 0) == 4000);
@@ -130,7 +142,7 @@ TEST_CASE("ranks meet in the program's store, run collectives and leave with the
   const int p = 5;
   auto store = std::make_shared<recording_store>();
   testing::job_options jo;
-  jo.kv = store;
+  jo.kv = [store](int) { return store; };
   testing::process_test_world w(kind, p, {}, jo);
   auto res = w.run_all([&](communicator& c) -> task<result<void>> {
     std::vector<std::int64_t> x(1000, c.rank() == 3 ? 7 : 0);
@@ -235,4 +247,40 @@ TEST_CASE("a store that already served a job is refused, naming the key", "[loca
   auto d = in_store(empty, 1, 2);
   d.bootstrap_timeout = 200ms;
   CHECK_THROWS_WITH(job(io.get_executor(), d), Catch::Contains("rank 0 did not publish the job id") && Catch::Contains("200 ms"));
+}
+
+TEST_CASE("the file store: keys stay inside their directory, jobs apart by prefix, bad directories refused", "[local][kv]") {
+  testing::temp_dir dir;
+  file_kv_store a(dir.path() + "/s", "job1/"), b(dir.path() + "/s", "job2/");
+  for (const std::string& k : std::vector<std::string>{"../escape", "/etc/passwd", ".hidden", "a/b\\c", std::string("nul\0byte", 8)}) {
+    INFO(k);
+    const auto path = a.path_of(k);
+    CHECK(path.rfind(dir.path() + "/s/", 0) == 0);
+    CHECK(path.find('/', dir.path().size() + 3) == std::string::npos);  // one name, no subdirectory
+    REQUIRE(a.set(k, "v"));
+    CHECK(*a.get(k, 0ms) == "v");
+    CHECK_FALSE(b.get(k, 0ms));  // another job's prefix: not its key
+  }
+  CHECK(a.path_of("x") != a.path_of("X"));
+  std::ofstream(dir.path() + "/plain") << "a file";
+  CHECK_THROWS_WITH(file_kv_store(dir.path() + "/plain"), Catch::Contains("is not a directory"));
+  CHECK_THROWS_WITH(file_kv_store(dir.path() + "/no/such/parent"), Catch::Contains("cannot create the store's directory"));
+}
+
+TEST_CASE("ranks meet in a file store, each through its own (as on other hosts)", "[fabrics][kv]") {
+  const std::string kind = GENERATE(from_range(kinds()));
+  testing::temp_dir dir;
+  const int p = 4;
+  testing::job_options jo;
+  jo.kv = [&](int) { return std::make_shared<file_kv_store>(dir.path() + "/store"); };
+  testing::process_test_world w(kind, p, {}, jo);
+  auto res = w.run_all([&](communicator& c) -> task<result<void>> {
+    std::vector<std::int32_t> x(5000, c.rank() == 1 ? 42 : 0);
+    if (auto r = co_await broadcast(c, std::span(x), 1); !r) co_return r;
+    for (auto v : x)
+      if (v != 42) co_return fail(errc::protocol_violation);
+    co_return result<void>{};
+  });
+  for (auto& r : res) CHECK(r);
+  for (auto& out : leave_all(w.comms())) CHECK(out);
 }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <initializer_list>
 #include <stdexcept>
@@ -91,9 +92,29 @@ struct job_options {
   // Each rank on an io_context of the test's (tcp::connect(io, cfg)), which the test runs:
   // io(r). Otherwise each fabric owns its loop (tcp::connect(cfg)) and run() drives it.
   bool caller_loops = false;
-  // The ranks meet in this store (job_config::kv) instead of the world's TCP store,
-  // whose address they are then not given.
-  std::shared_ptr<kv_store> kv;
+  // Rank r meets the others in kv(r) (job_config::kv) instead of the world's TCP store,
+  // whose address the ranks are then not given: one object for all, or each its own.
+  std::function<std::shared_ptr<kv_store>(int rank)> kv;
+};
+
+// A directory of the test's own, removed with everything in it.
+class temp_dir {
+public:
+  temp_dir() {
+    std::string t = (std::filesystem::temp_directory_path() / "optcast-test-XXXXXX").string();
+    if (!::mkdtemp(t.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = t;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  const std::string& path() const noexcept { return path_; }
+
+private:
+  std::string path_;
 };
 
 // The job id of every process_test_world: tests that forge handshakes need it.
@@ -118,7 +139,7 @@ public:
         c.size = p;
         c.store = {"127.0.0.1", server_.port()};
         if (jo.kv) {
-          c.kv = jo.kv;
+          c.kv = jo.kv(r);
           c.store = {"127.0.0.1", 1};  // nobody there: the bootstrap must not need it
         }
         c.host_store = false;
