@@ -1,10 +1,14 @@
 // The test runner: Catch2's, after the preconditions of a libfabric run (OPTCAST_TEST_OFI,
-// see worlds.hpp): without the providers it exits 77, which meson reports as skipped,
-// with the reason.
+// see worlds.hpp) or of one that needs a program (OPTCAST_TEST_NEEDS): without them it
+// exits 77, which meson reports as skipped, with the reason.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "optcast/net/redis_store.hpp"
 
 #include "worlds.hpp"
 
@@ -19,6 +23,17 @@ int main(int argc, char** argv) {
         std::printf("skipped: libfabric provider %s is not available here (fi_info -l does not list it)\n", prov.c_str());
         return 77;
       }
+  }
+  // OPTCAST_TEST_NEEDS=redis: the cases that start a redis-server of their own.
+  if (const char* needs = std::getenv("OPTCAST_TEST_NEEDS"); needs && std::string(needs) == "redis") {
+    if (!optcast::has_redis_store()) {
+      std::printf("skipped: optcast was built without the Redis store (libhiredis-dev not found)\n");
+      return 77;
+    }
+    if (std::system("command -v redis-server > /dev/null 2>&1") != 0) {
+      std::printf("skipped: redis-server is not installed (Debian: apt install redis-server)\n");
+      return 77;
+    }
   }
   return Catch::Session().run(argc, argv);
 }

@@ -11,11 +11,13 @@
 #include <cstring>
 #include <thread>
 
+#include "poll.hpp"
+
 namespace optcast {
 
 namespace {
 
-std::error_code last_error() { return {errno, std::system_category()}; }
+std::error_code errno_code() { return {errno, std::system_category()}; }
 
 // Closes on every path out.
 struct fd_guard {
@@ -28,13 +30,13 @@ struct fd_guard {
 // The whole file, or ENOENT's error when there is none yet.
 result<std::string> read_file(const std::string& path) {
   fd_guard f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (f.fd < 0) return fail(last_error());
+  if (f.fd < 0) return fail(errno_code());
   std::string out;
   char buf[4096];
   for (;;) {
     const ssize_t n = ::read(f.fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail(last_error());
+    if (n < 0) return fail(errno_code());
     if (n == 0) return out;
     out.append(buf, static_cast<std::size_t>(n));
   }
@@ -42,35 +44,18 @@ result<std::string> read_file(const std::string& path) {
 
 bool missing(const std::error_code& ec) { return ec == std::errc::no_such_file_or_directory; }
 
-// Polls `ready` (which returns false while what it waits for is missing) until it holds,
-// it fails otherwise, or `timeout` passes; 1 ms at first, backing off to 20 ms.
-template <class Ready>
-result<void> poll_until(Ready ready, std::chrono::milliseconds timeout) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  auto pause = std::chrono::milliseconds(1);
-  for (;;) {
-    auto r = ready();
-    if (!r) return fail(r.error());
-    if (*r) return {};
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= until) return fail(errc::timeout);
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, until - now));
-    pause = std::min(pause * 2, std::chrono::milliseconds(20));
-  }
-}
-
 }  // namespace
 
 file_kv_store::file_kv_store(std::string dir, std::string prefix) : dir_(std::move(dir)), prefix_(std::move(prefix)) {
   if (dir_.empty()) throw setup_error(make_error_code(errc::invalid_argument), "the file store needs a directory");
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
   if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST)
-    throw setup_error(last_error(), "cannot create the store's directory '" + dir_ + "': " + std::strerror(errno));
+    throw setup_error(errno_code(), "cannot create the store's directory '" + dir_ + "': " + std::strerror(errno));
   struct stat st{};
   if (::stat(dir_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     throw setup_error(make_error_code(errc::invalid_argument), "the file store's '" + dir_ + "' is not a directory");
   if (::access(dir_.c_str(), W_OK | X_OK) != 0)
-    throw setup_error(last_error(), "the file store's directory '" + dir_ + "' is not writable: " + std::strerror(errno));
+    throw setup_error(errno_code(), "the file store's directory '" + dir_ + "' is not writable: " + std::strerror(errno));
 }
 
 std::string file_kv_store::path_of(const std::string& key) const {
@@ -98,13 +83,13 @@ result<void> file_kv_store::write(const std::string& path, const std::string& va
                           std::to_string(counter++);
   {
     fd_guard f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)};
-    if (f.fd < 0) return fail(last_error());
+    if (f.fd < 0) return fail(errno_code());
     std::size_t done = 0;
     while (done < value.size()) {
       const ssize_t n = ::write(f.fd, value.data() + done, value.size() - done);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
-        const auto ec = last_error();
+        const auto ec = errno_code();
         ::unlink(tmp.c_str());
         return fail(ec);
       }
@@ -112,7 +97,7 @@ result<void> file_kv_store::write(const std::string& path, const std::string& va
     }
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const auto ec = last_error();
+    const auto ec = errno_code();
     ::unlink(tmp.c_str());
     return fail(ec);
   }
@@ -124,7 +109,7 @@ result<void> file_kv_store::set(const std::string& key, const std::string& value
 result<std::string> file_kv_store::get(const std::string& key, std::chrono::milliseconds timeout) {
   const std::string path = path_of(key);
   std::string value;
-  auto r = poll_until(
+  auto r = detail::poll_until(
       [&]() -> result<bool> {
         auto v = read_file(path);
         if (v) {
@@ -142,9 +127,9 @@ result<std::string> file_kv_store::get(const std::string& key, std::chrono::mill
 result<std::int64_t> file_kv_store::add(const std::string& key, std::int64_t delta) {
   const std::string path = path_of(key);
   fd_guard lock{::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)};
-  if (lock.fd < 0) return fail(last_error());
+  if (lock.fd < 0) return fail(errno_code());
   while (::flock(lock.fd, LOCK_EX) != 0)
-    if (errno != EINTR) return fail(last_error());
+    if (errno != EINTR) return fail(errno_code());
   std::int64_t now = 0;
   if (auto v = read_file(path)) {
     auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), now);
@@ -161,13 +146,13 @@ result<void> file_kv_store::wait(const std::vector<std::string>& keys, std::chro
   std::vector<std::string> paths;
   for (const auto& k : keys) paths.push_back(path_of(k));
   std::size_t next = 0;  // the keys before it are there
-  return poll_until(
+  return detail::poll_until(
       [&]() -> result<bool> {
         for (; next < paths.size(); ++next) {
           struct stat st{};
           if (::stat(paths[next].c_str(), &st) == 0) continue;
           if (errno == ENOENT) return false;
-          return fail(last_error());
+          return fail(errno_code());
         }
         return true;
       },

@@ -1,9 +1,5 @@
 #include "optcast/net/job.hpp"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -24,19 +20,24 @@
 #include <asio/post.hpp>
 
 #include "optcast/fabric.hpp"
+#include "optcast/net/file_store.hpp"
+#include "optcast/net/launcher.hpp"
+#include "optcast/net/redis_store.hpp"
 #include "optcast/log.hpp"
 
 namespace optcast {
 
 namespace {
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
+using getenv_fn = std::function<const char*(const char*)>;
+
+std::string env(const getenv_fn& get, const char* name) {
+  const char* v = get(name);
   return v ? std::string(v) : std::string();
 }
 
-long long env_int(const char* name, long long def, long long lo, long long hi) {
-  const std::string v = env(name);
+long long env_int(const getenv_fn& get, const char* name, long long def, long long lo, long long hi) {
+  const std::string v = env(get, name);
   if (v.empty()) return def;
   char* end = nullptr;
   errno = 0;
@@ -44,6 +45,17 @@ long long env_int(const char* name, long long def, long long lo, long long hi) {
   if (errno || !end || *end || x < lo || x > hi)
     throw setup_error(make_error_code(errc::invalid_argument),
                       std::string(name) + "='" + v + "' is not a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return x;
+}
+
+// A launcher's rank or size (or OPTCAST_*'s), checked.
+long long launcher_int(const std::string& v, const std::string& what, long long lo, long long hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || errno || !end || *end || x < lo || x > hi)
+    throw setup_error(make_error_code(errc::invalid_argument),
+                      what + "='" + v + "' is not a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return x;
 }
 
@@ -72,23 +84,10 @@ const std::string k_failures = "optcast/failures";
 const std::string k_failure = "optcast/failure";
 std::string bye_key(int rank) { return "optcast/bye/" + std::to_string(rank); }
 
-// Without optcast's store there is no connection whose local end names the interface
-// toward the others: the first IPv4 address of an interface that is up and not loopback.
-std::string default_host() {
-  ifaddrs* all = nullptr;
-  std::string host = "127.0.0.1";
-  if (::getifaddrs(&all) != 0) return host;
-  for (ifaddrs* a = all; a; a = a->ifa_next) {
-    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
-    if (!(a->ifa_flags & IFF_UP) || (a->ifa_flags & IFF_LOOPBACK)) continue;
-    char text[INET_ADDRSTRLEN] = {};
-    if (::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text)) {
-      host = text;
-      break;
-    }
-  }
-  ::freeifaddrs(all);
-  return host;
+// What went wrong with the program's store, in its words if it has some.
+std::string store_says(const kv_store& kv, const std::error_code& ec) {
+  std::string s = kv.last_error();
+  return s.empty() ? ec.message() : s;
 }
 
 }  // namespace
@@ -178,43 +177,100 @@ struct job::kv_side {
 };
 
 job_config job_config::from_env() {
+  return from_env([](const char* name) -> const char* { return std::getenv(name); });
+}
+
+job_config job_config::from_env(const getenv_fn& get) {
   job_config c;
-  if (env("OPTCAST_RANK").empty() || env("OPTCAST_SIZE").empty())
+  const auto found = launcher::detect(get);
+  // Each OPTCAST_* variable over the launcher's word for it.
+  const auto pick = [&](const char* name, const std::string& theirs, const char* their_name) -> std::pair<std::string, std::string> {
+    if (std::string v = env(get, name); !v.empty()) return {v, name};
+    return {theirs, found.name + "'s " + their_name};
+  };
+  const auto [rank_s, rank_from] = pick("OPTCAST_RANK", found.rank, found.name == "Slurm" ? "SLURM_PROCID" : "RANK");
+  const auto [size_s, size_from] = pick("OPTCAST_SIZE", found.size, found.name == "Slurm" ? "SLURM_NTASKS" : "WORLD_SIZE");
+  if (found.name == "PMIx" && env(get, "OPTCAST_RANK").empty())
     throw setup_error(make_error_code(errc::invalid_argument),
-                      "OPTCAST_RANK and OPTCAST_SIZE are not set: start the program with --np N, "
-                      "or set OPTCAST_RANK, OPTCAST_SIZE and OPTCAST_STORE for each rank");
-  c.size = static_cast<int>(env_int("OPTCAST_SIZE", 1, 1, 1 << 24));
-  c.rank = static_cast<int>(env_int("OPTCAST_RANK", 0, 0, c.size - 1));
-  const std::string s = env("OPTCAST_STORE");
-  if (s.empty())
-    throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_STORE is not set (host:port of the store on rank 0)");
-  auto a = store::parse_address(s);
-  if (!a) throw setup_error(a.error(), "OPTCAST_STORE='" + s + "' is not host:port");
-  c.store = *a;
-  c.store_fd = static_cast<int>(env_int("OPTCAST_STORE_FD", -1, -1, 1 << 20));
-  c.host = env("OPTCAST_HOST");
-  const std::string id = env("OPTCAST_JOB_ID");
-  if (!id.empty()) {
+                      "started by a PMIx launcher (PMIX_RANK is set), which this optcast does not read yet: set OPTCAST_RANK, "
+                      "OPTCAST_SIZE and OPTCAST_STORE, or start it with srun, torchrun or --np N");
+  if (rank_s.empty() || size_s.empty())
+    throw setup_error(make_error_code(errc::invalid_argument),
+                      found.name.empty() && env(get, "OPTCAST_RANK").empty() && env(get, "OPTCAST_SIZE").empty() ? "no launcher found to take this process's rank and the job's size from; looked for " +
+                                               launcher::looked_for() + ". Start the program with --np N, under one of these, or set "
+                                               "OPTCAST_RANK, OPTCAST_SIZE and OPTCAST_STORE for each rank"
+                                         : std::string(rank_s.empty() ? "OPTCAST_RANK" : "OPTCAST_SIZE") + " is set but not " +
+                                               (rank_s.empty() ? "OPTCAST_RANK" : "OPTCAST_SIZE") + ": set both");
+  c.launcher = rank_from == "OPTCAST_RANK" && size_from == "OPTCAST_SIZE" ? "OPTCAST_RANK/OPTCAST_SIZE" : found.name;
+  c.size = static_cast<int>(launcher_int(size_s, size_from, 1, 1 << 24));
+  c.rank = static_cast<int>(launcher_int(rank_s, rank_from, 0, c.size - 1));
+  c.bootstrap_timeout = std::chrono::seconds(env_int(get, "OPTCAST_BOOTSTRAP_TIMEOUT", 60, 1, 86400));
+  c.timeout = std::chrono::seconds(env_int(get, "OPTCAST_TIMEOUT", 120, 1, 86400 * 7));
+
+  c.job_id = found.job_id;
+  if (const std::string id = env(get, "OPTCAST_JOB_ID"); !id.empty()) {
     char* end = nullptr;
     errno = 0;
     c.job_id = std::strtoull(id.c_str(), &end, 0);
-    if (errno || !end || *end)
-      throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_JOB_ID='" + id + "' is not a number");
+    if (errno || !end || *end || c.job_id == 0)
+      throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_JOB_ID='" + id + "' is not a nonzero number");
   }
-  c.secret = env("OPTCAST_SECRET");
-  if (const std::string f = env("OPTCAST_SECRET_FILE"); !f.empty()) {
+
+  const auto [store_s, store_from] = pick("OPTCAST_STORE", found.store, "store");
+  if (store_s.empty())
+    throw setup_error(make_error_code(errc::invalid_argument),
+                      found.name.empty() || found.name == "OPTCAST_RANK"
+                          ? "OPTCAST_STORE is not set (host:port of the store on rank 0, file:///dir or redis://host:port)"
+                          : "OPTCAST_STORE is not set and " + found.name + " does not say where the store is" +
+                                (found.name == "torchrun" ? " (MASTER_ADDR and MASTER_PORT)" : found.name == "Slurm" ? " (SLURM_STEP_NODELIST)" : ""));
+  std::string why;
+  auto url = launcher::parse_store_url(store_s, &why);
+  if (!url) throw setup_error(url.error(), store_from + " '" + store_s + "': " + why);
+  if (const long long port = env_int(get, "OPTCAST_STORE_PORT", 0, 1, 65535); port && url->scheme == "tcp" && env(get, "OPTCAST_STORE").empty())
+    url->port = static_cast<std::uint16_t>(port);
+  if (url->scheme == "tcp") {
+    c.store = store::address{url->host, url->port};
+  } else {
+    // Jobs that share a directory or a server keep apart by their job id, which every
+    // rank must know before it reads anything there.
+    if (c.job_id == 0)
+      throw setup_error(make_error_code(errc::invalid_argument),
+                        "a " + url->scheme + ":// store needs a job id that every rank knows, to keep this job's keys apart from "
+                        "other jobs' there: set OPTCAST_JOB_ID (the launchers srun and torchrun --rdzv-id give one)");
+    const std::string prefix = "job-" + std::to_string(c.job_id);
+    if (url->scheme == "file") {
+      c.kv = std::make_shared<file_kv_store>(url->path, prefix + ".");
+    } else {
+      redis_kv_store::options o;
+      o.host = url->host;
+      o.port = url->port;
+      o.password = url->password.empty() ? env(get, "OPTCAST_REDIS_PASSWORD") : url->password;
+      o.prefix = (url->path.empty() ? std::string("optcast") : url->path) + "/" + prefix;
+      o.connect_timeout = c.bootstrap_timeout;
+      c.kv = std::make_shared<redis_kv_store>(std::move(o));
+    }
+  }
+  c.store_fd = static_cast<int>(env_int(get, "OPTCAST_STORE_FD", -1, -1, 1 << 20));
+  c.host = env(get, "OPTCAST_HOST");
+  c.ifname = env(get, "OPTCAST_IFNAME");
+  c.family = static_cast<int>(env_int(get, "OPTCAST_FAMILY", 0, 0, 6));
+  if (c.family != 0 && c.family != 4 && c.family != 6)
+    throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_FAMILY='" + env(get, "OPTCAST_FAMILY") + "' is neither 4 nor 6");
+  c.secret = env(get, "OPTCAST_SECRET");
+  if (const std::string f = env(get, "OPTCAST_SECRET_FILE"); !f.empty()) {
     if (!c.secret.empty())
       throw setup_error(make_error_code(errc::invalid_argument), "both OPTCAST_SECRET and OPTCAST_SECRET_FILE are set: set one");
     c.secret = read_secret_file(f);
   }
-  c.encrypt = env_int("OPTCAST_ENCRYPT", 0, 0, 1) != 0;
-  c.ports = static_cast<int>(env_int("OPTCAST_PORTS", 1, 1, 64));
-  c.unexpected_limit = static_cast<std::size_t>(
-      env_int("OPTCAST_UNEXPECTED_LIMIT", static_cast<long long>(c.unexpected_limit), 0, std::numeric_limits<long long>::max()));
-  c.unexpected_peer_limit = static_cast<std::size_t>(env_int("OPTCAST_UNEXPECTED_PEER_LIMIT", static_cast<long long>(c.unexpected_peer_limit), 0,
-                                                              std::numeric_limits<long long>::max()));
-  c.bootstrap_timeout = std::chrono::seconds(env_int("OPTCAST_BOOTSTRAP_TIMEOUT", 60, 1, 86400));
-  c.timeout = std::chrono::seconds(env_int("OPTCAST_TIMEOUT", 120, 1, 86400 * 7));
+  c.encrypt = env_int(get, "OPTCAST_ENCRYPT", 0, 0, 1) != 0;
+  c.ports = static_cast<int>(env_int(get, "OPTCAST_PORTS", 1, 1, 64));
+  c.unexpected_limit = static_cast<std::size_t>(env_int(get, "OPTCAST_UNEXPECTED_LIMIT", static_cast<long long>(c.unexpected_limit), 0,
+                                                        std::numeric_limits<long long>::max()));
+  c.unexpected_peer_limit = static_cast<std::size_t>(env_int(get, "OPTCAST_UNEXPECTED_PEER_LIMIT",
+                                                             static_cast<long long>(c.unexpected_peer_limit), 0,
+                                                             std::numeric_limits<long long>::max()));
+  log(log_level::debug, "rank " + std::to_string(c.rank) + " of " + std::to_string(c.size) + " (from " + rank_from + "), store " +
+                            store_s + (found.job_name.empty() ? std::string() : ", " + found.job_name));
   return c;
 }
 
@@ -233,8 +289,22 @@ job::job(const asio::any_io_executor& events, const job_config& cfg) : cfg_(cfg)
   if (cfg.rank == 0 && cfg.host_store) {
     std::uint64_t id = cfg.job_id;
     while (id == 0) id = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
-    server_ = cfg.store_fd >= 0 ? std::make_unique<store::server>(cfg.store_fd, cfg.size, id, cfg.secret)
-                                : std::make_unique<store::server>(cfg.store.host, cfg.store.port, cfg.size, id, cfg.secret);
+    if (cfg.store_fd >= 0) {
+      server_ = std::make_unique<store::server>(cfg.store_fd, cfg.size, id, cfg.secret);
+    } else if (launcher::resolve(cfg.store.host, 0) == cfg.store.host) {
+      server_ = std::make_unique<store::server>(cfg.store.host, cfg.store.port, cfg.size, id, cfg.secret);
+    } else {
+      // A name (a Slurm node's, MASTER_ADDR) may mean loopback here and an interface's
+      // address elsewhere (Debian's "127.0.1.1 host" line): every address, as
+      // torch.distributed's store does, so that the other hosts reach it either way.
+      try {
+        server_ = std::make_unique<store::server>("::", cfg.store.port, cfg.size, id, cfg.secret);
+      } catch (const setup_error&) {  // a kernel without IPv6
+        server_ = std::make_unique<store::server>("0.0.0.0", cfg.store.port, cfg.size, id, cfg.secret);
+      }
+      log(log_level::info, "the store listens on every address, port " + std::to_string(cfg.store.port) + " (the ranks reach it as " +
+                               cfg.store.str() + ")");
+    }
     if (cfg.secret.empty() && cfg.size > 1)
       log(log_level::warn, "no job secret (OPTCAST_SECRET or OPTCAST_SECRET_FILE): any process that reaches the store at " +
                                cfg.store.str() + " can join this job or disturb it");
@@ -244,13 +314,43 @@ job::job(const asio::any_io_executor& events, const job_config& cfg) : cfg_(cfg)
   if (cfg.job_id && cfg.job_id != id_)
     throw setup_error(make_error_code(errc::protocol_violation),
                       "OPTCAST_JOB_ID differs from the job id the store hands out: another job's store?");
-  host_ = cfg.host.empty() ? client_->local_host() : cfg.host;
+  host_ = choose_host(client_->local_host());
+}
+
+std::string job::choose_host(const std::string& toward_store) const {
+  const auto& cfg = cfg_;
+  const std::string me = "rank " + std::to_string(cfg.rank);
+  std::string why;
+  if (!cfg.host.empty()) {
+    auto a = launcher::resolve(cfg.host, cfg.family, &why);
+    if (!a) throw setup_error(a.error(), "OPTCAST_HOST: " + why);
+    log(log_level::info, me + " advertises " + *a + (*a == cfg.host ? std::string(" (OPTCAST_HOST)") : " (OPTCAST_HOST=" + cfg.host + ")"));
+    return *a;
+  }
+  if (!cfg.ifname.empty()) {
+    auto a = launcher::choose_address(cfg.ifname, cfg.family, &why);
+    if (!a) throw setup_error(a.error(), me + ": " + why);
+    log(log_level::info, me + " advertises " + *a + " (OPTCAST_IFNAME=" + cfg.ifname + ")");
+    return *a;
+  }
+  const bool named = launcher::resolve(cfg.store.host, 0) != cfg.store.host;
+  const bool local_name = cfg.store.host == "localhost" || cfg.store.host.starts_with("localhost.") || cfg.store.host == "ip6-localhost";
+  if (!toward_store.empty() && !(launcher::is_loopback(toward_store) && named && !local_name)) {
+    log(log_level::info, me + " advertises " + toward_store + " (its address toward the store; OPTCAST_IFNAME chooses)");
+    return toward_store;
+  }
+  // No store connection to go by, or one over loopback only because the store's host name
+  // means loopback here: the first interface that is up and not loopback.
+  auto a = launcher::choose_address("", cfg.family, &why);
+  const std::string host = a ? *a : std::string("127.0.0.1");
+  log(log_level::info, me + " advertises " + host + " (the first interface up that is not loopback; OPTCAST_IFNAME chooses)");
+  return host;
 }
 
 void job::join_kv(const asio::any_io_executor& events) {
   auto& kv = *cfg_.kv;
   auto n = kv.add(k_joined, 1);
-  if (!n) throw setup_error(n.error(), "the job's store refused add('" + k_joined + "'): " + n.error().message());
+  if (!n) throw setup_error(n.error(), "the job's store refused add('" + k_joined + "'): " + store_says(kv, n.error()));
   if (*n > cfg_.size)
     throw setup_error(make_error_code(errc::invalid_argument),
                       "the job's store already served a job: " + std::to_string(*n - 1) + " ranks counted themselves in before rank " +
@@ -261,21 +361,20 @@ void job::join_kv(const asio::any_io_executor& events) {
   } else if (cfg_.rank == 0) {
     while (id_ == 0) id_ = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
     if (auto r = kv.set(k_job, std::to_string(id_)); !r)
-      throw setup_error(r.error(), "cannot publish the job id in the job's store: " + r.error().message());
+      throw setup_error(r.error(), "cannot publish the job id in the job's store: " + store_says(kv, r.error()));
   } else {
     auto v = kv.get(k_job, cfg_.bootstrap_timeout);
     if (!v)
       throw setup_error(v.error(), v.error() == errc::timeout ? "rank 0 did not publish the job id in the job's store within " +
                                                                     std::to_string(cfg_.bootstrap_timeout.count()) + " ms"
-                                                              : "cannot read the job id from the job's store: " + v.error().message());
+                                                              : "cannot read the job id from the job's store: " + store_says(kv, v.error()));
     try {
       id_ = std::stoull(*v);
     } catch (...) {
       throw setup_error(make_error_code(errc::protocol_violation), "the job's store holds no job id at '" + k_job + "'");
     }
   }
-  host_ = cfg_.host.empty() ? default_host() : cfg_.host;
-  if (cfg_.host.empty()) log(log_level::info, "rank " + std::to_string(cfg_.rank) + " advertises " + host_ + " (job_config::host chooses)");
+  host_ = choose_host({});
   if (cfg_.rank == 0 && cfg_.secret.empty() && cfg_.size > 1)
     log(log_level::warn, "no job secret: any process that reaches this job's ports and knows its id can disturb it");
   kv_ = std::make_unique<kv_side>();
@@ -359,7 +458,7 @@ result<void> job::leave_kv(std::chrono::milliseconds wait, bool failed) {
   kv_->worker.join();  // after the failure report, if one is queued
   auto& kv = *cfg_.kv;
   if (auto r = kv.set(bye_key(cfg_.rank), failed ? "failed" : "ok"); !r) {
-    outcome_detail_ = "cannot say goodbye in the job's store: " + r.error().message();
+    outcome_detail_ = "cannot say goodbye in the job's store: " + store_says(kv, r.error());
     return fail(r.error());
   }
   std::vector<std::string> keys;
@@ -375,7 +474,7 @@ result<void> job::leave_kv(std::chrono::milliseconds wait, bool failed) {
     auto all = kv.wait(keys, std::clamp(left, std::chrono::milliseconds(0), std::chrono::milliseconds(100)));
     if (all) return {};
     if (all.error() != errc::timeout) {
-      outcome_detail_ = "cannot learn the job's outcome from its store: " + all.error().message();
+      outcome_detail_ = "cannot learn the job's outcome from its store: " + store_says(kv, all.error());
       return fail(all.error());
     }
     if (left.count() <= 0) {

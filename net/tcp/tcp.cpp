@@ -4,6 +4,7 @@
 #include "tcp_fabric.hpp"
 
 #include "../common/owned_loop.hpp"
+#include "optcast/net/launcher.hpp"
 
 namespace optcast::tcp {
 
@@ -32,9 +33,11 @@ void tcp_fabric::bootstrap() {
   if (!ec) acceptor_.bind(ep, ec);
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) throw setup_error(ec, "cannot listen on " + host + ": " + ec.message());
-  listen_ = host + ":" + std::to_string(acceptor_.local_endpoint().port());
+  listen_ = store::address{host, acceptor_.local_endpoint().port()}.str();
   accept_next();
-  if (auto r = job_->publish(addr_key(cfg_.rank), listen_, cfg_.bootstrap_timeout); !r)
+  // With who this host is, so that a peer can tell a loopback address of another host's
+  // (a host name that means 127.0.1.1 there) from one it can reach.
+  if (auto r = job_->publish(addr_key(cfg_.rank), listen_ + " " + launcher::host_identity(), cfg_.bootstrap_timeout); !r)
     throw setup_error(r.error(), "cannot register with the store: " + r.error().message());
   log(log_level::debug, rank_name(cfg_.rank) + " of job " + std::to_string(job_id_) + " listens on " + listen_);
 }
@@ -279,12 +282,18 @@ void tcp_fabric::open_out(int p) {
     auto& o = peer(p).out;
     if (o.st != out_conn::state::resolving) return;
     if (!a) return fail_out(p, make_error_code(errc::peer_lost), "the store does not know where " + rank_name(p) + " listens");
-    auto where = store::parse_address(*a);
+    const auto space = a->find(' ');
+    const std::string at = a->substr(0, space), their_host = space == std::string::npos ? std::string() : a->substr(space + 1);
+    auto where = store::parse_address(at);
     std::error_code ec;
     asio::ip::address ip;
     if (where) ip = asio::ip::make_address(where->host, ec);
     if (!where || ec) return fail_out(p, make_error_code(errc::protocol_violation), "bad address '" + *a + "' for " + rank_name(p));
-    o.where = *a;
+    if (ip.is_loopback() && !their_host.empty() && their_host != launcher::host_identity())
+      return fail_out(p, make_error_code(errc::invalid_argument),
+                      rank_name(p) + " advertises " + at + ", a loopback address, but runs on another host (or network namespace): "
+                      "its host name or OPTCAST_HOST means loopback there; set OPTCAST_IFNAME or OPTCAST_HOST on that host");
+    o.where = at;
     o.st = out_conn::state::connecting;
     o.sock.async_connect(tcp::endpoint(ip, where->port), [this, alive, p](std::error_code ec2) {
       if (!*alive) return;

@@ -3,13 +3,26 @@
 // communicators take beyond this (their cost model, default algorithm) is
 // optcast/join.hpp's.
 //
-// Environment (job_config::from_env):
-//   OPTCAST_RANK, OPTCAST_SIZE   this process's rank and the job's size (required)
-//   OPTCAST_STORE                host:port of the store, hosted by rank 0 (required)
-//   OPTCAST_HOST                 address to listen on and advertise (default: the local
-//                                address of the connection to the store)
-//   OPTCAST_JOB_ID               64-bit job id; peers from another job are refused
-//                                (default: rank 0 draws one and the store hands it out)
+// Environment (job_config::from_env). Rank, size, store and job id come from the
+// launcher that started the program (optcast/net/launcher.hpp: PMIx, as under mpirun;
+// torchrun's variables; Slurm's srun), each overridden by its OPTCAST_* variable:
+//   OPTCAST_RANK, OPTCAST_SIZE   this process's rank and the job's size
+//   OPTCAST_STORE                where the ranks meet: host:port or tcp://host:port (the
+//                                store rank 0 hosts), file:///shared/dir, or
+//                                redis://[:password@]host[:port][/prefix]
+//   OPTCAST_STORE_PORT           the port of the store when the launcher names its host
+//   OPTCAST_REDIS_PASSWORD       the Redis store's password, kept out of the URL
+//   OPTCAST_HOST                 address or host name to listen on and advertise
+//   OPTCAST_IFNAME               or the interfaces to take it from: "eth0", "eth,ib"
+//                                (prefixes), "=eth0" (exactly), "^docker,lo" (all but)
+//                                (default: the local address toward the TCP store; with
+//                                other stores, the first interface up that is not loopback)
+//   OPTCAST_FAMILY               4 or 6: the address family to prefer (default: IPv4
+//                                when an interface has both)
+//   OPTCAST_JOB_ID               64-bit job id; peers from another job are refused; the
+//                                file and Redis stores' keys are prefixed with it
+//                                (default: the launcher's; else rank 0 draws one and the
+//                                TCP store hands it out)
 //   OPTCAST_SECRET               the job secret, at least 16 bytes: every connection
 //                                (store and data) must prove it knows it (--np sets one)
 //   OPTCAST_SECRET_FILE          or a file holding it (readable by its owner only)
@@ -50,7 +63,10 @@ struct job_config {
   // (a test harness, an external rendezvous service).
   bool host_store = true;
   int store_fd = -1;
-  std::string host;          // empty: the local address toward the store
+  std::string host;          // empty: chosen by ifname, else the local address toward the store
+  std::string ifname;        // OPTCAST_IFNAME's language (launcher::choose_address)
+  int family = 0;            // 4, 6, or 0: IPv4 when there is a choice
+  std::string launcher;      // who set rank and size, for messages ("Slurm", "OPTCAST_RANK", ...)
   std::uint64_t job_id = 0;  // 0: chosen by rank 0
   // Every rank's store and data connections prove they know it (net/auth/auth.hpp);
   // empty: no authentication, and anyone who reaches the store may join (rank 0 warns).
@@ -73,8 +89,11 @@ struct job_config {
   // other ranks to finish.
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
 
-  // From the OPTCAST_* environment; throws setup_error naming what is missing or wrong.
+  // From the environment (above); throws setup_error naming what is missing or wrong,
+  // and, when no launcher is found, everything it looked for.
   static job_config from_env();
+  // The same from any environment: `env(name)` is the variable's value or nullptr.
+  static job_config from_env(const std::function<const char*(const char*)>& env);
 };
 
 // Joining a job: rank 0 starts the store; every rank connects to it, learns the job id
@@ -121,6 +140,8 @@ public:
 
 private:
   void join_kv(const asio::any_io_executor& events);
+  // The address to advertise (job_config::host, ifname, else this), logged at info.
+  std::string choose_host(const std::string& toward_store) const;
   result<void> leave_kv(std::chrono::milliseconds wait, bool failed);
 
   job_config cfg_;

@@ -45,6 +45,9 @@ public:
   virtual result<std::int64_t> add(const std::string& key, std::int64_t delta) = 0;
   // Waits until every key is set, up to `timeout` (then errc::timeout).
   virtual result<void> wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  // The last failure in the store's own words ("cannot reach Redis at h:6379: Connection
+  // refused"), for optcast's error messages; empty: the error code says all.
+  virtual std::string last_error() const { return {}; }
 };
 
 // A store in this process's memory, for ranks that are threads of one process (each with

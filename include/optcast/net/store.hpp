@@ -41,7 +41,8 @@ inline constexpr std::string_view protocol = "optcast-store/5";
 struct address {
   std::string host;
   std::uint16_t port = 0;
-  std::string str() const { return host + ":" + std::to_string(port); }
+  // host:port, an IPv6 host in brackets.
+  std::string str() const { return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port); }
 };
 result<address> parse_address(std::string_view s);
 
