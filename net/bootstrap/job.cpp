@@ -282,6 +282,9 @@ job::job(const asio::any_io_executor& events, const job_config& cfg) : cfg_(cfg)
   if (cfg.encrypt && cfg.secret.empty())
     throw setup_error(make_error_code(errc::invalid_argument),
                       "OPTCAST_ENCRYPT needs a job secret (OPTCAST_SECRET or OPTCAST_SECRET_FILE): the connections' keys come from it");
+  // Where this rank listens, when the environment says: checked before anything else,
+  // so that a bad OPTCAST_IFNAME or OPTCAST_HOST is what this rank reports.
+  if (!cfg.host.empty() || !cfg.ifname.empty()) host_ = choose_host({});
   if (cfg.kv) {
     join_kv(events);
     return;
@@ -305,16 +308,23 @@ job::job(const asio::any_io_executor& events, const job_config& cfg) : cfg_(cfg)
       log(log_level::info, "the store listens on every address, port " + std::to_string(cfg.store.port) + " (the ranks reach it as " +
                                cfg.store.str() + ")");
     }
+    server_->expect_all_within(cfg.bootstrap_timeout);
     if (cfg.secret.empty() && cfg.size > 1)
       log(log_level::warn, "no job secret (OPTCAST_SECRET or OPTCAST_SECRET_FILE): any process that reaches the store at " +
                                cfg.store.str() + " can join this job or disturb it");
   }
-  client_ = std::make_unique<store::client>(events, cfg.store, cfg.rank, cfg.size, cfg.bootstrap_timeout, cfg.secret);
+  // A name with addresses of both families: the family asked for (IPv4 unless 6), as
+  // for the address this rank advertises, so that a job does not mix them by accident.
+  std::string why;
+  auto store_ip = launcher::resolve(cfg.store.host, cfg.family, &why);
+  if (!store_ip) throw setup_error(store_ip.error(), "the store's host: " + why);
+  client_ = std::make_unique<store::client>(events, store::address{*store_ip, cfg.store.port}, cfg.rank, cfg.size,
+                                            cfg.bootstrap_timeout, cfg.secret);
   id_ = client_->job_id();
   if (cfg.job_id && cfg.job_id != id_)
     throw setup_error(make_error_code(errc::protocol_violation),
                       "OPTCAST_JOB_ID differs from the job id the store hands out: another job's store?");
-  host_ = choose_host(client_->local_host());
+  if (host_.empty()) host_ = choose_host(client_->local_host());
 }
 
 std::string job::choose_host(const std::string& toward_store) const {
@@ -374,7 +384,7 @@ void job::join_kv(const asio::any_io_executor& events) {
       throw setup_error(make_error_code(errc::protocol_violation), "the job's store holds no job id at '" + k_job + "'");
     }
   }
-  host_ = choose_host({});
+  if (host_.empty()) host_ = choose_host({});
   if (cfg_.rank == 0 && cfg_.secret.empty() && cfg_.size > 1)
     log(log_level::warn, "no job secret: any process that reaches this job's ports and knows its id can disturb it");
   kv_ = std::make_unique<kv_side>();

@@ -196,6 +196,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     job_failed = true;
   }
 
+  asio::steady_timer join_timer{io};  // expect_all_within
   // After every message: a stall inquiry that has just opened is closed after its window.
   asio::steady_timer inquiry_timer{io};
   std::uint32_t timed_inquiry = 0;
@@ -260,8 +261,15 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
         co_return refuse("authentication failed: the client does not know the job secret");
     }
     // Only now, talking to a member of the job, say more than "no".
-    if (auto no = judge_member(h, self->size, [&](int r) { return self->state->taken(r); }))
+    if (auto no = judge_member(h, self->size, [&](int r) { return self->state->taken(r); })) {
+      // A member (it passed authentication, or there is none to pass) that counts another
+      // size: the job cannot run, and its ranks would wait for their deadlines otherwise.
+      if (h.id != static_cast<std::uint32_t>(self->size)) {
+        self->state->misfit(h.arg, "the ranks disagree on the job's size: " + *no);
+        self->note_failure();
+      }
       co_return refuse(*no);
+    }
     wire::put_u64(t.job.data(), self->job_id);
     std::string val = as_string(t.job);
     if (self->key) val += as_string(self->key->prove(server_label, t.server_parts()));
@@ -342,6 +350,7 @@ server::~server() {
     std::error_code ec;
     s->acceptor.close(ec);
     s->inquiry_timer.cancel();
+    s->join_timer.cancel();
     for (auto& w : s->conns)
       if (auto c = w.lock()) c->sock.close(ec);
   });
@@ -354,6 +363,17 @@ std::uint64_t server::job_id() const noexcept { return impl_->job_id; }
 bool server::failed() const {
   std::lock_guard lock(impl_->mu);
   return impl_->job_failed;
+}
+
+void server::expect_all_within(std::chrono::milliseconds timeout) {
+  asio::post(impl_->io, [s = impl_, timeout] {
+    s->join_timer.expires_after(timeout);
+    s->join_timer.async_wait([s, timeout](std::error_code ec) {
+      if (ec) return;
+      s->state->missing_after(timeout);
+      s->note_failure();
+    });
+  });
 }
 
 bool server::wait_all_done(std::chrono::milliseconds timeout) {

@@ -73,12 +73,32 @@ table::table(int size, sender send)
     : send_(std::move(send)),
       joined_(static_cast<std::size_t>(size)),
       bye_(static_cast<std::size_t>(size)),
+      ever_joined_(static_cast<std::size_t>(size)),
       stalled_(static_cast<std::size_t>(size)),
       answered_(static_cast<std::size_t>(size)) {}
 
 void table::join(int rank) {
   joined_[static_cast<std::size_t>(rank)] = true;
+  ever_joined_[static_cast<std::size_t>(rank)] = true;
   if (failure_) send_(rank, *failure_);
+}
+
+void table::misfit(std::uint32_t rank, const std::string& why) {
+  fail_job(-1, message{m_job_failed, static_cast<std::uint32_t>(errc::invalid_argument), rank, {}, why.substr(0, max_failure_text)}, true);
+}
+
+void table::missing_after(std::chrono::milliseconds waited) {
+  std::string names;
+  int n = 0;
+  for (int r = 0; r < size(); ++r)
+    if (!ever_joined_[static_cast<std::size_t>(r)] && ++n <= 8) names += (names.empty() ? "" : ", ") + std::to_string(r);
+  if (n == 0) return;
+  if (n > 8) names += " and " + std::to_string(n - 8) + " more";
+  fail_job(-1,
+           message{m_job_failed, static_cast<std::uint32_t>(errc::timeout), static_cast<std::uint32_t>(-1), {},
+                   (n == 1 ? "rank " : "ranks ") + names + " did not join the job within " + std::to_string(waited.count()) +
+                       " ms (not started, crashed while starting, or told another store or size)"},
+           true);
 }
 
 // Records the job's first failure (a lost connection gives way to a report that may say

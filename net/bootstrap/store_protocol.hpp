@@ -105,6 +105,11 @@ public:
 
   // A rank passed its handshake (judge_member said yes, given taken()).
   void join(int rank);
+  // A process that proved it belongs to the job but whose setup cannot work with it (it
+  // counts another size): the job fails, and every rank hears `why`.
+  void misfit(std::uint32_t rank, const std::string& why);
+  // The time to join has passed: if some rank never joined, the job fails, naming them.
+  void missing_after(std::chrono::milliseconds waited);
   // A message from a joined rank; false: out of protocol, the store closes the connection.
   bool on_message(int rank, const message& m);
   // Its connection closed; without goodbye it died and every other rank is told.
@@ -118,7 +123,7 @@ public:
 private:
   void fail_job(int from, message m, bool tell);
   sender send_;
-  std::vector<bool> joined_, bye_;
+  std::vector<bool> joined_, bye_, ever_joined_;
   int byes_ = 0;
   std::map<std::string, std::string, std::less<>> kv_;
   std::map<std::string, std::vector<std::pair<int, std::uint32_t>>, std::less<>> waiting_;

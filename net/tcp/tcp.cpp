@@ -290,8 +290,9 @@ void tcp_fabric::open_out(int p) {
     if (where) ip = asio::ip::make_address(where->host, ec);
     if (!where || ec) return fail_out(p, make_error_code(errc::protocol_violation), "bad address '" + *a + "' for " + rank_name(p));
     if (ip.is_loopback() && !their_host.empty() && their_host != launcher::host_identity())
-      return fail_out(p, make_error_code(errc::invalid_argument),
-                      rank_name(p) + " advertises " + at + ", a loopback address, but runs on another host (or network namespace): "
+      // A setup that cannot work: the whole job hears why, not only this connection.
+      return abort(make_error_code(errc::invalid_argument),
+                   rank_name(p) + " advertises " + at + ", a loopback address, but runs on another host (or network namespace): "
                       "its host name or OPTCAST_HOST means loopback there; set OPTCAST_IFNAME or OPTCAST_HOST on that host");
     o.where = at;
     o.st = out_conn::state::connecting;

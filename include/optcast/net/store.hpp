@@ -63,6 +63,9 @@ public:
   // Waits until every rank's connection has closed (after its goodbye and the job's
   // outcome, or dead); false if `timeout` passed first.
   bool wait_all_done(std::chrono::milliseconds timeout);
+  // The job fails, and every rank hears which ranks are missing, if not every rank has
+  // joined within `timeout` from now (rather than each waiting for its first deadline).
+  void expect_all_within(std::chrono::milliseconds timeout);
   // Whether a rank reported a failure or died.
   bool failed() const;
 

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Jobs of 8 ranks, one per emulated host (tests/cluster/netns.sh: a network namespace
+# each, IPv4 and IPv6, names in /etc/hosts), started the ways users start them; each
+# rank runs tests/cluster_rank (a broadcast, an allreduce and a scatter, every element
+# checked) and the job must end with every rank "ok" at its own host's address:
+#   env       OPTCAST_RANK/OPTCAST_SIZE/OPTCAST_STORE=h0:port (a host name)
+#   torchrun  RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT
+#   file      OPTCAST_STORE=file:///dir (one directory all hosts see)
+#   redis     OPTCAST_STORE=redis://h0:port/prefix, a redis-server on h0
+#   ipv6      the store at [fd97::1], OPTCAST_FAMILY=6
+#   debian    h0's own name means 127.0.1.1 on h0 (Debian's /etc/hosts)
+# and the setups that cannot work must give every rank an error, within the bootstrap
+# timeout, that says why: a store nobody serves, a rank missing, sizes that disagree,
+# an interface that does not exist, a stale file store, a loopback address advertised
+# to other hosts, two jobs on one file store (they must not mix: both succeed).
+#
+#   tests/cluster_test.sh CLUSTER_RANK [CASE...]     (root; exit 77 where it cannot run)
+set -uo pipefail
+RANK_BIN=${1:?usage: cluster_test.sh path/to/cluster_rank [case...]}
+shift
+here=$(cd "$(dirname "$0")" && pwd)
+NS="$here/cluster/netns.sh"
+N=8
+TAG="oc$$"
+skip() { echo "skipped: $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root (network namespaces)"
+command -v ip > /dev/null || skip "needs ip (Debian: iproute2)"
+ip netns add "$TAG-probe" 2> /dev/null || skip "cannot create network namespaces here"
+ip netns del "$TAG-probe"
+
+work=$(mktemp -d)
+redis_pid=
+cleanup() {
+  [ -n "$redis_pid" ] && kill "$redis_pid" 2> /dev/null
+  bash "$NS" down "$TAG"
+  rm -rf "$work"
+}
+trap cleanup EXIT
+bash "$NS" up "$TAG" "$N" || { echo "FAIL: cannot set up $N emulated hosts"; exit 1; }
+
+failures=0
+port=29600
+fail() { echo "FAIL [$case]: $*"; failures=$((failures + 1)); }
+
+# run_job NAME VARS_FN: starts rank r on host r with the variables `VARS_FN r` prints
+# (one VAR=value per line), waits (with a deadline), leaves outputs in $work/NAME.r.{out,err,rc}.
+run_job() {
+  local name=$1 vars_fn=$2 deadline=${3:-60} pids=() r
+  for r in $(seq 0 $((N - 1))); do
+    mapfile -t vars < <($vars_fn "$r")
+    [ "${vars[0]:-}" = "-" ] && continue  # this rank is not started
+    (bash "$NS" exec "$TAG" "$r" env OPTCAST_BOOTSTRAP_TIMEOUT=8 OPTCAST_TIMEOUT=20 "${vars[@]}" \
+        timeout "$deadline" "$RANK_BIN" > "$work/$name.$r.out" 2> "$work/$name.$r.err"
+     echo $? > "$work/$name.$r.rc") &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+}
+
+# every rank ok, each at its own host's address (family 4 or 6)
+expect_ok() {
+  local name=$1 fam=${2:-4} r
+  for r in $(seq 0 $((N - 1))); do
+    local want
+    want="rank $r of $N ok at $( [ "$fam" = 6 ] && echo "[$(bash "$NS" addr "$r" 6)]" || bash "$NS" addr "$r")"
+    if [ "$(cat "$work/$name.$r.rc" 2> /dev/null)" != 0 ] || ! grep -qF "$want:" "$work/$name.$r.out"; then
+      fail "rank $r: wanted '$want:...', got rc $(cat "$work/$name.$r.rc" 2> /dev/null): $(cat "$work/$name.$r.out" "$work/$name.$r.err" 2> /dev/null | tail -3)"
+    fi
+  done
+}
+
+# every started rank failed (not killed by the deadline: rc 124), saying `pattern`
+expect_error() {
+  local name=$1 pattern=$2 r rc
+  for r in $(seq 0 $((N - 1))); do
+    [ -f "$work/$name.$r.rc" ] || continue
+    rc=$(cat "$work/$name.$r.rc")
+    if [ "$rc" = 0 ] || [ "$rc" = 124 ] || ! grep -qE "$pattern" "$work/$name.$r.err"; then
+      fail "rank $r: wanted an error matching '$pattern', got rc $rc: $(tail -2 "$work/$name.$r.err")"
+    fi
+  done
+}
+
+store_vars() { echo OPTCAST_RANK="$1"; echo OPTCAST_SIZE=$N; echo OPTCAST_STORE="h0:$port"; echo OPTCAST_JOB_ID=$((7000 + port)); }
+torch_vars() { echo RANK="$1"; echo WORLD_SIZE=$N; echo LOCAL_RANK=0; echo MASTER_ADDR=h0; echo MASTER_PORT=$port; }
+file_vars() { echo OPTCAST_RANK="$1"; echo OPTCAST_SIZE=$N; echo OPTCAST_STORE="file://$work/store"; echo OPTCAST_JOB_ID=$job_id; }
+redis_vars() { echo OPTCAST_RANK="$1"; echo OPTCAST_SIZE=$N; echo OPTCAST_STORE="redis://h0:6390/cluster-test"; echo OPTCAST_JOB_ID=31; }
+v6_vars() { echo OPTCAST_RANK="$1"; echo OPTCAST_SIZE=$N; echo OPTCAST_STORE="tcp://[fd97::1]:$port"; echo OPTCAST_FAMILY=6; }
+no_rank0() { [ "$1" = 0 ] && echo - || store_vars "$1"; }
+no_rank7() { [ "$1" = 7 ] && echo - || store_vars "$1"; }
+odd_size() { store_vars "$1" | sed "s/^OPTCAST_SIZE=.*/OPTCAST_SIZE=$([ "$1" = 3 ] && echo 7 || echo $N)/"; }
+bad_if() { store_vars "$1"; echo OPTCAST_IFNAME=nosuch0; }
+loop_host() { store_vars "$1"; [ "$1" = 0 ] && echo OPTCAST_HOST=h0; }
+
+# h0's own name means 127.0.1.1 there, as Debian's installer writes it.
+debian_h0() { grep -q 127.0.1.1 "/etc/netns/$TAG-h0/hosts" || sed -i "1i 127.0.1.1 h0" "/etc/netns/$TAG-h0/hosts"; }
+
+cases=("$@")
+[ ${#cases[@]} = 0 ] && cases=(env torchrun file redis ipv6 debian unreachable missing sizes ifname stale loopback twojobs)
+for case in "${cases[@]}"; do
+  port=$((port + 1))
+  start=$(date +%s%N)
+  case $case in
+    env) run_job env store_vars; expect_ok env ;;
+    torchrun) run_job torchrun torch_vars; expect_ok torchrun ;;
+    file) job_id=41; run_job file file_vars; expect_ok file ;;
+    redis)
+      if ! command -v redis-server > /dev/null; then echo "skipped [redis]: redis-server is not installed"; continue; fi
+      bash "$NS" exec "$TAG" 0 redis-server --port 6390 --bind 0.0.0.0 --protected-mode no --save "" --appendonly no \
+        --logfile "$work/redis.log" --dir "$work" &
+      redis_pid=$!
+      run_job redis redis_vars; expect_ok redis
+      keys=$(bash "$NS" exec "$TAG" 0 redis-cli -p 6390 --scan --pattern 'cluster-test/job-31/*' | wc -l)
+      [ "$keys" -ge $((2 * N)) ] || fail "the Redis store holds $keys keys under cluster-test/job-31/"
+      ;;
+    ipv6) run_job ipv6 v6_vars; expect_ok ipv6 6 ;;
+    debian)
+      debian_h0
+      run_job debian store_vars; expect_ok debian
+      ;;
+    unreachable) run_job unreachable no_rank0; expect_error unreachable "store" ;;
+    missing) run_job missing no_rank7; expect_error missing "rank 7 did not join the job within 8000 ms" ;;
+    sizes) run_job sizes odd_size; expect_error sizes "rank 3 expects a job of 7 ranks, this store serves 8" ;;
+    ifname) run_job ifname bad_if; expect_error ifname "nosuch0.*eth0" ;;
+    stale)
+      # The same job id again in the same directory: an earlier job's keys are there.
+      job_id=61; run_job stale0 file_vars; expect_ok stale0
+      run_job stale file_vars; expect_error stale "already served a job"
+      ;;
+    loopback) debian_h0; run_job loopback loop_host; expect_error loopback "rank 0 advertises 127.0.1.1:[0-9]+, a loopback address" ;;
+    twojobs)
+      # Two jobs of 4 at once in one directory: each its own id, neither sees the other's.
+      N=4
+      job_id=51; run_job twoA file_vars &
+      a=$!
+      job_id=52; run_job twoB file_vars
+      wait $a
+      expect_ok twoA
+      N=8
+      for r in 0 1 2 3; do
+        [ "$(cat "$work/twoB.$r.rc")" = 0 ] || fail "job B rank $r: $(tail -2 "$work/twoB.$r.err")"
+      done
+      ;;
+    *) echo "cluster_test: no case '$case'" >&2; exit 2 ;;
+  esac
+  echo "$case: $(( ($(date +%s%N) - start) / 1000000 )) ms"
+done
+[ $failures = 0 ] && echo "all cases passed" || echo "$failures failures"
+[ $failures = 0 ]
