@@ -8,6 +8,7 @@
 #   file      OPTCAST_STORE=file:///dir (one directory all hosts see)
 #   redis     OPTCAST_STORE=redis://h0:port/prefix, a redis-server on h0
 #   ipv6      the store at [fd97::1], OPTCAST_FAMILY=6
+#   mpirun    Open MPI's mpirun (PMIx; no store), through an rsh agent into the namespaces
 #   debian    h0's own name means 127.0.1.1 on h0 (Debian's /etc/hosts)
 # and the setups that cannot work must give every rank an error, within the bootstrap
 # timeout, that says why: a store nobody serves, a rank missing, sizes that disagree,
@@ -33,7 +34,7 @@ redis_pid=
 cleanup() {
   [ -n "$redis_pid" ] && kill "$redis_pid" 2> /dev/null
   bash "$NS" down "$TAG"
-  rm -rf "$work"
+  [ -n "${KEEP_WORK:-}" ] && echo "kept $work" || rm -rf "$work"
 }
 trap cleanup EXIT
 bash "$NS" up "$TAG" "$N" || { echo "FAIL: cannot set up $N emulated hosts"; exit 1; }
@@ -96,7 +97,7 @@ loop_host() { store_vars "$1"; [ "$1" = 0 ] && echo OPTCAST_HOST=h0; }
 debian_h0() { grep -q 127.0.1.1 "/etc/netns/$TAG-h0/hosts" || sed -i "1i 127.0.1.1 h0" "/etc/netns/$TAG-h0/hosts"; }
 
 cases=("$@")
-[ ${#cases[@]} = 0 ] && cases=(env torchrun file redis ipv6 debian unreachable missing sizes ifname stale loopback twojobs)
+[ ${#cases[@]} = 0 ] && cases=(env torchrun file redis ipv6 mpirun debian unreachable missing sizes ifname stale loopback twojobs)
 for case in "${cases[@]}"; do
   port=$((port + 1))
   start=$(date +%s%N)
@@ -114,6 +115,24 @@ for case in "${cases[@]}"; do
       [ "$keys" -ge $((2 * N)) ] || fail "the Redis store holds $keys keys under cluster-test/job-31/"
       ;;
     ipv6) run_job ipv6 v6_vars; expect_ok ipv6 6 ;;
+    mpirun)
+      # Open MPI's mpirun as the launcher only (no MPI in the program): started on h0, it
+      # reaches the other hosts through an rsh agent that enters their namespaces; the
+      # ranks learn their place from its PMIx server and publish through it (no store).
+      if ! command -v mpirun > /dev/null; then echo "skipped [mpirun]: mpirun is not installed (Debian: openmpi-bin)"; continue; fi
+      printf '#!/bin/sh\nhost=$1; shift\nexec ip netns exec "%s-$host" sh -c "$*"\n' "$TAG" > "$work/rsh_agent"
+      chmod +x "$work/rsh_agent"
+      hostlist=$(for r in $(seq 0 $((N - 1))); do printf 'h%s,' "$r"; done)
+      bash "$NS" exec "$TAG" 0 timeout 120 mpirun --allow-run-as-root --host "${hostlist%,}" -np $N \
+        --mca plm_rsh_agent "$work/rsh_agent" --mca plm_rsh_no_tree_spawn 1 --mca oob_tcp_if_include eth0 \
+        -x OPTCAST_BOOTSTRAP_TIMEOUT=8 -x OPTCAST_TIMEOUT=20 -x OPTCAST_LOG=info "$RANK_BIN" > "$work/mpirun.out" 2> "$work/mpirun.err"
+      rc=$?
+      [ $rc = 0 ] || fail "mpirun exited with $rc: $(tail -5 "$work/mpirun.err")"
+      for r in $(seq 0 $((N - 1))); do
+        grep -qF "rank $r of $N ok at $(bash "$NS" addr "$r"):" "$work/mpirun.out" ||
+          fail "rank $r did not report ok at its host's address: $(cat "$work/mpirun.out" | head -3)"
+      done
+      ;;
     debian)
       debian_h0
       run_job debian store_vars; expect_ok debian

@@ -23,6 +23,7 @@
 #include "optcast/net/file_store.hpp"
 #include "optcast/net/launcher.hpp"
 #include "optcast/net/redis_store.hpp"
+#include "pmix.hpp"
 #include "optcast/log.hpp"
 
 namespace optcast {
@@ -188,12 +189,20 @@ job_config job_config::from_env(const getenv_fn& get) {
     if (std::string v = env(get, name); !v.empty()) return {v, name};
     return {theirs, found.name + "'s " + their_name};
   };
-  const auto [rank_s, rank_from] = pick("OPTCAST_RANK", found.rank, found.name == "Slurm" ? "SLURM_PROCID" : "RANK");
-  const auto [size_s, size_from] = pick("OPTCAST_SIZE", found.size, found.name == "Slurm" ? "SLURM_NTASKS" : "WORLD_SIZE");
-  if (found.name == "PMIx" && env(get, "OPTCAST_RANK").empty())
-    throw setup_error(make_error_code(errc::invalid_argument),
-                      "started by a PMIx launcher (PMIX_RANK is set), which this optcast does not read yet: set OPTCAST_RANK, "
-                      "OPTCAST_SIZE and OPTCAST_STORE, or start it with srun, torchrun or --np N");
+  // PMIx: rank and size from the launcher's server, and no store (unless OPTCAST_STORE).
+  std::string pmix_rank, pmix_size;
+  if (found.name == "PMIx" && (env(get, "OPTCAST_RANK").empty() || env(get, "OPTCAST_SIZE").empty())) {
+    const auto place = pmix::init();
+    pmix_rank = std::to_string(place.rank);
+    pmix_size = std::to_string(place.size);
+    c.pmix = env(get, "OPTCAST_STORE").empty();
+  }
+  const auto [rank_s, rank_from] = found.name == "PMIx" && env(get, "OPTCAST_RANK").empty()
+                                       ? std::pair<std::string, std::string>{pmix_rank, "PMIx's rank"}
+                                       : pick("OPTCAST_RANK", found.rank, found.name == "Slurm" ? "SLURM_PROCID" : "RANK");
+  const auto [size_s, size_from] = found.name == "PMIx" && env(get, "OPTCAST_SIZE").empty()
+                                       ? std::pair<std::string, std::string>{pmix_size, "PMIx's job size"}
+                                       : pick("OPTCAST_SIZE", found.size, found.name == "Slurm" ? "SLURM_NTASKS" : "WORLD_SIZE");
   if (rank_s.empty() || size_s.empty())
     throw setup_error(make_error_code(errc::invalid_argument),
                       found.name.empty() && env(get, "OPTCAST_RANK").empty() && env(get, "OPTCAST_SIZE").empty() ? "no launcher found to take this process's rank and the job's size from; looked for " +
@@ -216,19 +225,22 @@ job_config job_config::from_env(const getenv_fn& get) {
       throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_JOB_ID='" + id + "' is not a nonzero number");
   }
 
-  const auto [store_s, store_from] = pick("OPTCAST_STORE", found.store, "store");
-  if (store_s.empty())
+  const auto [store_s, store_from] = pick("OPTCAST_STORE", c.pmix ? std::string("pmix:") : found.store, "store");
+  if (c.pmix) {
+    // Where each rank listens goes through the PMIx server; no store to parse.
+  } else if (store_s.empty())
     throw setup_error(make_error_code(errc::invalid_argument),
                       found.name.empty() || found.name == "OPTCAST_RANK"
                           ? "OPTCAST_STORE is not set (host:port of the store on rank 0, file:///dir or redis://host:port)"
                           : "OPTCAST_STORE is not set and " + found.name + " does not say where the store is" +
                                 (found.name == "torchrun" ? " (MASTER_ADDR and MASTER_PORT)" : found.name == "Slurm" ? " (SLURM_STEP_NODELIST)" : ""));
   std::string why;
-  auto url = launcher::parse_store_url(store_s, &why);
+  auto url = c.pmix ? result<launcher::store_url>(launcher::store_url{"pmix", "", 0, "", ""}) : launcher::parse_store_url(store_s, &why);
   if (!url) throw setup_error(url.error(), store_from + " '" + store_s + "': " + why);
   if (const long long port = env_int(get, "OPTCAST_STORE_PORT", 0, 1, 65535); port && url->scheme == "tcp" && env(get, "OPTCAST_STORE").empty())
     url->port = static_cast<std::uint16_t>(port);
-  if (url->scheme == "tcp") {
+  if (url->scheme == "pmix") {
+  } else if (url->scheme == "tcp") {
     c.store = store::address{url->host, url->port};
   } else {
     // Jobs that share a directory or a server keep apart by their job id, which every
@@ -287,6 +299,13 @@ job::job(const asio::any_io_executor& events, const job_config& cfg) : cfg_(cfg)
   if (!cfg.host.empty() || !cfg.ifname.empty()) host_ = choose_host({});
   if (cfg.kv) {
     join_kv(events);
+    return;
+  }
+  if (cfg.pmix) {
+    // The launcher names the job; each rank advertises an interface of its host's.
+    id_ = cfg.job_id;
+    if (host_.empty()) host_ = choose_host({});
+    pmix_events_ = std::make_unique<asio::any_io_executor>(events);
     return;
   }
   if (cfg.rank == 0 && cfg.host_store) {
@@ -397,11 +416,30 @@ void job::join_kv(const asio::any_io_executor& events) {
 job::~job() { leave(std::chrono::milliseconds(0)); }
 
 result<void> job::publish(std::string key, std::string value, std::chrono::milliseconds timeout) {
+  if (cfg_.pmix) {
+    std::string why;
+    auto r = pmix::publish(key, value, timeout, &why);
+    if (!r) log(log_level::error, why);
+    return r;
+  }
   if (kv_) return cfg_.kv->set(key, value);
   return client_->set_wait(std::move(key), std::move(value), timeout);
 }
 
 result<std::vector<std::string>> job::lookup_all(std::vector<std::string> keys, std::chrono::milliseconds timeout) {
+  if (cfg_.pmix) {  // collected by the fence of every rank's publish
+    std::vector<std::string> out;
+    for (const auto& k : keys) {
+      std::string why;
+      auto v = pmix::get(k, &why);
+      if (!v) {
+        log(log_level::error, why);
+        return fail(v.error());
+      }
+      out.push_back(std::move(*v));
+    }
+    return out;
+  }
   if (!kv_) return client_->get_all_wait(std::move(keys), timeout);
   const auto until = std::chrono::steady_clock::now() + timeout;
   std::vector<std::string> out;
@@ -414,6 +452,13 @@ result<std::vector<std::string>> job::lookup_all(std::vector<std::string> keys, 
 }
 
 void job::lookup(std::string key, std::function<void(result<std::string>)> done) {
+  if (cfg_.pmix) {
+    std::string why;
+    auto v = pmix::get(key, &why);
+    if (!v) log(log_level::error, why);
+    asio::post(*pmix_events_, [done = std::move(done), v = std::move(v)] { done(v); });
+    return;
+  }
   if (!kv_) return client_->get(std::move(key), std::move(done));
   kv_->push([s = kv_.get(), key = std::move(key), done = std::move(done)] {
     auto v = s->get_until(key, std::chrono::steady_clock::now() + s->bootstrap_timeout);
@@ -423,6 +468,7 @@ void job::lookup(std::string key, std::function<void(result<std::string>)> done)
 
 void job::on_failure(std::function<void(int)> lost, std::function<void(std::string)> gone,
                      std::function<void(std::uint64_t, std::string)> failed) {
+  if (cfg_.pmix) return;  // nobody to tell: data connections and the launcher find dead ranks
   if (kv_) {  // no store connection to lose, no store to say who died
     std::lock_guard l(kv_->mu);
     kv_->failed = std::move(failed);
@@ -438,6 +484,10 @@ void job::on_failure(std::function<void(int)> lost, std::function<void(std::stri
 
 void job::report_failure(int code, std::string why) {
   if (left_) return;
+  if (cfg_.pmix) {  // said in its goodbye, for the job's outcome
+    if (!pmix_failure_) pmix_failure_ = std::to_string(code) + " " + why;
+    return;
+  }
   if (!kv_) return client_->report_failure(static_cast<std::uint32_t>(code), std::move(why));
   {
     std::lock_guard l(kv_->mu);
@@ -452,6 +502,7 @@ void job::report_failure(int code, std::string why) {
 
 void job::report_stall(std::uint32_t seq, std::string why, std::function<void()> nobody_stuck) {
   if (left_) return;
+  if (cfg_.pmix) return asio::post(*pmix_events_, std::move(nobody_stuck));
   if (!kv_) return client_->report_stall(seq, std::move(why), std::move(nobody_stuck));
   // Nobody to ask whether the others are alive: the collective's deadline decides.
   asio::post(kv_->events, std::move(nobody_stuck));
@@ -495,9 +546,47 @@ result<void> job::leave_kv(std::chrono::milliseconds wait, bool failed) {
   }
 }
 
+// Every rank's goodbye (ok, or its failure) collected by one more fence: the job's
+// outcome is its first failure by rank. Not from the destructor of a job never left (a
+// fence the others may never reach).
+result<void> job::leave_pmix(std::chrono::milliseconds wait, bool failed) {
+  if (wait.count() == 0) {
+    outcome_detail_ = "left without waiting for the others";
+    return fail(errc::timeout);
+  }
+  const std::string mine = pmix_failure_ ? "failed " + *pmix_failure_ : failed ? std::string("failed") : std::string("ok");
+  std::string why;
+  if (auto r = pmix::publish(bye_key(cfg_.rank), mine, wait, &why); !r) {
+    outcome_detail_ = why;
+    return fail(r.error());
+  }
+  for (int r = 0; r < cfg_.size; ++r) {
+    auto v = pmix::get(bye_key(r), &why);
+    if (!v) {
+      outcome_detail_ = why;
+      return fail(v.error());
+    }
+    if (v->starts_with("failed")) {
+      auto [code, text] = kv_side::parse_failure(v->size() > 7 ? v->substr(7) : std::string("0"));
+      outcome_detail_ = text.empty() ? "rank " + std::to_string(r) + " failed" : text;
+      return fail(code ? told_error(code) : make_error_code(errc::peer_lost));
+    }
+  }
+  return {};
+}
+
 result<void> job::leave(std::chrono::milliseconds wait, bool failed) noexcept {
   if (left_) return outcome_;
   left_ = true;
+  if (cfg_.pmix) {
+    try {
+      outcome_ = leave_pmix(wait, failed);
+    } catch (const std::exception& e) {
+      outcome_detail_ = e.what();
+      outcome_ = fail(errc::protocol_violation);
+    }
+    return outcome_;
+  }
   if (kv_) {
     try {
       outcome_ = leave_kv(wait, failed);

@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "optcast/error.hpp"
@@ -62,6 +63,10 @@ struct job_config {
   // Rank 0 hosts the store at `store` (or on store_fd). False: the store runs elsewhere
   // (a test harness, an external rendezvous service).
   bool host_store = true;
+  // The ranks meet through the PMIx server of the launcher that started them (mpirun,
+  // prterun, srun --mpi=pmix): from_env sets it when a PMIx launcher gives rank and size
+  // and OPTCAST_STORE is not set. Every rank publishes (one fence) as often as the others.
+  bool pmix = false;
   int store_fd = -1;
   std::string host;          // empty: chosen by ifname, else the local address toward the store
   std::string ifname;        // OPTCAST_IFNAME's language (launcher::choose_address)
@@ -143,6 +148,7 @@ private:
   // The address to advertise (job_config::host, ifname, else this), logged at info.
   std::string choose_host(const std::string& toward_store) const;
   result<void> leave_kv(std::chrono::milliseconds wait, bool failed);
+  result<void> leave_pmix(std::chrono::milliseconds wait, bool failed);
 
   job_config cfg_;
   std::uint64_t id_ = 0;
@@ -152,6 +158,8 @@ private:
   struct kv_side;  // with job_config::kv: its worker thread and what it watches
   std::unique_ptr<kv_side> kv_;
   bool left_ = false;
+  std::optional<std::string> pmix_failure_;  // job_config::pmix: "code why" of this rank's failure
+  std::unique_ptr<asio::any_io_executor> pmix_events_;  // job_config::pmix: where lookups answer
   result<void> outcome_;
   std::string outcome_detail_;
 };
