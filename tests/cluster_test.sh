@@ -14,7 +14,8 @@
 # and the setups that cannot work must give every rank an error, within the bootstrap
 # timeout, that says why: a store nobody serves, a rank missing, sizes that disagree,
 # an interface that does not exist, a stale file store, a loopback address advertised
-# to other hosts, two jobs on one file store (they must not mix: both succeed).
+# to other hosts, two jobs on one file store (they must not mix: both succeed), two jobs
+# sent to one TCP store (the second is refused, the first undisturbed).
 #
 #   tests/cluster_test.sh CLUSTER_RANK [CASE...]     (root; exit 77 where it cannot run)
 set -uo pipefail
@@ -48,14 +49,16 @@ port=29600
 fail() { echo "FAIL [$case]: $*"; failures=$((failures + 1)); }
 
 # run_job NAME VARS_FN: starts rank r on host r with the variables `VARS_FN r` prints
-# (one VAR=value per line), waits (with a deadline), leaves outputs in $work/NAME.r.{out,err,rc}.
-run_job() {
-  local name=$1 vars_fn=$2 deadline=${3:-60} pids=() r
+# (one VAR=value per line; "-": this rank is not started), waits (each rank up to 60 s),
+# leaves outputs in $work/NAME.r.{out,err,rc}. run_job_on FIRST ...: rank r on host FIRST + r.
+run_job() { run_job_on 0 "$@"; }
+run_job_on() {
+  local first=$1 name=$2 vars_fn=$3 pids=() r
   for r in $(seq 0 $((N - 1))); do
     mapfile -t vars < <($vars_fn "$r")
-    [ "${vars[0]:-}" = "-" ] && continue  # this rank is not started
-    (bash "$NS" exec "$TAG" "$r" env OPTCAST_BOOTSTRAP_TIMEOUT=8 OPTCAST_TIMEOUT=20 "${vars[@]}" \
-        timeout "$deadline" "$RANK_BIN" > "$work/$name.$r.out" 2> "$work/$name.$r.err"
+    [ "${vars[0]:-}" = "-" ] && continue
+    (bash "$NS" exec "$TAG" $((first + r)) env OPTCAST_BOOTSTRAP_TIMEOUT=8 OPTCAST_TIMEOUT=20 "${vars[@]}" \
+        timeout 60 "$RANK_BIN" > "$work/$name.$r.out" 2> "$work/$name.$r.err"
      echo $? > "$work/$name.$r.rc") &
     pids+=($!)
   done
@@ -161,7 +164,7 @@ start_slurm() {
 debian_h0() { grep -q 127.0.1.1 "/etc/netns/$TAG-h0/hosts" || sed -i "1i 127.0.1.1 h0" "/etc/netns/$TAG-h0/hosts"; }
 
 cases=("$@")
-[ ${#cases[@]} = 0 ] && cases=(env torchrun file redis ipv6 mpirun slurm debian unreachable missing sizes ifname stale loopback twojobs)
+[ ${#cases[@]} = 0 ] && cases=(env torchrun file redis ipv6 mpirun slurm debian unreachable missing sizes ifname stale loopback twojobs twostores)
 for case in "${cases[@]}"; do
   port=$((port + 1))
   start=$(date +%s%N)
@@ -243,6 +246,23 @@ for case in "${cases[@]}"; do
       for r in 0 1 2 3; do
         [ "$(cat "$work/twoB.$r.rc")" = 0 ] || fail "job B rank $r: $(tail -2 "$work/twoB.$r.err")"
       done
+      ;;
+    twostores)
+      # Two jobs of 4 sent to one TCP store (h0's): job B's ranks (on h4..h7, started
+      # first) are refused by job A's store, saying so, and job A runs undisturbed.
+      N=4
+      job_b() { echo OPTCAST_RANK="$1"; echo OPTCAST_SIZE=4; echo OPTCAST_STORE="h0:$port"; echo OPTCAST_JOB_ID=72; }
+      run_job_on 4 twoB job_b &
+      b=$!
+      sleep 0.5
+      run_job twoA store_vars
+      wait $b
+      expect_ok twoA
+      for r in 0 1 2 3; do
+        grep -q "belongs to job 72, and this store serves another" "$work/twoB.$r.err" ||
+          fail "job B rank $r: $(cat "$work/twoB.$r.rc") $(tail -2 "$work/twoB.$r.err")"
+      done
+      N=8
       ;;
     *) echo "cluster_test: no case '$case'" >&2; exit 2 ;;
   esac

@@ -338,7 +338,7 @@ job::job(const asio::any_io_executor& events, const job_config& cfg) : cfg_(cfg)
   auto store_ip = launcher::resolve(cfg.store.host, cfg.family, &why);
   if (!store_ip) throw setup_error(store_ip.error(), "the store's host: " + why);
   client_ = std::make_unique<store::client>(events, store::address{*store_ip, cfg.store.port}, cfg.rank, cfg.size,
-                                            cfg.bootstrap_timeout, cfg.secret);
+                                            cfg.bootstrap_timeout, cfg.secret, cfg.job_id);
   id_ = client_->job_id();
   if (cfg.job_id && cfg.job_id != id_)
     throw setup_error(make_error_code(errc::protocol_violation),

@@ -261,6 +261,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
         co_return refuse("authentication failed: the client does not know the job secret");
     }
     // Only now, talking to a member of the job, say more than "no".
+    if (auto no = judge_job(h, self->job_id)) co_return refuse(*no);
     if (auto no = judge_member(h, self->size, [&](int r) { return self->state->taken(r); })) {
       // A member (it passed authentication, or there is none to pass) that counts another
       // size: the job cannot run, and its ranks would wait for their deadlines otherwise.
@@ -559,11 +560,11 @@ result<T> wait_answer(asio::io_context& io, std::chrono::milliseconds timeout, S
 }  // namespace
 
 client::client(const asio::any_io_executor& events, const address& server, int rank, int size,
-               std::chrono::milliseconds timeout, std::string_view secret)
+               std::chrono::milliseconds timeout, std::string_view secret, std::uint64_t job_id)
     : impl_(std::make_shared<impl>(events)) {
   auto& io = impl_->io;
   try {
-    handshake(server, rank, size, timeout, secret);
+    handshake(server, rank, size, timeout, secret, job_id);
   } catch (...) {
     // The read loop ends on the closed socket and lets go of the connection's state.
     std::error_code ignored;
@@ -581,7 +582,7 @@ client::client(const asio::any_io_executor& events, const address& server, int r
 
 // Before the thread starts: the calling thread drives the connection's io_context.
 void client::handshake(const address& server, int rank, int size, std::chrono::milliseconds timeout,
-                       std::string_view secret) {
+                       std::string_view secret, std::uint64_t job_id) {
   auto& io = impl_->io;
   const auto key = auth::key::from_secret(secret);
   const auto deadline = clock::now() + timeout;
@@ -637,7 +638,7 @@ void client::handshake(const address& server, int rank, int size, std::chrono::m
   };
   transcript t(static_cast<std::uint32_t>(rank), static_cast<std::uint32_t>(size));
   if (key) t.client_nonce = auth::fresh_nonce();
-  auto answer = exchange({m_hello, static_cast<std::uint32_t>(size), static_cast<std::uint32_t>(rank), std::string(magic),
+  auto answer = exchange({m_hello, static_cast<std::uint32_t>(size), static_cast<std::uint32_t>(rank), hello_key(job_id),
                           key ? as_string(t.client_nonce) : std::string()});
   if (key) {
     if (answer->type != m_challenge || !copy_exact(t.server_nonce, answer->val))

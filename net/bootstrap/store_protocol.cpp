@@ -1,5 +1,7 @@
 #include "store_protocol.hpp"
 
+#include <charconv>
+
 #include <cstring>
 
 #include "wire.hpp"
@@ -54,11 +56,32 @@ result<std::optional<decoded>> decode(std::span<const std::byte> in, std::uint32
 
 std::optional<std::string> judge_hello(const message& h, bool store_has_secret) {
   if (h.type != m_hello) return "not an optcast store client (no hello)";
-  if (h.key != magic) return "the client speaks '" + wire::printable(h.key) + "', this store " + std::string(magic);
+  const std::string_view spoken = std::string_view(h.key).substr(0, h.key.find('#'));
+  if (spoken != magic) return "the client speaks '" + wire::printable(h.key) + "', this store " + std::string(magic);
+  if (spoken.size() < h.key.size()) {
+    std::uint64_t id = 0;
+    const auto* first = h.key.data() + spoken.size() + 1;
+    auto [end, ec] = std::from_chars(first, h.key.data() + h.key.size(), id);
+    if (ec != std::errc{} || end != h.key.data() + h.key.size() || id == 0)
+      return "the client's hello names no job ('" + wire::printable(h.key) + "')";
+  }
   if (store_has_secret && h.val.size() != 32) return "this job has a secret (OPTCAST_SECRET) and the client did not offer one";
   if (!store_has_secret && !h.val.empty())
     return "the client has a job secret and this store has none (OPTCAST_SECRET set for some ranks only?)";
   return std::nullopt;
+}
+
+std::string hello_key(std::uint64_t job_id) {
+  return job_id ? std::string(magic) + "#" + std::to_string(job_id) : std::string(magic);
+}
+
+std::optional<std::string> judge_job(const message& h, std::uint64_t job_id) {
+  const auto hash = h.key.find('#');
+  if (hash == std::string::npos) return std::nullopt;
+  const std::string theirs = h.key.substr(hash + 1);
+  if (theirs == std::to_string(job_id)) return std::nullopt;
+  return "rank " + std::to_string(h.arg) + " belongs to job " + theirs +
+         ", and this store serves another (two jobs sent to one store? give each its own OPTCAST_STORE)";
 }
 
 std::optional<std::string> judge_member(const message& h, int size, const std::function<bool(int)>& taken) {

@@ -85,6 +85,11 @@ result<std::optional<decoded>> decode(std::span<const std::byte> in, std::uint32
 // The store's judgement of a client's first message, before any proof: refused with the
 // reason (a stranger is told no more than that), or nullopt to go on.
 std::optional<std::string> judge_hello(const message& hello, bool store_has_secret);
+// The hello's key: the protocol, and after '#' the job the client belongs to, if it knows.
+std::string hello_key(std::uint64_t job_id);
+// After the proof: whether the client belongs to the job this store serves (a client
+// that does not say is taken to).
+std::optional<std::string> judge_job(const message& hello, std::uint64_t job_id);
 // After the proof: whether it may take the rank it claims in a job of `size`.
 std::optional<std::string> judge_member(const message& hello, int size, const std::function<bool(int)>& taken);
 

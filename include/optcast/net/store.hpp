@@ -83,8 +83,10 @@ public:
   // itself as `rank` of a job of `size`, proving it knows `secret` if there is one.
   // Callbacks (set's, get's, on_events', report_stall's) run on `events`. Throws
   // optcast::setup_error with the reason on failure.
+  // `job_id` (nonzero): the job this rank belongs to; a store serving another job refuses
+  // it before it joins, so that a second job sent to one store does not disturb the first.
   client(const asio::any_io_executor& events, const address& server, int rank, int size,
-         std::chrono::milliseconds timeout, std::string_view secret = {});
+         std::chrono::milliseconds timeout, std::string_view secret = {}, std::uint64_t job_id = 0);
   ~client();
   client(const client&) = delete;
   client& operator=(const client&) = delete;
@@ -122,7 +124,8 @@ public:
   struct impl;
 
 private:
-  void handshake(const address& server, int rank, int size, std::chrono::milliseconds timeout, std::string_view secret);
+  void handshake(const address& server, int rank, int size, std::chrono::milliseconds timeout, std::string_view secret,
+                 std::uint64_t job_id);
   std::shared_ptr<impl> impl_;
 };
 
