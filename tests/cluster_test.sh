@@ -33,10 +33,10 @@ ip netns del "$TAG-probe"
 
 work=$(mktemp -d)
 redis_pid=
-munged_started=
+slurm_up=
 cleanup() {
   [ -n "$redis_pid" ] && kill "$redis_pid" 2> /dev/null
-  [ -n "$munged_started" ] && [ -f /run/munge/munged.pid ] && kill "$(cat /run/munge/munged.pid)" 2> /dev/null
+  [ -n "$slurm_up" ] && bash "$here/cluster/slurm.sh" down "$work/slurm"
   bash "$NS" down "$TAG"
   [ -n "${KEEP_WORK:-}" ] && echo "kept $work" || rm -rf "$work"
 }
@@ -111,53 +111,10 @@ odd_size() { store_vars "$1" | sed "s/^OPTCAST_SIZE=.*/OPTCAST_SIZE=$([ "$1" = 3
 bad_if() { store_vars "$1"; echo OPTCAST_IFNAME=nosuch0; }
 loop_host() { store_vars "$1"; [ "$1" = 0 ] && echo OPTCAST_HOST=h0; }
 
-# Slurm's daemons for the slurm case, configured in $work/slurm (SLURM_CONF), stopped
-# with the namespaces; munged too if none was running.
+# Slurm's daemons for the slurm case (tests/cluster/slurm.sh), in $work/slurm.
 start_slurm() {
-  local d="$work/slurm" r
-  mkdir -p "$d/state"
-  {
-    echo "ClusterName=optcast-test"
-    echo "SlurmctldHost=h0($(bash "$NS" addr 0))"
-    echo "SlurmUser=root"
-    echo "AuthType=auth/munge"
-    echo "CredType=cred/munge"
-    echo "StateSaveLocation=$d/state"
-    echo "SlurmdSpoolDir=$d/spool-%n"
-    echo "SlurmctldPidFile=$d/slurmctld.pid"
-    echo "SlurmdPidFile=$d/slurmd-%n.pid"
-    echo "SlurmctldLogFile=$d/slurmctld.log"
-    echo "SlurmdLogFile=$d/slurmd-%n.log"
-    echo "ProctrackType=proctrack/linuxproc"
-    echo "TaskPlugin=task/none"
-    echo "JobAcctGatherType=jobacct_gather/none"
-    echo "MpiDefault=none"
-    echo "MailProg=/bin/true"
-    echo "ReturnToService=2"
-    for r in $(seq 0 $((N - 1))); do echo "NodeName=h$r NodeAddr=$(bash "$NS" addr "$r") CPUs=$(nproc) State=UNKNOWN"; done
-    echo "PartitionName=test Nodes=h[0-$((N - 1))] Default=YES MaxTime=INFINITE State=UP"
-  } > "$d/slurm.conf"
-  # The hosts' cgroups as this machine has them (v2 if /sys/fs/cgroup is one, else v1).
-  if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then echo "CgroupPlugin=cgroup/v2" > "$d/cgroup.conf"
-  else printf 'CgroupPlugin=cgroup/v1\nCgroupAutomount=no\n' > "$d/cgroup.conf"; fi
-  if ! munge -n > /dev/null 2>&1; then  # no munged that answers (a zombie's name does not count)
-    mkdir -p /run/munge && chown munge:munge /run/munge
-    [ -f /etc/munge/munge.key ] || { mungekey --create 2> /dev/null || dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 2> /dev/null; }
-    chown munge:munge /etc/munge/munge.key && chmod 400 /etc/munge/munge.key
-    runuser -u munge -- /usr/sbin/munged --force || return 1
-    munged_started=1
-    for _ in $(seq 50); do munge -n > /dev/null 2>&1 && break; sleep 0.1; done
-  fi
-  bash "$NS" exec "$TAG" 0 unshare --uts sh -c "hostname h0; SLURM_CONF=$d/slurm.conf exec slurmctld" || return 1
-  for r in $(seq 0 $((N - 1))); do
-    bash "$NS" exec "$TAG" "$r" unshare --uts sh -c "hostname h$r; SLURM_CONF=$d/slurm.conf exec slurmd -N h$r" || return 1
-  done
-  # Up once every node is idle.
-  for _ in $(seq 100); do
-    [ "$(bash "$NS" exec "$TAG" 0 env SLURM_CONF="$d/slurm.conf" timeout 2 sinfo -h -t idle -o %D 2> /dev/null)" = "$N" ] && return 0
-    sleep 0.2
-  done
-  return 1
+  slurm_up=1
+  bash "$here/cluster/slurm.sh" up "$work/slurm" "ip netns exec $TAG-h{}" $(for r in $(seq 0 $((N - 1))); do bash "$NS" addr "$r"; done)
 }
 
 # h0's own name means 127.0.1.1 there, as Debian's installer writes it.
@@ -248,15 +205,19 @@ for case in "${cases[@]}"; do
       done
       ;;
     twostores)
-      # Two jobs of 4 sent to one TCP store (h0's): job B's ranks (on h4..h7, started
-      # first) are refused by job A's store, saying so, and job A runs undisturbed.
+      # Two jobs of 4 sent to one TCP store (h0's). Job A's rank 3 starts last, so that its
+      # store is there (waiting for it) while job B's ranks, on h4..h7, try to join: they
+      # are refused, saying so; then job A runs undisturbed.
       N=4
+      job_a_first() { [ "$1" = 3 ] && echo - || store_vars "$1"; }
+      job_a_last() { [ "$1" = 3 ] && store_vars "$1" || echo -; }
       job_b() { echo OPTCAST_RANK="$1"; echo OPTCAST_SIZE=4; echo OPTCAST_STORE="h0:$port"; echo OPTCAST_JOB_ID=72; }
-      run_job_on 4 twoB job_b &
-      b=$!
-      sleep 0.5
-      run_job twoA store_vars
-      wait $b
+      run_job twoA job_a_first &
+      a=$!
+      sleep 0.3
+      run_job_on 4 twoB job_b
+      run_job twoA job_a_last
+      wait $a
       expect_ok twoA
       for r in 0 1 2 3; do
         grep -q "belongs to job 72, and this store serves another" "$work/twoB.$r.err" ||
