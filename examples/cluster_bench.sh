@@ -1,42 +1,84 @@
 #!/usr/bin/env bash
-# Runs an optcast-bench command (broadcast unless COMMAND is given: broadcast, model,
-# coll), or `optcast calibrate` (COMMAND calibrate), with one rank per emulated host of a netcluster (network namespaces h0..h{P-1}
-# with rate-capped links; the store on h0), so that the links, not the CPU, decide.
-# As root, after: netcluster.sh up P RATE
+# Runs the demo (COMMAND demo), an optcast-bench command (broadcast unless COMMAND is
+# given: broadcast, model, coll), or `optcast calibrate` (COMMAND calibrate), with one rank
+# per emulated host of a netcluster (network namespaces h0..h{P-1} with rate-capped links),
+# so that the links, not the CPU, decide. As root, after: netcluster.sh up P RATE
 #
 #   examples/cluster_bench.sh P [COMMAND] [options...]
 #   e.g. examples/cluster_bench.sh 8 --sizes 64MiB --json
+#        examples/cluster_bench.sh 8 demo --bytes 64MiB
+#        LAUNCH=srun examples/cluster_bench.sh 8 demo
 #        examples/cluster_bench.sh 4 model --calibrate --sizes 64KiB,1MiB,16MiB
 #        examples/cluster_bench.sh 8 coll -l 8,1MiB,16MiB      (benchmarks/side_by_side.sh runs this)
 #        examples/cluster_bench.sh 8 calibrate --output /tmp/cluster.json   (then OPTCAST_CALIBRATION=...)
 #
+# LAUNCH: how the ranks are started:
+#   env     (default) OPTCAST_RANK, OPTCAST_SIZE and OPTCAST_STORE (the TCP store on h0)
+#   mpirun  Open MPI's mpirun on h0, into the hosts through an rsh agent (PMIx; no store)
+#           (tests/cluster/mpirun.sh)
+#   srun    Slurm's srun -N P -n P on h0; a slurmctld on h0 and a slurmd on every host are
+#           started for the run and stopped after (tests/cluster/slurm.sh), unless
+#           SLURM_CONF names a Slurm already running on the hosts
+# Every OPTCAST_* variable set here reaches every rank, whatever the launcher.
 # NETCLUSTER: path of netcluster.sh (default ../shared/tools/netcluster.sh from the
-# repository); BENCH: path of optcast-bench (default build/examples/optcast-bench).
+# repository); BENCH, DEMO: optcast-bench's, optcast-demo's path (default: in build/examples).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-P=${1:?usage: cluster_bench.sh P [broadcast|model|coll] [options]}
+usage="usage: [LAUNCH=env|mpirun|srun] cluster_bench.sh P [demo|broadcast|model|coll|calibrate] [options]"
+case "${1:-}" in -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+P=${1:?$usage}
+[[ "$P" =~ ^[0-9]+$ ]] && [ "$P" -ge 1 ] || { echo "cluster_bench: P must be a number of hosts; $usage" >&2; exit 2; }
 shift
 cmd=broadcast
-case "${1:-}" in broadcast|model|coll|calibrate) cmd=$1; shift ;; esac
-quiet=()  # progress lines off where the command has them
-case "$cmd" in broadcast|model) quiet=(--quiet) ;; esac
+case "${1:-}" in demo|broadcast|model|coll|calibrate) cmd=$1; shift ;; esac
+launch=${LAUNCH:-env}
+case "$launch" in env|mpirun|srun) ;; *) echo "cluster_bench: LAUNCH=$launch: env, mpirun or srun" >&2; exit 2 ;; esac
+args=("$cmd" --fabric tcp)  # the program's own arguments before the user's
+case "$cmd" in broadcast|model) args+=(--quiet) ;; esac  # progress lines off where the command has them
 NC=${NETCLUSTER:-$here/../shared/tools/netcluster.sh}
 BIN=${BENCH:-$here/build/examples/optcast-bench}
 [ "$cmd" = calibrate ] && BIN=${OPTCAST_TOOL:-$here/build/tools/optcast}
+[ "$cmd" = demo ] && { BIN=${DEMO:-$here/build/examples/optcast-demo}; args=(--fabric tcp); }
 [ -f "$NC" ] || { echo "cluster_bench: netcluster.sh not found (set NETCLUSTER)" >&2; exit 2; }
 [ -x "$BIN" ] || { echo "cluster_bench: $BIN not built" >&2; exit 2; }
-store=$(bash "$NC" hosts | awk '$2 == "h0" {print $1}')
-[ -n "$store" ] || { echo "cluster_bench: no cluster up (netcluster.sh up $P RATE)" >&2; exit 2; }
+mapfile -t addrs < <(bash "$NC" hosts 2> /dev/null | awk '{print $1}')
+[ "${#addrs[@]}" -ge "$P" ] || { echo "cluster_bench: no cluster of $P hosts up (netcluster.sh up $P RATE)" >&2; exit 2; }
+addrs=("${addrs[@]:0:$P}")
+store=${addrs[0]}
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-pids=()
-for r in $(seq 0 $((P - 1))); do
-  bash "$NC" exec "h$r" env OPTCAST_RANK="$r" OPTCAST_SIZE="$P" OPTCAST_STORE="$store:29500" OPTCAST_JOB_ID=$$ \
-    "$BIN" "$cmd" --fabric tcp "${quiet[@]}" "$@" >"$out/rank$r" 2>&1 &
-  pids+=($!)
-done
+slurm=
+cleanup() {
+  [ -n "$slurm" ] && bash "$here/tests/cluster/slurm.sh" down "$out/slurm"
+  rm -rf "$out"
+}
+trap cleanup EXIT
 rc=0
-for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+case "$launch" in
+  env)
+    pids=()
+    for r in $(seq 0 $((P - 1))); do
+      bash "$NC" exec "h$r" env OPTCAST_RANK="$r" OPTCAST_SIZE="$P" OPTCAST_STORE="$store:29500" OPTCAST_JOB_ID=$$ \
+        "$BIN" "${args[@]}" "$@" > "$out/rank$r" 2>&1 &
+      pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+    ;;
+  mpirun)
+    RANK_OUTPUT=1 bash "$here/tests/cluster/mpirun.sh" "bash $NC exec h{}" "$out" "${store%.*}.0/24" "$P" -- \
+      "$BIN" "${args[@]}" "$@" || rc=1
+    ;;
+  srun)
+    if [ -z "${SLURM_CONF:-}" ]; then
+      echo "cluster_bench: starting Slurm on h0..h$((P - 1))" >&2
+      slurm=1
+      bash "$here/tests/cluster/slurm.sh" up "$out/slurm" "bash $NC exec h{}" "${addrs[@]}" ||
+        { echo "cluster_bench: cannot start Slurm" >&2; exit 1; }
+      export SLURM_CONF="$out/slurm/slurm.conf"
+    fi
+    bash "$NC" exec h0 env SLURM_CONF="$SLURM_CONF" srun -N "$P" -n "$P" --output="$out/rank%t" \
+      "$BIN" "${args[@]}" "$@" || rc=1
+    ;;
+esac
 cat "$out/rank0"
 if [ $rc != 0 ]; then
   echo "cluster_bench: a rank failed:" >&2

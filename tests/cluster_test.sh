@@ -114,7 +114,7 @@ loop_host() { store_vars "$1"; [ "$1" = 0 ] && echo OPTCAST_HOST=h0; }
 # Slurm's daemons for the slurm case (tests/cluster/slurm.sh), in $work/slurm.
 start_slurm() {
   slurm_up=1
-  bash "$here/cluster/slurm.sh" up "$work/slurm" "ip netns exec $TAG-h{}" $(for r in $(seq 0 $((N - 1))); do bash "$NS" addr "$r"; done)
+  bash "$here/cluster/slurm.sh" up "$work/slurm" "bash $NS exec $TAG {}" $(for r in $(seq 0 $((N - 1))); do bash "$NS" addr "$r"; done)
 }
 
 # h0's own name means 127.0.1.1 there, as Debian's installer writes it.
@@ -145,25 +145,11 @@ for case in "${cases[@]}"; do
       # reaches the other hosts through an rsh agent that enters their namespaces; the
       # ranks learn their place from its PMIx server and publish through it (no store).
       if ! command -v mpirun > /dev/null; then skipped+=("mpirun: mpirun is not installed (Debian: openmpi-bin)"); continue; fi
-      printf '#!/bin/sh\nhost=$1; shift\nexec ip netns exec "%s-$host" sh -c "$*" 2>> "%s/rsh_agent.log"\n' "$TAG" "$work" > "$work/rsh_agent"
-      chmod +x "$work/rsh_agent"
-      hostlist=$(for r in $(seq 0 $((N - 1))); do printf 'h%s,' "$r"; done)
-      # mpirun passes on only the variables it is told to (the sanitizers' settings too).
-      pass=()
-      for v in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do [ -n "${!v:-}" ] && pass+=(-x "$v"); done
-      # About one start in five, mpirun waits forever for one of its daemons (orted) to
-      # report back, before any rank has started (nothing in their output): a launch that
-      # started no rank within 30 s is tried again (up to three times), and said so. A rank that started
-      # is never retried.
-      for attempt in 1 2 3; do
-        bash "$NS" exec "$TAG" 0 timeout 30 mpirun --allow-run-as-root --host "${hostlist%,}" -np $N \
-          --mca plm_rsh_agent "$work/rsh_agent" --mca plm_rsh_no_tree_spawn 1 --mca oob_tcp_if_include 10.97.0.0/24 --mca oob_tcp_disable_ipv6_family 1 \
-          -x OPTCAST_BOOTSTRAP_TIMEOUT=8 -x OPTCAST_TIMEOUT=20 -x OPTCAST_LOG=info "${pass[@]}" "$RANK_BIN" > "$work/mpirun.out" 2> "$work/mpirun.err"
-        rc=$?
-        [ $rc = 124 ] && [ $attempt -lt 3 ] && ! grep -q "rank" "$work/mpirun.out" "$work/mpirun.err" || break
-        echo "mpirun started no rank within 30 s (its daemons did not all report back); trying again"
-        pkill -f "orted.*$work" 2> /dev/null
-      done
+      env OPTCAST_BOOTSTRAP_TIMEOUT=8 OPTCAST_TIMEOUT=20 OPTCAST_LOG=info timeout 100 \
+        bash "$here/cluster/mpirun.sh" "bash $NS exec $TAG {}" "$work/mpirun" 10.97.0.0/24 $N -- "$RANK_BIN" \
+        > "$work/mpirun.out" 2> "$work/mpirun.err"
+      rc=$?
+      grep "^mpirun.sh:" "$work/mpirun.err"
       expect_launched mpirun $rc
       ;;
     slurm)

@@ -7,7 +7,7 @@
 #
 #   netns.sh up TAG N      namespaces TAG-h0 .. TAG-h{N-1} and TAG-sw
 #   netns.sh down TAG      remove them (and their /etc/netns entries)
-#   netns.sh exec TAG I CMD...   run CMD in host I
+#   netns.sh exec TAG I CMD...   run CMD in host I (its host name hI)
 #   netns.sh addr I [6]    host I's address (IPv4, or IPv6 with 6)
 # Host I is named hI, at 10.97.0.(I+1) and fd97::(I+1).
 set -euo pipefail
@@ -59,7 +59,8 @@ down() {
 case "${1:-}" in
   up) up "$2" "$3" ;;
   down) down "$2" ;;
-  exec) tag=$2 i=$3; shift 3; exec ip netns exec "$tag-h$i" "$@" ;;
+  # Each host its own name too (a UTS namespace), as launchers' daemons expect.
+  exec) tag=$2 i=$3; shift 3; exec ip netns exec "$tag-h$i" unshare --uts -- sh -c 'hostname "$0"; exec "$@"' "h$i" "$@" ;;
   addr) addr "$2" "${3:-4}" ;;
   *) echo "usage: netns.sh up TAG N | down TAG | exec TAG I CMD... | addr I [6]" >&2; exit 2 ;;
 esac
