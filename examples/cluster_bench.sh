@@ -11,6 +11,8 @@
 #        examples/cluster_bench.sh 4 model --calibrate --sizes 64KiB,1MiB,16MiB
 #        examples/cluster_bench.sh 8 coll -l 8,1MiB,16MiB      (benchmarks/side_by_side.sh runs this)
 #        examples/cluster_bench.sh 8 calibrate --output /tmp/cluster.json   (then OPTCAST_CALIBRATION=...)
+#        examples/cluster_bench.sh 8 python examples/torch_bench.py   (a torch.distributed program:
+#          torchrun's variables, the store on h0, PYTHONPATH to build/bindings/torch)
 #
 # LAUNCH: how the ranks are started:
 #   env     (default) OPTCAST_RANK, OPTCAST_SIZE and OPTCAST_STORE (the TCP store on h0)
@@ -24,13 +26,13 @@
 # repository); BENCH, DEMO: optcast-bench's, optcast-demo's path (default: in build/examples).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-usage="usage: [LAUNCH=env|mpirun|srun] cluster_bench.sh P [demo|broadcast|model|coll|calibrate] [options]"
-case "${1:-}" in -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+usage="usage: [LAUNCH=env|mpirun|srun] cluster_bench.sh P [demo|broadcast|model|coll|calibrate|python SCRIPT] [options]"
+case "${1:-}" in -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 P=${1:?$usage}
 [[ "$P" =~ ^[0-9]+$ ]] && [ "$P" -ge 1 ] || { echo "cluster_bench: P must be a number of hosts; $usage" >&2; exit 2; }
 shift
 cmd=broadcast
-case "${1:-}" in demo|broadcast|model|coll|calibrate) cmd=$1; shift ;; esac
+case "${1:-}" in demo|broadcast|model|coll|calibrate|python) cmd=$1; shift ;; esac
 launch=${LAUNCH:-env}
 case "$launch" in env|mpirun|srun) ;; *) echo "cluster_bench: LAUNCH=$launch: env, mpirun or srun" >&2; exit 2 ;; esac
 args=("$cmd" --fabric tcp)  # the program's own arguments before the user's
@@ -39,6 +41,8 @@ NC=${NETCLUSTER:-$here/../shared/tools/netcluster.sh}
 BIN=${BENCH:-$here/build/examples/optcast-bench}
 [ "$cmd" = calibrate ] && BIN=${OPTCAST_TOOL:-$here/build/tools/optcast}
 [ "$cmd" = demo ] && { BIN=${DEMO:-$here/build/examples/optcast-demo}; args=(--fabric tcp); }
+[ "$cmd" = python ] && { BIN=/usr/bin/python3; args=(); }  # Debian's torch is for the system's Python
+[ "$cmd" = python ] && [ "$launch" != env ] && { echo "cluster_bench: python runs with LAUNCH=env only" >&2; exit 2; }
 [ -f "$NC" ] || { echo "cluster_bench: netcluster.sh not found (set NETCLUSTER)" >&2; exit 2; }
 [ -x "$BIN" ] || { echo "cluster_bench: $BIN not built" >&2; exit 2; }
 mapfile -t addrs < <(bash "$NC" hosts 2> /dev/null | awk '{print $1}')
@@ -57,8 +61,13 @@ case "$launch" in
   env)
     pids=()
     for r in $(seq 0 $((P - 1))); do
-      bash "$NC" exec "h$r" env OPTCAST_RANK="$r" OPTCAST_SIZE="$P" OPTCAST_STORE="$store:29500" OPTCAST_JOB_ID=$$ \
-        "$BIN" "${args[@]}" "$@" > "$out/rank$r" 2>&1 &
+      if [ "$cmd" = python ]; then
+        vars=(RANK="$r" WORLD_SIZE="$P" MASTER_ADDR="$store" MASTER_PORT=29500 LOCAL_RANK=0
+              PYTHONPATH="$here/build/bindings/torch${PYTHONPATH:+:$PYTHONPATH}")
+      else
+        vars=(OPTCAST_RANK="$r" OPTCAST_SIZE="$P" OPTCAST_STORE="$store:29500" OPTCAST_JOB_ID=$$)
+      fi
+      bash "$NC" exec "h$r" env "${vars[@]}" "$BIN" "${args[@]}" "$@" > "$out/rank$r" 2>&1 &
       pids+=($!)
     done
     for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
