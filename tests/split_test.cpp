@@ -313,3 +313,66 @@ TEST_CASE("a failure on a sub-communicator breaks its parent, on every rank", "[
     CHECK(w->comms()[static_cast<std::size_t>(r)].broken());
   }
 }
+
+TEST_CASE("recv_any on a sub-communicator names the sender by its rank there, and takes no parent message",
+          "[local][tcp][split]") {
+  const std::string kind = GENERATE(as<std::string>{}, "local", "tcp");
+  INFO(kind);
+  const int p = 6;
+  auto w = testing::make_world(kind, p);
+  // Two halves by parity, members in reverse parent order, so that a sub rank differs
+  // from its parent rank and from its job rank.
+  std::vector<std::vector<std::pair<int, int>>> got(p);  // at each sub root: (sub rank named, payload)
+  std::vector<int> parent_got(p, -1);
+  std::vector<std::vector<int>> members(p);
+  const std::uint32_t tag = 5;
+  auto res = w->run_all([&](communicator& c) -> task<result<void>> {
+    const int r = c.rank();
+    auto s = co_await split(c, r % 2, -r);
+    if (!s) co_return fail(s.error());
+    communicator& sub = **s;
+    for (int i = 0; i < sub.size(); ++i) members[static_cast<std::size_t>(r)].push_back(job_rank(sub, i));
+    if (r == 1) {
+      // A parent message to rank 4 (the even half's sub root) with the same user tag,
+      // there before its receives from any peer start: they must leave it alone.
+      const int v = 100 + r;
+      if (auto x = co_await send(c, 4, tag, std::as_bytes(std::span(&v, 1))); !x) co_return x;
+    }
+    if (auto x = co_await gathered_parent_ranks(c, r); !x) co_return fail(x.error());  // a barrier
+    if (sub.rank() == 0) {
+      for (int i = 1; i < sub.size(); ++i) {
+        int v = -1;
+        auto from = co_await recv_any(sub, tag, std::as_writable_bytes(std::span(&v, 1)));
+        if (!from) co_return fail(from.error());
+        got[static_cast<std::size_t>(r)].emplace_back(*from, v);
+      }
+      if (r == 4) {
+        int v = -1;
+        if (auto x = co_await recv(c, 1, tag, std::as_writable_bytes(std::span(&v, 1))); !x) co_return x;
+        parent_got[4] = v;
+      }
+    } else {
+      const int v = r;
+      if (auto x = co_await send(sub, 0, tag, std::as_bytes(std::span(&v, 1))); !x) co_return x;
+    }
+    co_return result<void>{};
+  });
+  for (int r = 0; r < p; ++r) {
+    INFO("rank " << r);
+    REQUIRE(res[static_cast<std::size_t>(r)]);
+  }
+  // The sub roots are the highest parent ranks of each half: 4 and 5.
+  for (int root : {4, 5}) {
+    INFO("sub root " << root);
+    const auto& m = members[static_cast<std::size_t>(root)];
+    REQUIRE(m.size() == 3);
+    REQUIRE(m[0] == root);
+    auto seen = got[static_cast<std::size_t>(root)];
+    REQUIRE(seen.size() == 2);
+    for (auto [from, v] : seen) CHECK(m[static_cast<std::size_t>(from)] == v);  // named rank sent it
+    std::sort(seen.begin(), seen.end());
+    CHECK(seen[0].first == 1);
+    CHECK(seen[1].first == 2);
+  }
+  CHECK(parent_got[4] == 101);
+}

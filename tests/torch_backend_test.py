@@ -239,6 +239,18 @@ def check_p2p(rank, p):
             wb.wait()
             same(a, torch.full((3,), 1.0), "tag 1")
             same(b, torch.full((3,), 2.0), "tag 2")
+    # from any source: rank 0 learns who sent each message
+    if rank == 0:
+        senders = []
+        for _ in range(p - 1):
+            t = torch.empty(5, dtype=torch.int32)
+            src = dist.recv(t, src=None, tag=11)
+            same(t, data(src, 5, torch.int32, salt=11), f"recv from any source (sent by {src})")
+            senders.append(src)
+        if sorted(senders) != list(range(1, p)):
+            raise AssertionError(f"recv from any source named the senders {senders}")
+    else:
+        dist.send(data(rank, 5, torch.int32, salt=11), dst=0, tag=11)
     dist.barrier()
 
 

@@ -6,9 +6,6 @@ WORLD_SIZE processes, each initialises the backend through a file:// store and r
 
     tests/torch_distributed_test.py [--np N] [--features] [unittest options, -k PATTERN]
 
-Receives from any source are skipped by torch's rule for backends without them (NCCL's,
-UCC's): optcast has none yet.
-
 --features declares optcast among the backends torch's tests trust with sub-groups and
 DDP (DistTestCases.backend_feature), so that those tests run instead of skipping as they
 do for any plugin backend.
@@ -72,9 +69,6 @@ except ImportError as e:
 if os.environ.get("OPTCAST_TORCH_FEATURES") == "1":
     for feature in ("subgroup", "ddp"):
         DistTestCases.backend_feature[feature].add("optcast")
-# Receiving from any source (recv with src=None) is not there yet: torch's own rule for the
-# backends without it (NCCL, UCC) skips those tests, as it would for them.
-DistTestCases.skip_collective["sendrecv anysource"].add("optcast")
 
 import torch.nn.parallel._replicated_tensor_ddp_utils as replicated  # noqa: E402
 

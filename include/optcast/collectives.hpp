@@ -91,6 +91,13 @@ task<result<void>> send(communicator& c, int peer, std::uint32_t user_tag,
 task<result<void>> recv(communicator& c, int peer, std::uint32_t user_tag,
                         std::span<std::byte> data,
                         std::optional<std::chrono::milliseconds> timeout = {});
+// The first message with `user_tag` from any rank (MPI_ANY_SOURCE); its sender's rank.
+// Messages that have arrived are taken earliest first; a receive of a named peer posted
+// before this one takes that peer's message first. On the fabrics whose
+// fabric::receives_from_any() says so (TCP, local); elsewhere refused with
+// invalid_argument.
+task<result<int>> recv_any(communicator& c, std::uint32_t user_tag, std::span<std::byte> data,
+                           std::optional<std::chrono::milliseconds> timeout = {});
 
 // Counts as given (any integer type), for the byte-level entry points to check: a
 // negative count, or one too large for int64, stays visible as negative.

@@ -144,6 +144,13 @@ std::string called_differently(std::uint32_t seq, std::string_view how);
 // HOW when both calls are known: "rank A called X, rank B Y".
 std::string calls_of(int them, const call_signature& theirs, int me, const call_signature& mine);
 
+// A receive's peer that means any peer (MPI's MPI_ANY_SOURCE): it takes the first
+// message with its tag from whichever peer, and its peer is the sender's once it has
+// finished. Among messages that have arrived, the earliest; messages from one peer with
+// equal tags still match in order. Only fabrics whose receives_from_any() says so take
+// it; the others refuse it (errc::invalid_argument).
+inline constexpr int any_peer = -2;
+
 // One send or receive. It lives in the frame of the coroutine that awaits it (no heap
 // allocation per message); while started it is linked into the fabric's queues, so it
 // must not move until it has finished. Awaiting it starts it and yields the byte count.
@@ -227,6 +234,9 @@ public:
   // where nothing may arrive early) waits for it with compute(); real fabrics have no
   // global steps, and there data moves as soon as it can.
   virtual std::optional<double> model_time() const noexcept { return std::nullopt; }
+
+  // Whether receives may name any_peer.
+  virtual bool receives_from_any() const noexcept { return false; }
 
   // Starts `op` (peer, tag, buffer filled in). Returns true if it finished at once, with
   // op.ec telling how; otherwise the fabric calls op.complete() later, from its event

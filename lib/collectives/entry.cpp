@@ -318,4 +318,25 @@ task<result<void>> recv(communicator& c, int peer, std::uint32_t user_tag,
   return p2p(c, op_kind::recv, peer, user_tag, data, timeout);
 }
 
+task<result<int>> recv_any(communicator& c, std::uint32_t user_tag, std::span<std::byte> data,
+                           std::optional<std::chrono::milliseconds> timeout) {
+  auto& f = c.get_fabric();
+  if (!f.receives_from_any())
+    co_return fail(detail::refuse(c, "recv_any: the " + std::string(f.name()) + " fabric cannot receive from any peer").error());
+  if (user_tag > seq_layout::max_user_tag)
+    co_return fail(detail::refuse(c, "recv_any: tag " + std::to_string(user_tag) + " is above the largest, " +
+                                         std::to_string(seq_layout::max_user_tag)).error());
+  if (c.broken()) co_return fail(errc::broken);
+  const tag tg{c.p2p_seq(user_tag), 0};
+  detail::deadline_scope deadline(f, tg.seq, timeout.value_or(c.options().timeout));
+  // Awaited through a span, in place: GCC 12 awaits a copy of an lvalue operation, whose
+  // peer the fabric then sets.
+  operation op = f.recv(any_peer, tg, data);
+  if (auto r = co_await when_all(std::span<operation>(&op, 1)); !r) co_return fail(detail::finish(c, r).error());
+  // The fabric names the sender by its rank in the job: this communicator's rank of it.
+  for (int r = 0; r < c.size(); ++r)
+    if (job_rank(c, r) == op.peer) co_return r;
+  co_return fail(detail::finish(c, fail(errc::protocol_violation)).error());
+}
+
 }  // namespace optcast

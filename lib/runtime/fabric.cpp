@@ -23,7 +23,8 @@ std::string describe_op(const operation& op) {
   std::string s = op.kind == op_kind::send ? "send of " : "receive of ";
   s += std::to_string(op.size) + " B ";
   s += op.kind == op_kind::send ? "to" : "from";
-  s += " rank " + std::to_string(op.peer) + " (collective " + std::to_string(op.tg.seq) +
+  s += op.peer == any_peer ? std::string(" any rank") : " rank " + std::to_string(op.peer);
+  s += " (collective " + std::to_string(op.tg.seq) +
        ", step " + std::to_string(op.tg.step) + ")";
   return s;
 }
@@ -218,7 +219,9 @@ std::error_code told_error(std::uint64_t code) noexcept {
 }
 
 std::error_code check_op(const fabric& f, const operation& op) noexcept {
-  if (op.peer < 0 || op.peer >= f.size() || op.peer == f.rank())
+  if (op.peer == any_peer && (op.kind != op_kind::recv || !f.receives_from_any()))
+    return make_error_code(errc::invalid_argument);
+  if (op.peer != any_peer && (op.peer < 0 || op.peer >= f.size() || op.peer == f.rank()))
     return make_error_code(errc::invalid_argument);
   if (op.size > 0 && op.data == nullptr) return make_error_code(errc::invalid_argument);
   return {};

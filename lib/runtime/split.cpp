@@ -25,13 +25,15 @@ public:
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return static_cast<int>(members_.size()); }
   int ports() const noexcept override { return base_->ports(); }
+  bool receives_from_any() const noexcept override { return base_->receives_from_any(); }
   std::string_view name() const noexcept override { return base_->name(); }
   std::optional<loggp_params> cost_model() const noexcept override { return base_->cost_model(); }
   std::optional<double> model_time() const noexcept override { return base_->model_time(); }
 
   bool start(operation& op) noexcept override {
     // Out of range stays out of range (-1), and the job fabric refuses it as it would.
-    op.peer = op.peer >= 0 && op.peer < size() ? member(op.peer) : -1;
+    // Any peer stays any peer: only members send with this communicator's tags.
+    if (op.peer != any_peer) op.peer = op.peer >= 0 && op.peer < size() ? member(op.peer) : -1;
     op.owner = base_.get();
     return base_->post(op);  // post, not start: the job fabric's trace sees it
   }

@@ -83,6 +83,7 @@ public:
   int size() const noexcept override { return static_cast<int>(w_->ranks.size()); }
   int ports() const noexcept override { return w_->ports; }
   std::string_view name() const noexcept override { return "local"; }
+  bool receives_from_any() const noexcept override { return true; }
   const asio::any_io_executor* executor() const noexcept override { return &w_->ex; }
   asio::io_context* borrowed_loop() const noexcept override { return w_->owned ? nullptr : w_->io; }
 
@@ -91,6 +92,7 @@ public:
     if (dead_)
       return fail_now(op, make_error_code(errc::peer_lost), "this rank (" + std::to_string(rank_) + ") died");
     if (failure()) return fail_now(op, failure(), failure_detail());
+    if (op.peer == any_peer) return start_recv(op);  // waits for whoever sends; a rank that dies fails the world
     local_fabric* peer = w_->ranks[static_cast<std::size_t>(op.peer)];
     if (!peer || peer->dead_)
       return fail_now(op, make_error_code(errc::peer_lost),
@@ -194,10 +196,11 @@ private:
 
   bool start_send(operation& op, local_fabric& dst) {
     operation* match = dst.posted_.find([&](const operation& r) {
-      return r.peer == rank_ && r.tg == op.tg;
+      return (r.peer == rank_ || r.peer == any_peer) && r.tg == op.tg;
     });
     if (match) {
       dst.posted_.remove(*match);
+      match->peer = rank_;
       match->fabric_state = 0;
       if (auto bad = dst.arrival_error(*match, signature_of(op.tg.seq), op.size)) {
         w_->make_ready(*match, bad);
@@ -221,7 +224,8 @@ private:
 
   bool start_recv(operation& op) {
     for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-      if (it->src != op.peer || it->tg != op.tg) continue;
+      if ((it->src != op.peer && op.peer != any_peer) || it->tg != op.tg) continue;
+      op.peer = it->src;  // the earliest message with the tag, whoever sent it
       const std::error_code ec = arrival_error(op, it->sig, it->data.size());
       if (!ec && op.size) {
         std::memcpy(op.data, it->data.data(), op.size);

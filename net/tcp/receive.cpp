@@ -20,8 +20,54 @@ bool tcp_fabric::start_recv(operation& op, peer_state& pe) {
   if (pe.in_closed && !loss_pending_)
     return fail_now(op, make_error_code(errc::peer_lost), rank_name(op.peer) + " closed its connection");
   op.fabric_state = st_posted;
+  stamp_posted(op);
   pe.posted.push_back(op);
   return false;
+}
+
+bool tcp_fabric::start_recv_any(operation& op) {
+  int from = -1;
+  std::uint64_t first = 0;
+  for (int r = 0; r < cfg_.size; ++r)
+    for (const auto& m : peer(r).unexpected)
+      if (m.tg == op.tg) {
+        if (from < 0 || m.arrival < first) from = r, first = m.arrival;
+        break;  // a peer's own messages match in order: its first is the one
+      }
+  if (from >= 0) {
+    op.peer = from;
+    return start_recv(op, peer(from));
+  }
+  op.fabric_state = st_posted_any;
+  stamp_posted(op);
+  any_posted_.push_back(op);
+  return false;
+}
+
+operation* tcp_fabric::take_posted(int p, tag tg) {
+  auto& pe = peer(p);
+  operation* mine = pe.posted.find([&](const operation& o) { return o.tg == tg; });
+  operation* any = any_posted_.empty() ? nullptr : any_posted_.find([&](const operation& o) { return o.tg == tg; });
+  // The receive posted first takes it, as MPI matches a wildcard receive.
+  if (mine && (!any || posted_stamp(*mine) < posted_stamp(*any))) {
+    pe.posted.remove(*mine);
+    return mine;
+  }
+  if (any) {
+    any_posted_.remove(*any);
+    any->peer = p;
+  }
+  return any;
+}
+
+void tcp_fabric::fail_posted_any(std::error_code ec, const std::string& why) {
+  auto alive = alive_;
+  while (operation* op = any_posted_.pop_front()) {
+    op->fabric_state = st_none;
+    note_error(why + ": " + describe_op(*op));
+    op->complete(ec);
+    if (!*alive) return;
+  }
 }
 
 void tcp_fabric::fail_posted(int p, std::error_code ec, const std::string& why) {
@@ -151,10 +197,7 @@ void tcp_fabric::read_frame(const std::shared_ptr<in_conn>& c) {
     const std::uint64_t len = f.len;
     const tag tg = f.tg;
     const call_signature& sig = f.sig;
-    auto& pe = peer(c->peer);
-    operation* op = pe.posted.find([&](const operation& o) { return o.tg == tg; });
-    if (op) {
-      pe.posted.remove(*op);
+    if (operation* op = take_posted(c->peer, tg)) {
       if (auto bad = arrival_error(*op, sig, len)) {
         op->fabric_state = st_none;
         op->complete(bad);
@@ -227,8 +270,7 @@ void tcp_fabric::read_payload(const std::shared_ptr<in_conn>& c, tag tg, const c
 void tcp_fabric::stash(const std::shared_ptr<in_conn>& c) {
   auto& pe = peer(c->peer);
   // A receive may have been posted while the payload was arriving.
-  if (operation* op = pe.posted.find([&](const operation& o) { return o.tg == c->pending_tag; })) {
-    pe.posted.remove(*op);
+  if (operation* op = take_posted(c->peer, c->pending_tag)) {
     const std::error_code ec = arrival_error(*op, c->pending_sig, c->payload.size());
     if (!ec && op->size) {
       std::memcpy(op->data, c->payload.data(), op->size);
@@ -244,7 +286,7 @@ void tcp_fabric::stash(const std::shared_ptr<in_conn>& c) {
       release_unexpected(pe, c->payload.size());
       return abort(make_error_code(errc::call_mismatch), last_error());
     }
-    pe.unexpected.push_back({c->pending_tag, c->pending_sig, std::move(c->payload)});
+    pe.unexpected.push_back({c->pending_tag, c->pending_sig, std::move(c->payload), ++arrivals_});
   }
   if (c->open) read_frame(c);
 }
@@ -318,6 +360,8 @@ void tcp_fabric::drop_in(int p, std::error_code ec, const std::string& why) {
 
 std::string tcp_fabric::waiting_for(std::uint32_t seq) const {
   std::string waiting;
+  for (operation* op = any_posted_.front(); op; op = op->next)
+    if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
   for (const auto& pe : peers_) {
     for (operation* op = pe.posted.front(); op; op = op->next)
       if (op->tg.seq == seq) waiting += "; " + describe_op(*op);

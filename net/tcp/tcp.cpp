@@ -45,13 +45,20 @@ void tcp_fabric::bootstrap() {
 bool tcp_fabric::start(operation& op) noexcept {
   if (auto ec = check_op(*this, op)) return fail_now(op, ec, "bad operation");
   if (failure()) return fail_now(op, failure(), failure_detail());
-  auto& pe = peer(op.peer);
   op.fabric_state = st_none;
+  if (op.peer == any_peer) return start_recv_any(op);
+  auto& pe = peer(op.peer);
   return op.kind == op_kind::send ? start_send(op, pe) : start_recv(op, pe);
 }
 
 void tcp_fabric::cancel(operation& op, std::error_code ec) noexcept {
   if (op.finished) return;
+  if (op.fabric_state == st_posted_any) {  // no peer yet
+    any_posted_.remove(op);
+    op.fabric_state = st_none;
+    op.complete(ec);
+    return;
+  }
   auto& pe = peer(op.peer);
   switch (op.fabric_state) {
     case st_queued:
@@ -108,6 +115,7 @@ void tcp_fabric::abort(std::error_code ec, std::string detail) noexcept {
     fail_out(r, ec, detail);
     drop_in(r, ec, detail);
   }
+  if (*alive) fail_posted_any(ec, detail);
 }
 
 void tcp_fabric::told(std::error_code ec, const std::string& why) noexcept {

@@ -41,12 +41,13 @@ namespace impl {
 constexpr auto handshake_timeout = std::chrono::seconds(10);
 
 // Where an operation is, in operation::fabric_state.
-enum : std::uintptr_t { st_none = 0, st_queued, st_writing, st_posted, st_reading };
+enum : std::uintptr_t { st_none = 0, st_queued, st_writing, st_posted, st_reading, st_posted_any };
 
 struct unexpected_msg {
   tag tg;
   call_signature sig;
   detail::message_buffer data;
+  std::uint64_t arrival = 0;  // the fabric's count of stashed messages: which came first
 };
 
 class tcp_fabric;
@@ -154,6 +155,7 @@ public:
   int rank() const noexcept override { return cfg_.rank; }
   int size() const noexcept override { return cfg_.size; }
   int ports() const noexcept override { return cfg_.ports; }
+  bool receives_from_any() const noexcept override { return true; }
   std::string_view name() const noexcept override { return "tcp"; }
   const std::string& listen_address() const noexcept { return listen_; }
   connection_counts counts() const noexcept { return counts_; }
@@ -223,7 +225,19 @@ private:
   // ------------------------------------------------------------------ receiving
 
   bool start_recv(operation& op, peer_state& pe);
+  // A receive from any peer: the earliest message with its tag that is here, else it
+  // waits in any_posted_ for the first to come.
+  bool start_recv_any(operation& op);
+  // The receive posted for a message tagged tg from p: p's own, else one from any peer
+  // (which becomes p's); taken off its queue. Null if none.
+  operation* take_posted(int p, tag tg);
+  // Posted receives carry the order they were posted in (their first context word).
+  void stamp_posted(operation& op) noexcept { op.fabric_ctx[0] = reinterpret_cast<void*>(++posts_); }
+  static std::uintptr_t posted_stamp(const operation& op) noexcept {
+    return reinterpret_cast<std::uintptr_t>(op.fabric_ctx[0]);
+  }
   void fail_posted(int p, std::error_code ec, const std::string& why);
+  void fail_posted_any(std::error_code ec, const std::string& why);
   void accept_next();
 
   void end_handshake(const std::shared_ptr<in_conn>& c) { std::erase(handshaking_, c); }
@@ -282,6 +296,9 @@ private:
   std::vector<std::shared_ptr<in_conn>> handshaking_;
   detail::buffer_pool pool_;
   std::size_t unexpected_bytes_ = 0;  // held for receives not yet posted, and being read aside
+  detail::op_queue any_posted_;       // receives from any peer, in the order posted
+  std::uint64_t arrivals_ = 0;        // messages stashed so far (unexpected_msg::arrival)
+  std::uintptr_t posts_ = 0;          // receives posted so far (stamp_posted)
   connection_counts counts_;
   bool closing_ = false;
   bool spread_ = false;  // every rank was told of this rank's failure, or it was told of theirs
