@@ -289,6 +289,35 @@ def check_groups(rank, p):
     same(b, data(members[-1], 5, torch.float32), "broadcast in a new group (a global root)")
 
 
+def check_env(rank, p):
+    # optcast's own settings reach a group's ranks as job_config::from_env reads them: a bad
+    # one refused with its name, on every rank, before anything is sent; a good one used.
+    def refused(name, value):
+        os.environ[name] = value
+        try:
+            dist.new_group(backend="optcast")
+        except RuntimeError as e:
+            if name not in str(e):
+                raise AssertionError(f"{name}={value!r} refused without naming it: {e}")
+        else:
+            raise AssertionError(f"{name}={value!r} was accepted")
+        finally:
+            del os.environ[name]
+
+    refused("OPTCAST_FAMILY", "5")
+    refused("OPTCAST_PORTS", "0")
+    refused("OPTCAST_IFNAME", "=optcast-no-such-if")
+    os.environ["OPTCAST_HOST"] = "127.0.0.1"
+    try:
+        g = dist.new_group(backend="optcast")
+    finally:
+        del os.environ["OPTCAST_HOST"]
+    t = torch.full((4,), float(rank + 1))
+    dist.all_reduce(t, group=g)
+    if not torch.equal(t, torch.full((4,), p * (p + 1) / 2)):
+        raise AssertionError(f"all_reduce on a group with OPTCAST_HOST set: {t}")
+
+
 def check_ddp(rank, p):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))

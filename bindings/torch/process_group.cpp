@@ -31,47 +31,43 @@ using red = c10d::ReduceOp;
 
 }  // namespace
 
-result<bool> store_adapter::has(const std::vector<std::string>& keys) {
+// torch's stores throw when they cannot answer: the server gone (rank 0's TCPStore), a
+// file store's directory unreadable. Waits never reach them (poll_until times out
+// here), so what they throw is a lost store, kept for last_error().
+template <class F>
+auto store_adapter::guarded(F&& f) -> result<decltype(f())> {
   std::lock_guard lock(mu_);
   try {
-    return store_->check(keys);
+    if constexpr (std::is_void_v<decltype(f())>) {
+      f();
+      return {};
+    } else {
+      return f();
+    }
   } catch (const std::exception& e) {
     last_error_ = e.what();
     return fail(errc::peer_lost);
   }
 }
 
+result<bool> store_adapter::has(const std::vector<std::string>& keys) {
+  return guarded([&] { return store_->check(keys); });
+}
+
 result<void> store_adapter::set(const std::string& key, const std::string& value) {
-  std::lock_guard lock(mu_);
-  try {
-    store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
-    return {};
-  } catch (const std::exception& e) {
-    last_error_ = e.what();
-    return fail(errc::peer_lost);
-  }
+  return guarded([&] { store_->set(key, std::vector<uint8_t>(value.begin(), value.end())); });
 }
 
 result<std::string> store_adapter::get(const std::string& key, std::chrono::milliseconds timeout) {
   if (auto r = detail::poll_until([&] { return has({key}); }, timeout); !r) return fail(r.error());
-  std::lock_guard lock(mu_);
-  try {
+  return guarded([&] {
     auto v = store_->get(key);
     return std::string(v.begin(), v.end());
-  } catch (const std::exception& e) {
-    last_error_ = e.what();
-    return fail(errc::peer_lost);
-  }
+  });
 }
 
 result<std::int64_t> store_adapter::add(const std::string& key, std::int64_t delta) {
-  std::lock_guard lock(mu_);
-  try {
-    return store_->add(key, delta);
-  } catch (const std::exception& e) {
-    last_error_ = e.what();
-    return fail(errc::peer_lost);
-  }
+  return guarded([&] { return store_->add(key, delta); });
 }
 
 result<void> store_adapter::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
@@ -231,14 +227,11 @@ process_group::process_group(const c10::intrusive_ptr<c10d::Store>& store, int r
   cfg.launcher = "torch.distributed";
   cfg.timeout = timeout;
   cfg.bootstrap_timeout = timeout;
-  if (const char* h = std::getenv("OPTCAST_HOST")) cfg.host = h;
-  if (const char* i = std::getenv("OPTCAST_IFNAME")) cfg.ifname = i;
-  if (const char* f = std::getenv("OPTCAST_FAMILY")) cfg.family = std::atoi(f);
-  // The data connections prove a secret the group's ranks share through torch's store
-  // (as trusted as the job: whoever holds it can join anyway); OPTCAST_SECRET wins.
-  if (const char* s = std::getenv("OPTCAST_SECRET"); s && *s) {
-    cfg.secret = s;
-  } else {
+  // Where to listen, the secret, k ports: as job_config::from_env reads them.
+  cfg.read_rank_env([](const char* name) -> const char* { return std::getenv(name); });
+  // Without OPTCAST_SECRET(_FILE), the data connections prove a secret the group's ranks
+  // share through torch's store (as trusted as the job: whoever holds it can join anyway).
+  if (cfg.secret.empty()) {
     const std::string key = "optcast-torch/secret";
     if (rank == 0) {
       std::random_device rd;

@@ -50,6 +50,9 @@ public:
 
 private:
   result<bool> has(const std::vector<std::string>& keys);
+  // Runs f under the lock; what torch's store throws becomes an error code.
+  template <class F>
+  auto guarded(F&& f) -> result<decltype(f())>;
   c10::intrusive_ptr<c10d::Store> store_;
   mutable std::mutex mu_;
   std::string last_error_;

@@ -263,27 +263,31 @@ job_config job_config::from_env(const getenv_fn& get) {
     }
   }
   c.store_fd = static_cast<int>(env_int(get, "OPTCAST_STORE_FD", -1, -1, 1 << 20));
-  c.host = env(get, "OPTCAST_HOST");
-  c.ifname = env(get, "OPTCAST_IFNAME");
-  c.family = static_cast<int>(env_int(get, "OPTCAST_FAMILY", 0, 0, 6));
-  if (c.family != 0 && c.family != 4 && c.family != 6)
-    throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_FAMILY='" + env(get, "OPTCAST_FAMILY") + "' is neither 4 nor 6");
-  c.secret = env(get, "OPTCAST_SECRET");
-  if (const std::string f = env(get, "OPTCAST_SECRET_FILE"); !f.empty()) {
-    if (!c.secret.empty())
-      throw setup_error(make_error_code(errc::invalid_argument), "both OPTCAST_SECRET and OPTCAST_SECRET_FILE are set: set one");
-    c.secret = read_secret_file(f);
-  }
-  c.encrypt = env_int(get, "OPTCAST_ENCRYPT", 0, 0, 1) != 0;
-  c.ports = static_cast<int>(env_int(get, "OPTCAST_PORTS", 1, 1, 64));
-  c.unexpected_limit = static_cast<std::size_t>(env_int(get, "OPTCAST_UNEXPECTED_LIMIT", static_cast<long long>(c.unexpected_limit), 0,
-                                                        std::numeric_limits<long long>::max()));
-  c.unexpected_peer_limit = static_cast<std::size_t>(env_int(get, "OPTCAST_UNEXPECTED_PEER_LIMIT",
-                                                             static_cast<long long>(c.unexpected_peer_limit), 0,
-                                                             std::numeric_limits<long long>::max()));
+  c.read_rank_env(get);
   log(log_level::debug, "rank " + std::to_string(c.rank) + " of " + std::to_string(c.size) + " (from " + rank_from + "), store " +
                             store_s + (found.job_name.empty() ? std::string() : ", " + found.job_name));
   return c;
+}
+
+void job_config::read_rank_env(const getenv_fn& get) {
+  host = env(get, "OPTCAST_HOST");
+  ifname = env(get, "OPTCAST_IFNAME");
+  family = static_cast<int>(env_int(get, "OPTCAST_FAMILY", 0, 0, 6));
+  if (family != 0 && family != 4 && family != 6)
+    throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_FAMILY='" + env(get, "OPTCAST_FAMILY") + "' is neither 4 nor 6");
+  secret = env(get, "OPTCAST_SECRET");
+  if (const std::string f = env(get, "OPTCAST_SECRET_FILE"); !f.empty()) {
+    if (!secret.empty())
+      throw setup_error(make_error_code(errc::invalid_argument), "both OPTCAST_SECRET and OPTCAST_SECRET_FILE are set: set one");
+    secret = read_secret_file(f);
+  }
+  encrypt = env_int(get, "OPTCAST_ENCRYPT", 0, 0, 1) != 0;
+  ports = static_cast<int>(env_int(get, "OPTCAST_PORTS", 1, 1, 64));
+  unexpected_limit = static_cast<std::size_t>(env_int(get, "OPTCAST_UNEXPECTED_LIMIT", static_cast<long long>(unexpected_limit), 0,
+                                                        std::numeric_limits<long long>::max()));
+  unexpected_peer_limit = static_cast<std::size_t>(env_int(get, "OPTCAST_UNEXPECTED_PEER_LIMIT",
+                                                             static_cast<long long>(unexpected_peer_limit), 0,
+                                                             std::numeric_limits<long long>::max()));
 }
 
 job::job(const asio::any_io_executor& events, const job_config& cfg) : cfg_(cfg) {

@@ -99,6 +99,11 @@ struct job_config {
   static job_config from_env();
   // The same from any environment: `env(name)` is the variable's value or nullptr.
   static job_config from_env(const std::function<const char*(const char*)>& env);
+  // Only the settings of this rank's own, for a program whose rank, size and store come
+  // from elsewhere (torch.distributed): OPTCAST_HOST, OPTCAST_IFNAME, OPTCAST_FAMILY,
+  // OPTCAST_SECRET or OPTCAST_SECRET_FILE, OPTCAST_ENCRYPT, OPTCAST_PORTS and the
+  // unexpected-message limits; each one unset leaves its default. Throws setup_error.
+  void read_rank_env(const std::function<const char*(const char*)>& env);
 };
 
 // Joining a job: rank 0 starts the store; every rank connects to it, learns the job id
