@@ -56,7 +56,9 @@ BIN=${BENCH:-$here/build/examples/optcast-bench}
 [ -x "$BIN" ] || { echo "side_by_side: $BIN is not built (ninja -C build)" >&2; exit 2; }
 
 missing=()
-command -v mpicc >/dev/null || missing+=(libopenmpi-dev openmpi-bin)
+# openmpi-bin brings an mpicc without mpi.h: ask for the headers' package itself.
+dpkg -s libopenmpi-dev >/dev/null 2>&1 || missing+=(libopenmpi-dev)
+command -v mpicc >/dev/null || missing+=(openmpi-bin)
 [ -f /usr/include/gloo/allreduce_ring.h ] || missing+=(libgloo-dev)
 command -v iperf3 >/dev/null || missing+=(iperf3)
 if [ ${#missing[@]} -gt 0 ]; then
