@@ -120,9 +120,11 @@ task<result<void>> allgatherv_ring(fabric& f, std::uint32_t seq, std::uint32_t s
 task<result<void>> reduce_scatter_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
                                        const segment_layout& lay, const detail::erased_reduction& op);
 // Both in one pass, 2 (p - 1) n rounds: the allgather's receives are posted while the
-// reduce-scatter runs. Tags use steps 0 .. 2 (p - 1) n - 1.
-task<result<void>> allreduce_ring(fabric& f, std::uint32_t seq, std::span<std::byte> buf, const segment_layout& lay,
-                                  const detail::erased_reduction& op);
+// reduce-scatter runs. Tags use steps 0 .. 2 (p - 1) n - 1. The operand is `in` (which
+// may be `buf` itself, not a part of it): it is read where it is, as each segment is
+// first sent or combined, so the result needs no copy of it first.
+task<result<void>> allreduce_ring(fabric& f, std::uint32_t seq, std::span<const std::byte> in, std::span<std::byte> buf,
+                                  const segment_layout& lay, const detail::erased_reduction& op);
 
 // Karp et al., Section 4.1: the staggered all-to-all broadcast, each segment's n blocks
 // as n items; L + 2o + g (n (p - 1) - 1) under LogP with g >= o.

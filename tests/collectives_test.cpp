@@ -431,6 +431,16 @@ TEST_CASE("ring family: every result checked element by element", "[local][tcp][
       std::vector<std::int64_t> in(count), out(count, -1);
       for (std::size_t i = 0; i < count; ++i) in[i] = val<std::int64_t>(r, i, 5);
       check("allreduce" + at, co_await allreduce(c, std::span<const std::int64_t>(in), std::span(out), ops::sum, o), out, sum);
+      std::vector<std::int64_t> own(count);  // the ring reads its operand where it is: left as it was
+      for (std::size_t i = 0; i < count; ++i) own[i] = val<std::int64_t>(r, i, 5);
+      if (in != own) bad += "allreduce" + at + " changed its input; ";
+      // In place, and with in and out overlapping (out one element before in): the same sums.
+      std::vector<std::int64_t> io(own);
+      check("allreduce in place" + at, co_await allreduce(c, std::span<const std::int64_t>(io), std::span(io), ops::sum, o), io, sum);
+      std::vector<std::int64_t> wide(count + 1, -1);
+      std::copy(own.begin(), own.end(), wide.begin() + 1);
+      auto shifted = co_await allreduce(c, std::span<const std::int64_t>(wide).subspan(1), std::span(wide).first(count), ops::sum, o);
+      check("allreduce overlapping" + at, shifted, std::vector<std::int64_t>(wide.begin(), wide.begin() + static_cast<std::ptrdiff_t>(count)), sum);
       std::fill(out.begin(), out.end(), -1);
       check("allreduce recursive_doubling" + at,
             co_await allreduce(c, std::span<const std::int64_t>(in), std::span(out), ops::sum, {.alg = algorithm::recursive_doubling}),

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "algorithms.hpp"
@@ -123,9 +124,14 @@ struct ring_phases {
 // same segments go out and come in), so its receives are posted, in place, while the
 // reduce-scatter is still running, and a neighbour that finishes first finds them.
 // (p - 1) n rounds per phase; empty blocks are not sent.
-task<result<void>> segment_ring_loop(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
-                                     const segment_layout& lay, recv_window& rx, ring_phases phases,
-                                     const detail::erased_reduction* op, std::span<std::byte> slots, std::size_t biggest) {
+// With `src` (the reduce-scatter's operand, laid out as buf, or buf itself), this rank's
+// contributions are read there: its first send (segment r - 1, not kept here: it comes
+// back in the allgather) and each combine, which writes buf's segment once; buf needs
+// no copy of the operand beforehand. Without, buf holds it.
+task<result<void>> segment_ring_loop(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<const std::byte> src,
+                                     std::span<std::byte> buf, const segment_layout& lay, recv_window& rx,
+                                     ring_phases phases, const detail::erased_reduction* op, std::span<std::byte> slots,
+                                     std::size_t biggest) {
   const int p = f.size(), r = f.rank();
   const int to = (r + 1) % p, from = (r + p - 1) % p;
   const auto nb = static_cast<std::size_t>(lay.n);
@@ -134,7 +140,14 @@ task<result<void>> segment_ring_loop(fabric& f, std::uint32_t seq, std::uint32_t
   const std::size_t total = reducing + (phases.allgather ? phase : 0);
   const int sent_back = phases.reduce_scatter ? 1 : 0;  // segment r - t - sent_back goes out in step t
   auto seg = [&](std::size_t k, int back) { return ((r - static_cast<int>(k / nb) - back) % p + p) % p; };
-  auto out_block = [&](std::size_t k) { return lay.block(buf, seg(k, sent_back), static_cast<int>(k % nb)); };
+  // The operand's part where buf has `b`.
+  auto operand = [&](std::span<std::byte> b) -> std::span<const std::byte> {
+    return src.empty() ? b : src.subspan(static_cast<std::size_t>(b.data() - buf.data()), b.size());
+  };
+  auto out_block = [&](std::size_t k) -> std::span<const std::byte> {
+    auto b = lay.block(buf, seg(k, sent_back), static_cast<int>(k % nb));
+    return k < nb && phases.reduce_scatter ? operand(b) : b;  // step 0 sends this rank's own
+  };
   auto in_block = [&](std::size_t k) { return lay.block(buf, seg(k, sent_back + 1), static_cast<int>(k % nb)); };
   auto tg = [&](std::size_t k) { return tag{seq, step0 + static_cast<std::uint32_t>(k)}; };
   auto landing = [&](std::size_t k, std::span<std::byte> in) {
@@ -148,7 +161,7 @@ task<result<void>> segment_ring_loop(fabric& f, std::uint32_t seq, std::uint32_t
   };
   auto arrived = [&](std::size_t k) {
     if (auto mine = in_block(k); k < reducing && !mine.empty())
-      (*op)(landing(k, mine).data(), mine.data(), mine.data(), mine.size() / op->elem);
+      (*op)(landing(k, mine).data(), operand(mine).data(), mine.data(), mine.size() / op->elem);
     post_until(k + 1 + rx.width());
   };
   post_until(rx.width());
@@ -167,9 +180,13 @@ task<result<void>> segment_ring_loop(fabric& f, std::uint32_t seq, std::uint32_t
   co_return result<void>{};
 }
 
-task<result<void>> segment_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
-                                const segment_layout& lay, ring_phases phases, const detail::erased_reduction* op) {
-  if (f.size() == 1 || lay.contributors.empty()) co_return result<void>{};
+task<result<void>> segment_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<const std::byte> in,
+                                std::span<std::byte> buf, const segment_layout& lay, ring_phases phases,
+                                const detail::erased_reduction* op) {
+  if (f.size() == 1 || lay.contributors.empty()) {
+    if (!in.empty() && in.data() != buf.data()) std::memcpy(buf.data(), in.data(), in.size());
+    co_return result<void>{};
+  }
   // A step's n receives and `ahead` more, at most all of them.
   const auto n = static_cast<std::size_t>(lay.n);
   const std::size_t messages = static_cast<std::size_t>(f.size() - 1) * n * (phases.reduce_scatter + phases.allgather);
@@ -178,7 +195,7 @@ task<result<void>> segment_ring(fabric& f, std::uint32_t seq, std::uint32_t step
   if (phases.reduce_scatter)
     for (int j : lay.contributors) biggest = std::max(biggest, lay.block(buf, j, 0).size());
   const auto slots = f.scratch().take(rx.width() * biggest);
-  auto res = co_await segment_ring_loop(f, seq, step0, buf, lay, rx, phases, op, slots.span(), biggest);
+  auto res = co_await segment_ring_loop(f, seq, step0, in, buf, lay, rx, phases, op, slots.span(), biggest);
   co_await settle(rx.all());
   co_return res;
 }
@@ -210,17 +227,17 @@ task<result<void>> reduce_ring(fabric& f, std::uint32_t seq, std::span<std::byte
 
 task<result<void>> allgatherv_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
                                    const segment_layout& lay) {
-  return segment_ring(f, seq, step0, buf, lay, {.allgather = true}, nullptr);
+  return segment_ring(f, seq, step0, {}, buf, lay, {.allgather = true}, nullptr);
 }
 
 task<result<void>> reduce_scatter_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
                                        const segment_layout& lay, const detail::erased_reduction& op) {
-  return segment_ring(f, seq, step0, buf, lay, {.reduce_scatter = true}, &op);
+  return segment_ring(f, seq, step0, {}, buf, lay, {.reduce_scatter = true}, &op);
 }
 
-task<result<void>> allreduce_ring(fabric& f, std::uint32_t seq, std::span<std::byte> buf, const segment_layout& lay,
-                                  const detail::erased_reduction& op) {
-  return segment_ring(f, seq, 0, buf, lay, {.reduce_scatter = true, .allgather = true}, &op);
+task<result<void>> allreduce_ring(fabric& f, std::uint32_t seq, std::span<const std::byte> in, std::span<std::byte> buf,
+                                  const segment_layout& lay, const detail::erased_reduction& op) {
+  return segment_ring(f, seq, 0, in, buf, lay, {.reduce_scatter = true, .allgather = true}, &op);
 }
 
 }  // namespace optcast::algorithms

@@ -78,11 +78,19 @@ task<result<void>> allreduce_bytes(communicator& c, std::span<const std::byte> i
       !call.refuse("out has " + str(out.size() / op.elem) + " elements, in has " + str(in.size() / op.elem)))
     co_return call.early;
   if (!call.accepts(call.traits(&op))) co_return call.early;
-  if (!in.empty()) std::memmove(out.data(), in.data(), in.size());
   const auto model = call.model();
   if (!model) co_return call.early;
   const auto [row, n] = call.resolve(call.traits(&op), *model, {in.size()});
-  co_return co_await call.run(row->runner_for<reduction_call>()({&c.get_fabric(), call.seq, out, 0, n, &op, *model}));
+  // The runner takes the operand from `in` (reduction_call::in), unless in and out
+  // overlap without being the same: then out holds it, moved there first.
+  std::span<const std::byte> operand = in;
+  const auto at = [](const std::byte* q) { return reinterpret_cast<std::uintptr_t>(q); };
+  if (!in.empty() && in.data() != out.data() && at(in.data()) < at(out.data()) + out.size() &&
+      at(out.data()) < at(in.data()) + in.size()) {
+    std::memmove(out.data(), in.data(), in.size());
+    operand = out;
+  }
+  co_return co_await call.run(row->runner_for<reduction_call>()({&c.get_fabric(), call.seq, out, 0, n, &op, *model, operand}));
 }
 
 task<result<void>> reduce_scatter_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "bruck_cypher_ho/fibonacci.hpp"
 #include "karp/plans.hpp"
@@ -203,8 +204,14 @@ task<result<void>> reduce_rng(reduction_call c) {
 }
 task<result<void>> reduce_ord(reduction_call c) { return algorithms::reduce_ordered(*c.f, c.seq, c.work, c.root, *c.op); }
 
+// The allreduce runners that work in place: the operand into `work` first.
+void load_operand(const reduction_call& c) {
+  if (!c.in.empty() && c.in.data() != c.work.data()) std::memmove(c.work.data(), c.in.data(), c.in.size());
+}
+
 // Rank order: the ordered tree to rank 0, then its result broadcast (n blocks).
 task<result<void>> allreduce_ordered(reduction_call c) {
+  load_operand(c);
   if (auto r = co_await algorithms::reduce_ordered(*c.f, c.seq, c.work, 0, *c.op); !r) co_return r;
   co_return co_await algorithms::broadcast_circulant(*c.f, c.seq, c.work, 0, c.blocks, second_phase, true);
 }
@@ -217,6 +224,7 @@ algorithms::segment_layout even_segments(const reduction_call& c) {
   return {c.op->elem, c.blocks, counts};
 }
 task<result<void>> allreduce_circ(reduction_call c) {
+  load_operand(c);
   const auto lay = even_segments(c);
   if (auto r = co_await algorithms::reduce_scatter_circulant(*c.f, c.seq, 0, c.work, lay, *c.op); !r) co_return r;
   co_return co_await algorithms::allgatherv_circulant(*c.f, c.seq, second_phase, c.work, lay);
@@ -224,12 +232,14 @@ task<result<void>> allreduce_circ(reduction_call c) {
 // The same pair on the ring, run as one pass.
 task<result<void>> allreduce_rng(reduction_call c) {
   const auto lay = even_segments(c);
-  co_return co_await algorithms::allreduce_ring(*c.f, c.seq, c.work, lay, *c.op);
+  co_return co_await algorithms::allreduce_ring(*c.f, c.seq, c.in, c.work, lay, *c.op);
 }
 task<result<void>> allreduce_rd(reduction_call c) {
+  load_operand(c);
   return algorithms::allreduce_recursive_doubling(*c.f, c.seq, c.work, *c.op);
 }
 task<result<void>> allreduce_comb(reduction_call c) {
+  load_operand(c);
   // Every message carries the whole vector: LogP with L and g lengthened by (b - 1) G.
   const logp::params m = lengthened(c.work.size(), c.model);
   const auto plan = logp::combining_for(c.f->size(), logp::postal_steps(m));

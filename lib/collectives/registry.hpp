@@ -59,6 +59,10 @@ struct reduction_call {  // reduce, allreduce
   int root, blocks;
   const erased_reduction* op;
   loggp_params model;
+  // The operand, when `work` does not hold it yet (allreduce): a runner reads it from
+  // here (the ring, as it combines) or loads it into `work` first (load_operand). Equal
+  // to `work` in place; empty when `work` holds it.
+  std::span<const std::byte> in = {};
 };
 struct summation_call {
   fabric* f;
