@@ -86,12 +86,18 @@ block_choice choose_circulant_blocks(circulant_collective what, int p, std::size
 // The pipelined ring (baseline), whose links keep their partners (no sharing):
 //   reduce                     (n + p - 2) (step(b) + gamma b), b = bytes / n
 //   allgather(v), reduce_scatter(_block)   (p - 1) n step(ceil(c_max / n))
-//   allreduce                  twice that with even parts, plus gamma (bytes - bytes / p)
-// (its broadcast: (n + p - 2) step(b), in the broadcast table above).
+//   allreduce                  twice that with even parts, plus gamma (bytes - bytes / p) / n
+// (its broadcast: (n + p - 2) step(b), in the broadcast table above). The allreduce's
+// receives are posted ahead, so a block's combining overlaps the next block's transfer;
+// what a step cannot hide is the combining of the block it sends on next, one n-th of
+// its part: so the allreduce pipelines (n > 1) where combining costs (gamma > 0), and
+// not in the simulator (gamma = 0), where n = 1 is its bound.
 double predict_ring(circulant_collective what, int p, std::size_t bytes, std::size_t largest, std::size_t smallest,
                     int blocks, const loggp_params& m);
-// The ring reduce's block count with the least prediction.
-block_choice choose_ring_blocks(int p, std::size_t bytes, const loggp_params& m, std::size_t min_block_bytes);
+// The ring reduce's or allreduce's block count with the least prediction (`what`: reduce
+// or allreduce).
+block_choice choose_ring_blocks(circulant_collective what, int p, std::size_t bytes, const loggp_params& m,
+                                std::size_t min_block_bytes);
 
 // Allreduce with a commutative operator: Träff's circulant pair (above, n blocks) or Karp
 // et al.'s combining broadcast (logp.hpp, Section 4.2), whose every message carries the

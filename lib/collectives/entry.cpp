@@ -130,7 +130,8 @@ resolved resolve(const communicator& c, collective coll, const collective_option
       case block_rule::circulant_reduce: return circ(circulant_collective::reduce);
       case block_rule::circulant_all_roots: return circ(circulant_collective::all_roots);
       case block_rule::circulant_allreduce: return circ(circulant_collective::allreduce);
-      case block_rule::ring_reduce: return choose_ring_blocks(c.size(), shape.bytes, m, c.options().min_block_bytes).blocks;
+      case block_rule::ring_reduce: return choose_ring_blocks(circulant_collective::reduce, c.size(), shape.bytes, m, c.options().min_block_bytes).blocks;
+      case block_rule::ring_allreduce: return choose_ring_blocks(circulant_collective::allreduce, c.size(), shape.bytes, m, c.options().min_block_bytes).blocks;
       default: return 1;  // given_or_one; broadcast_model: plan_broadcast's candidates
     }
   };

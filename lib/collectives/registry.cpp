@@ -449,7 +449,7 @@ const std::vector<entry>& table() {
        runner_of<reduction_call>{allreduce_ordered}, block_rule::circulant_reduce, true},
       {{C::allreduce, A::ring, baseline, "ring",
         "reduce_scatter then allgather on the ring, 2 (p - 1) n rounds; commutative operators", M::rounds, commutative, true},
-       runner_of<reduction_call>{allreduce_rng}, block_rule::given_or_one, true, ring_predicted<CC::allreduce>, ring_rounds<2>},
+       runner_of<reduction_call>{allreduce_rng}, block_rule::ring_allreduce, true, ring_predicted<CC::allreduce>, ring_rounds<2>},
       // A candidate for small vectors: half the circulant pair's rounds (4 emulated hosts,
       // 8 B: 288 against 393 us, Open MPI's recursive doubling 237 us); from some KiB up
       // it moves log2 p whole vectors where the pair moves two, and the prediction says so

@@ -90,6 +90,7 @@ enum class block_rule {
   circulant_all_roots,  // choose_circulant_blocks(all_roots)
   circulant_allreduce,  // choose_circulant_blocks(allreduce)
   ring_reduce,          // choose_ring_blocks(reduce)
+  ring_allreduce,       // choose_ring_blocks(allreduce)
 };
 
 // The rounds of the schedules that depend on p and k alone, computed once per choice:

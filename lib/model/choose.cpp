@@ -170,13 +170,16 @@ double predict_ring(circulant_collective what, int p, std::size_t bytes, std::si
   (void)smallest;
   // (p - 1) n rounds, each as long as the largest contribution's block takes.
   const double phase = static_cast<double>(p - 1) * n * round_time(std::ceil(static_cast<double>(largest) / n), m);
-  return what == circulant_collective::allreduce ? 2 * phase + m.gamma * static_cast<double>(bytes - smallest) : phase;
+  return what == circulant_collective::allreduce ? 2 * phase + m.gamma * static_cast<double>(bytes - smallest) / n : phase;
 }
 
-block_choice choose_ring_blocks(int p, std::size_t bytes, const loggp_params& m, std::size_t min_block_bytes) {
+block_choice choose_ring_blocks(circulant_collective what, int p, std::size_t bytes, const loggp_params& m,
+                                std::size_t min_block_bytes) {
+  // The allreduce's blocks are cut from one rank's part.
+  const std::size_t cut = what == circulant_collective::allreduce ? (bytes + static_cast<std::size_t>(std::max(p, 1)) - 1) / static_cast<std::size_t>(std::max(p, 1)) : bytes;
   block_choice best{1, INFINITY};
-  for (int n : block_counts(bytes, min_block_bytes))
-    if (const double t = predict_ring(circulant_collective::reduce, p, bytes, 0, 0, n, m); t < best.predicted) best = {n, t};
+  for (int n : block_counts(cut, min_block_bytes))
+    if (const double t = predict_ring(what, p, bytes, 0, 0, n, m); t < best.predicted) best = {n, t};
   return best;
 }
 
