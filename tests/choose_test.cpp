@@ -372,3 +372,33 @@ TEST_CASE("automatic choice on a real network: the ring where shared links cost,
   CHECK(choose_broadcast(8, big, loggp_params{20e-6, 2e-6, 4e-6, 1 / 1.5e9, 1e-9, 0}, 1, 8192).alg != algorithm::ring);
   CHECK(choose_broadcast(8, small, live.model, 1, 8192).alg != algorithm::ring);
 }
+
+TEST_CASE("the ring allreduce pipelines where combining costs time, and not in the simulator", "[choose][sim]") {
+  sim::world w(8, sim::model::rounds());
+  auto comms = communicators_of(w);
+  const communicator_options live;
+  REQUIRE(live.model.gamma > 0);
+  auto free_combining = live.model;
+  free_combining.gamma = 0;
+  for (std::size_t bytes : {std::size_t{16} << 20, std::size_t{64} << 20}) {
+    INFO(bytes << " bytes");
+    const call_shape shape{.bytes = bytes};
+    auto costly = plan_collective(comms[0], collective::allreduce, shape, {.alg = algorithm::ring, .model = live.model});
+    auto free = plan_collective(comms[0], collective::allreduce, shape, {.alg = algorithm::ring, .model = free_combining});
+    REQUIRE(costly);
+    REQUIRE(free);
+    CHECK(costly->blocks > 1);
+    CHECK(free->blocks == 1);  // the ring's proven (p - 1) rounds per phase
+    // The blocks chosen beat one block under the model that chose them, and the
+    // prediction of one block is what it was before pipelining: gamma (bytes - bytes/p).
+    const double one = predict_ring(circulant_collective::allreduce, 8, bytes, 0, 0, 1, live.model);
+    CHECK(predict_ring(circulant_collective::allreduce, 8, bytes, 0, 0, costly->blocks, live.model) < one);
+    CHECK(one - predict_ring(circulant_collective::allreduce, 8, bytes, 0, 0, 1, free_combining) ==
+          Approx(live.model.gamma * static_cast<double>(bytes - bytes / 8)).epsilon(1e-9));
+  }
+  // Given blocks win over the rule.
+  auto given = plan_collective(comms[0], collective::allreduce, {.bytes = std::size_t{64} << 20},
+                               {.alg = algorithm::ring, .blocks = 3, .model = live.model});
+  REQUIRE(given);
+  CHECK(given->blocks == 3);
+}
