@@ -4,7 +4,9 @@
 # (the demo, the benchmarks) built the same way, so they need nothing but the installed
 # headers, (3) a Meson project with dependency('optcast') through pkg-config, (4) a
 # Meson project with optcast as a subproject, (5) a CMake project with
-# find_package(optcast) and the imported target optcast::optcast. Each hello is run
+# find_package(optcast) and the imported target optcast::optcast, (6) the torch module,
+# when built, in a directory the system's Python searches, registering its backend
+# when imported from there. Each hello is run
 # with --np 3 and must greet from all three ranks; the demo must verify its bytes on three ranks.
 set -euo pipefail
 src=$(cd "$1" && pwd)
@@ -79,6 +81,22 @@ if cmake -S "$tmp/cm" -B "$tmp/cm/b2" -DCMAKE_PREFIX_PATH="$tmp/root$prefix" >/d
   echo "find_package(optcast 1.0) should fail against version 0.1"; exit 1
 fi
 
+mod=$(find "$tmp/root" -name 'optcast_torch*.so' | head -1)
+if [ -n "$mod" ]; then
+  echo "== the torch module, where the system's Python looks under the prefix"
+  dir=$(dirname "${mod#"$tmp/root"}")
+  # The prefix's site directory must be on /usr/bin/python3's path (for prefix /usr/local
+  # on Debian: /usr/local/lib/python3.X/dist-packages); a prefix Python does not search
+  # (a staging prefix of the user's) is theirs to put on PYTHONPATH.
+  case "$prefix" in
+    /usr/local)
+      /usr/bin/python3 -c 'import sys; sys.exit(0 if sys.argv[1] in sys.path else 1)' "$dir" ||
+        { echo "optcast_torch installs into $dir, which /usr/bin/python3 does not search"; exit 1; } ;;
+  esac
+  out=$(cd "$tmp" && PYTHONPATH="$(dirname "$mod")" /usr/bin/python3 -c 'import torch.distributed as dist, optcast_torch; print(dist.Backend.OPTCAST)')
+  [ "${out,,}" = optcast ] || { echo "the installed optcast_torch did not register its backend: $out"; exit 1; }
+fi
+
 echo "== Meson subproject"
 unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR LD_LIBRARY_PATH
 mkdir -p "$tmp/sub/subprojects"
@@ -86,7 +104,7 @@ cp "$src/examples/hello.cpp" "$tmp/sub/"
 ln -s "$src" "$tmp/sub/subprojects/optcast"
 cat > "$tmp/sub/meson.build" <<'M'
 project('consumer', 'cpp', default_options : ['cpp_std=c++20'])
-subproject('optcast', default_options : ['tests=false', 'examples=false', 'ofi=disabled'])
+subproject('optcast', default_options : ['tests=false', 'examples=false', 'ofi=disabled', 'torch=disabled'])
 executable('hello', 'hello.cpp', dependencies : dependency('optcast'))
 M
 meson setup "$tmp/sub/b" "$tmp/sub" >/dev/null
