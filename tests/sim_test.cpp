@@ -18,8 +18,8 @@ using rank_body = std::function<task<result<void>>(fabric&, std::vector<std::byt
 
 // Runs `body` on every rank of a simulated world with a `bytes`-long buffer each.
 sim::report simulate(int p, sim::model m, std::size_t bytes, const rank_body& body,
-                     std::vector<result<void>>* results = nullptr) {
-  sim::world w(p, m);
+                     std::vector<result<void>>* results = nullptr, sim::world_options opts = {}) {
+  sim::world w(p, m, opts);
   auto comms = optcast::communicators_of(w);
   std::vector<std::vector<std::byte>> bufs(static_cast<std::size_t>(p), std::vector<std::byte>(bytes));
   auto res = optcast::run_all(comms, [&](communicator& c) {
@@ -360,4 +360,55 @@ TEST_CASE("100,000 simulated ranks broadcast one block", "[sim][scale]") {
   const auto rep = w.take_report();
   CHECK(rep.rounds == 17);
   CHECK(rep.messages == static_cast<std::uint64_t>(p - 1));
+}
+
+TEST_CASE("recorded messages carry the times of each phase, as the rules give them", "[sim]") {
+  const sim::world_options rec{.record = true};
+  SECTION("LogP star: the second send waits for the gap") {
+    // L = 6, o = 2, g = 4. Rank 0 posts the send to 1 at 0: overhead 0..2, first = last
+    // = 2 (G = 0), next start max(0 + 2, 2 + 4 - 2) = 4. Rank 1's window opens at 8 and
+    // its overhead ends at 10. The send to 2, posted when the first completed (2), starts
+    // at 4: window 12, available 14.
+    const auto r = simulate(3, sim::model::logp(6, 2, 4), 8, star, nullptr, rec);
+    REQUIRE(r.log.size() == 2);
+    const auto& a = r.log[0];
+    const auto& b = r.log[1];
+    CHECK((a.src == 0 && a.dst == 1 && b.src == 0 && b.dst == 2));
+    CHECK((a.posted == 0 && a.start == 0 && a.first == 2 && a.last == 2 && a.window == 8 && a.rx_start == 8 &&
+           a.available == 10 && a.received == 10));
+    CHECK((b.posted == 2 && b.start == 4 && b.first == 6 && b.window == 12 && b.available == 14 && b.received == 14));
+    CHECK((a.bytes == 8 && a.src_data != 0 && a.dst_data != 0));
+    CHECK(r.local.empty());
+  }
+  SECTION("LogP: two messages for one receiver, the second waits g in the network") {
+    // Ranks 1 and 2 send to 0 at 0; both reach it at 8. The first window is [8, 8], the
+    // next one opens g = 4 later: 12, overhead to 14.
+    const auto r = simulate(3, sim::model::logp(6, 2, 4), 8, [](fabric& f, std::vector<std::byte>& buf) -> task<result<void>> {
+      if (f.rank() != 0) co_return ok(co_await f.send(0, {0, 0}, buf));
+      for (int s = 1; s < 3; ++s)
+        if (auto x = co_await f.recv(s, {0, 0}, buf); !x) co_return fail(x.error());
+      co_return result<void>{};
+    }, nullptr, rec);
+    REQUIRE(r.log.size() == 2);
+    std::vector<double> windows{r.log[0].window, r.log[1].window}, avail{r.log[0].available, r.log[1].available};
+    std::sort(windows.begin(), windows.end());
+    std::sort(avail.begin(), avail.end());
+    CHECK(windows == std::vector<double>{8, 12});
+    CHECK(avail == std::vector<double>{10, 14});
+  }
+  SECTION("rounds: a chain moves one hop a round; idle rounds are recorded") {
+    const auto r = simulate(3, sim::model::rounds(), 8, [](fabric& f, std::vector<std::byte>& buf) -> task<result<void>> {
+      if (f.rank() == 2) (void)co_await f.idle_round();
+      co_return co_await chain(f, buf);
+    }, nullptr, rec);
+    REQUIRE(r.log.size() == 2);
+    CHECK((r.log[0].start == 0 && r.log[0].available == 1 && r.log[1].start == 1 && r.log[1].available == 2));
+    REQUIRE(r.local.size() == 1);
+    CHECK((r.local[0].rank == 2 && !r.local[0].compute && r.local[0].start == 0 && r.local[0].end == 1));
+  }
+  SECTION("off by default") {
+    const auto r = simulate(3, sim::model::logp(6, 2, 4), 8, star);
+    CHECK(r.log.empty());
+    CHECK(r.messages == 2);
+  }
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -32,6 +33,12 @@ struct run_request {
   // 2 GiB), one shared buffer and timing only.
   bool verify = true;
   bool explain = false;  // broadcast, allreduce: the automatic choice's predictions in `explained`
+  // Keep every message in rep.log (and idle spans in rep.local), each labelled with the
+  // part and block of the result it delivers where that is a result buffer: for
+  // pictures of the run (optcast/picture.hpp).
+  bool record = false;
+  // A progress report for long runs (world_options::progress).
+  std::function<void(double now, std::uint64_t messages)> progress;
 };
 
 struct run_result {

@@ -10,16 +10,50 @@
 #include "optcast/choose.hpp"
 #include "optcast/collectives.hpp"
 #include "optcast/stream.hpp"
+#include "blocks.hpp"
 
 namespace optcast::sim {
 
 namespace {
+
+// Where each rank's result lives: the recorded messages' blocks are named from it. Only
+// addresses are kept (compared, never read), so it outlives the buffers.
+struct layout {
+  std::vector<std::uintptr_t> base;   // per rank; one entry: shared by every rank
+  std::vector<std::size_t> part_off;  // the parts' offsets in it, and the end
+  std::size_t blocks = 1;             // each part in this many blocks (block_partition)
+
+  template <class F>
+  static layout of(const run_request& sp, F&& buffer_of, std::vector<std::size_t> parts) {
+    layout l;
+    for (int r = 0; r < (sp.verify ? sp.p : 1); ++r) l.base.push_back(reinterpret_cast<std::uintptr_t>(buffer_of(r)));
+    l.part_off.assign(1, 0);
+    for (auto c : parts) l.part_off.push_back(l.part_off.back() + c);
+    l.blocks = static_cast<std::size_t>(std::max(sp.blocks, 1));
+    return l;
+  }
+  void label(message_record& m) const {
+    if (base.empty() || !m.dst_data) return;
+    const auto b = base[base.size() == 1 ? 0 : static_cast<std::size_t>(m.dst)];
+    if (m.dst_data < b || m.dst_data - b >= part_off.back()) return;
+    const std::size_t at = m.dst_data - b;
+    const auto j = static_cast<std::size_t>(std::upper_bound(part_off.begin(), part_off.end(), at) - part_off.begin() - 1);
+    const std::size_t size = part_off[j + 1] - part_off[j];
+    m.part = part_off.size() > 2 ? static_cast<int>(j) : -1;
+    m.block = static_cast<int>(block_partition(size, std::min(blocks, size)).index_of(at - part_off[j]));
+  }
+};
 
 struct run_outcome {
   bool ok = true;
   std::string error;
   bool verified = false;
   std::vector<std::pair<std::string, double>> measured;  // what the run itself reports
+  layout where;
+  void fail(std::string why) {
+    ok = false;
+    error = std::move(why);
+  }
 };
 
 std::uint8_t byte_of(int rank, std::size_t i) {
@@ -50,11 +84,12 @@ run_outcome run_broadcast(std::vector<communicator>& comms, const run_request& s
     for (std::size_t i = 0; i < sp.bytes; ++i) b.at(sp.root)[i] = byte_of(sp.root, i);
   auto res = optcast::run_all(comms, [&](communicator& c) { return broadcast(c, std::span(b.at(c.rank())), sp.root, opts_of(sp, alg)); });
   run_outcome o;
+  o.where = layout::of(sp, [&](int r) { return b.at(r).data(); }, {sp.bytes});
   o.error = first_failure(res, comms);
   o.ok = o.error.empty();
   if (o.ok && sp.verify) {
     for (int r = 0; r < sp.p && o.ok; ++r)
-      if (b.at(r) != b.at(sp.root)) o = {false, "rank " + std::to_string(r) + " holds wrong bytes"};
+      if (b.at(r) != b.at(sp.root)) o.fail("rank " + std::to_string(r) + " holds wrong bytes");
     o.verified = o.ok;
   }
   return o;
@@ -79,13 +114,17 @@ run_outcome run_scatter_gather(std::vector<communicator>& comms, const run_reque
     co_return co_await scatter(c, std::span<const std::uint8_t>(whole), std::span(part.at(c.rank())), sp.root, opts_of(sp, alg));
   });
   run_outcome o;
+  if (gather_it)
+    o.where = layout::of(sp, [&](int) { return sp.verify ? back.data() : root_buf.data(); }, std::vector<std::size_t>(P, sp.bytes));
+  else
+    o.where = layout::of(sp, [&](int r) { return part.at(r).data(); }, {sp.bytes});
   o.error = first_failure(res, comms);
   o.ok = o.error.empty();
   if (o.ok && sp.verify) {
-    if (gather_it && back != all) o = {false, "the root gathered wrong bytes"};
+    if (gather_it && back != all) o.fail("the root gathered wrong bytes");
     for (int r = 0; r < sp.p && o.ok && !gather_it; ++r)
       if (!std::equal(part.at(r).begin(), part.at(r).end(), all.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * sp.bytes)))
-        o = {false, "rank " + std::to_string(r) + " got wrong bytes"};
+        o.fail("rank " + std::to_string(r) + " got wrong bytes");
     o.verified = o.ok;
   }
   return o;
@@ -174,6 +213,7 @@ run_outcome run_allgatherv(std::vector<communicator>& comms, const run_request& 
     return allgatherv(c, mine, std::span(out.at(c.rank())), std::span<const std::size_t>(counts), opts_of(sp, sp.alg));
   });
   run_outcome o;
+  o.where = layout::of(sp, [&](int r) { return out.at(r).data(); }, counts);
   o.error = first_failure(res, comms);
   o.ok = o.error.empty();
   if (o.ok && sp.verify) {
@@ -181,7 +221,7 @@ run_outcome run_allgatherv(std::vector<communicator>& comms, const run_request& 
       for (int j = 0; j < sp.p && o.ok; ++j)
         for (std::size_t i = 0; i < counts[static_cast<std::size_t>(j)]; ++i)
           if (out.at(r)[off[static_cast<std::size_t>(j)] + i] != byte_of(j, i)) {
-            o = {false, "rank " + std::to_string(r) + " holds a wrong byte of rank " + std::to_string(j) + "'s part"};
+            o.fail("rank " + std::to_string(r) + " holds a wrong byte of rank " + std::to_string(j) + "'s part");
             break;
           }
     o.verified = o.ok;
@@ -202,6 +242,7 @@ run_outcome run_alltoall(std::vector<communicator>& comms, const run_request& sp
     return alltoall(c, std::span<const std::uint8_t>(in.at(c.rank())), std::span(out.at(c.rank())), opts_of(sp, sp.alg));
   });
   run_outcome o;
+  o.where = layout::of(sp, [&](int r) { return out.at(r).data(); }, std::vector<std::size_t>(P, m));
   o.error = first_failure(res, comms);
   o.ok = o.error.empty();
   if (o.ok && sp.verify) {
@@ -209,7 +250,7 @@ run_outcome run_alltoall(std::vector<communicator>& comms, const run_request& sp
       for (std::size_t j = 0; j < P && o.ok; ++j)
         for (std::size_t i = 0; i < m; ++i)
           if (out.at(static_cast<int>(r))[j * m + i] != byte_of(static_cast<int>(j * P + r), i)) {
-            o = {false, "rank " + std::to_string(r) + " holds a wrong byte from rank " + std::to_string(j)};
+            o.fail("rank " + std::to_string(r) + " holds a wrong byte from rank " + std::to_string(j));
             break;
           }
     o.verified = o.ok;
@@ -234,7 +275,7 @@ run_outcome run_summation(std::vector<communicator>& comms, const run_request& s
   if (o.ok) {
     unsigned want = 0;
     for (std::int64_t i = 0; i < n; ++i) want += byte_of(0, static_cast<std::size_t>(i));
-    if (got[static_cast<std::size_t>(sp.root)] != static_cast<std::uint8_t>(want)) o = {false, "the root holds a wrong sum"};
+    if (got[static_cast<std::size_t>(sp.root)] != static_cast<std::uint8_t>(want)) o.fail("the root holds a wrong sum");
     o.verified = o.ok;
   }
   return o;
@@ -271,12 +312,14 @@ run_outcome run_reduction(std::vector<communicator>& comms, const run_request& s
     co_return co_await reduce_scatter(c, src, std::span(part[R]), std::span<const std::size_t>(counts), ops::sum, o_);
   });
   run_outcome o;
+  if (which == "reduce" || which == "allreduce")
+    o.where = layout::of(sp, [&](int r) { return out.at(r).data(); }, {m});
   o.error = first_failure(res, comms);
   o.ok = o.error.empty();
   if (o.ok && sp.verify) {
     std::vector<std::uint8_t> want(m);
     for (std::size_t i = 0; i < m; ++i) want[i] = sum_of(sp.p, i);
-    auto bad = [&](int r) { o = {false, "rank " + std::to_string(r) + " holds a wrong sum"}; };
+    auto bad = [&](int r) { o.fail("rank " + std::to_string(r) + " holds a wrong sum"); };
     if (which == "reduce") {
       if (out.at(sp.root) != want) bad(sp.root);
     } else if (which == "allreduce") {
@@ -378,7 +421,7 @@ result<run_result> simulate(run_request sp, std::string* why) {
   if (sp.coll == collective::alltoall) per_rank = sp.bytes * static_cast<std::uint64_t>(sp.p) * 2;
   sp.verify = sp.verify && per_rank * static_cast<std::uint64_t>(sp.p) <= (std::uint64_t{2} << 30);
 
-  world w(sp.p, sp.model, {.move_payload = sp.verify});
+  world w(sp.p, sp.model, {.move_payload = sp.verify, .record = sp.record, .progress = sp.progress});
   auto comms = optcast::communicators_of(w);
   for (auto& c : comms) c.options().min_block_bytes = 1;  // simulated bytes are cheap to cut
   // What the library itself will run (the automatic choice resolved), with the n it
@@ -412,6 +455,7 @@ result<run_result> simulate(run_request sp, std::string* why) {
   out.verified = o.verified;
   out.measured = std::move(o.measured);
   out.rep = w.take_report();
+  for (auto& m : out.rep.log) o.where.label(m);
   out.paper = proven(sp.coll, out.alg, sp.model, {sp.p, sp.bytes, sp.blocks, sp.root});
   if (out.paper) out.paper_met = out.paper->met_by(out.paper->measure(out.rep.finish_time, out.rep.comm_finish_time));
   return out;

@@ -1,5 +1,6 @@
 // The simulator's cost models as text (model::parse, describe) and its report as JSON.
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -70,6 +71,15 @@ result<model> model::parse(std::string_view spec, int ports, std::string* why) {
     return loggp(v[0], v[1], v[2], v[3], ports);
   }
   return bad("unknown model '" + std::string(name) + "' (rounds, postal:L, logp:L,o,g, loggp:L,o,g,G)");
+}
+
+std::string format_time(double t) {
+  char buf[64];
+  if (t == std::floor(t) && std::fabs(t) < 1e15)
+    std::snprintf(buf, sizeof buf, "%.0f", t);
+  else
+    std::snprintf(buf, sizeof buf, "%.6g", t);
+  return buf;
 }
 
 std::string model::describe() const {

@@ -52,6 +52,7 @@ public:
       return fail_now(op, make_error_code(errc::invalid_argument), "a computation of negative or unbounded time");
     }
     if (span == 0) return op.finish_now({});
+    if (w.opts.record) w.local.push_back({rank_, op.kind == op_kind::compute, w.now, w.now + span});
     const std::uint32_t idx = w.new_message();
     auto& mg = w.msgs[idx];
     mg.src = mg.dst = rank_;
@@ -209,6 +210,21 @@ private:
     me.stats.bytes_sent += op.size;
     ++w.messages;
     w.bytes += op.size;
+    if (w.opts.record && w.log.size() < none) {
+      mg.rec = static_cast<std::uint32_t>(w.log.size());
+      message_record r;
+      r.src = rank_;
+      r.dst = op.peer;
+      r.tg = op.tg;
+      r.bytes = op.size;
+      r.posted = w.now;
+      r.start = w.rounds() ? w.now : mg.first - w.m.o;
+      r.first = mg.first;
+      r.last = mg.last;
+      if (w.rounds()) r.window = r.rx_start = w.now;
+      r.src_data = reinterpret_cast<std::uintptr_t>(op.data);
+      w.log.push_back(r);
+    }
 
     // Match in send order: a posted receive exists only if no earlier message matched it.
     auto& dst = w.ranks[static_cast<std::size_t>(op.peer)];
@@ -312,6 +328,10 @@ std::error_code world_state::deliver(message& mg, operation& op) {
   auto& st = ranks[static_cast<std::size_t>(op.owner->rank())];
   if (auto bad = op.owner->arrival_error(op, mg.sig, mg.size)) return bad;
   if (mg.buffered && mg.size) std::memcpy(op.data, mg.payload.data(), mg.size);
+  if (auto* r = record_of(mg)) {
+    r->received = now;
+    r->dst_data = reinterpret_cast<std::uintptr_t>(op.data);
+  }
   ++st.stats.received;
   st.stats.bytes_received += mg.size;
   st.stats.chain = std::max(st.stats.chain, mg.chain);
@@ -352,6 +372,10 @@ bool world_state::step() {
     return true;
   }
   if (events.empty()) return false;
+  if (--steps_to_progress == 0) {
+    steps_to_progress = 1u << 16;
+    if (opts.progress) opts.progress(now, messages);
+  }
   const event e = events.top();
   events.pop();
   now = e.t;
@@ -385,6 +409,7 @@ bool world_state::step() {
     case ev::serve: serve(mg.dst); break;
     case ev::available: {
       mg.available = true;
+      if (auto* rc = record_of(mg)) rc->available = now;
       if (rounds()) finish_send();  // the round is over for the sender too
       if ((r = mg.bound)) {
         ranks[static_cast<std::size_t>(mg.dst)].bound.remove(*r);
@@ -454,6 +479,8 @@ report world::take_report() const {
   rep.bytes = s.bytes;
   rep.error = s.error;
   rep.error_detail = s.error_detail;
+  rep.log = s.log;
+  rep.local = s.local;
   rep.ranks.reserve(s.ranks.size());
   for (const auto& r : s.ranks) {
     rep.ranks.push_back(r.stats);
@@ -482,6 +509,8 @@ void world::reset() {
   s.events = {};
   s.now = 0;
   s.messages = s.bytes = 0;
+  s.log.clear();
+  s.local.clear();
   s.error = {};
   s.error_detail.clear();
   for (auto& r : s.ranks) {

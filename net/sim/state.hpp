@@ -40,6 +40,7 @@ struct message {
   std::uint8_t events = 0;      // scheduled events that refer to it
   detail::message_buffer payload;
   std::uint32_t next = none, prev = none;  // the receiver's list of unmatched messages
+  std::uint32_t rec = none;     // its entry in world_state::log, when recording
 };
 
 enum class ev : std::uint8_t { send_done, arrive, available, port_free, serve };
@@ -71,14 +72,7 @@ struct rank_state {
 
 class sim_fabric;
 
-inline std::string fmt_time(double t) {
-  char buf[64];
-  if (t == std::floor(t) && std::fabs(t) < 1e15)
-    std::snprintf(buf, sizeof buf, "%.0f", t);
-  else
-    std::snprintf(buf, sizeof buf, "%.6g", t);
-  return buf;
-}
+inline std::string fmt_time(double t) { return format_time(t); }
 
 
 struct world_state {
@@ -94,6 +88,10 @@ struct world_state {
   detail::buffer_pool pool;
   double now = 0;
   std::uint64_t messages = 0, bytes = 0;
+  std::uint32_t steps_to_progress = 1u << 16;
+  std::vector<message_record> log;  // world_options::record
+  std::vector<local_record> local;
+  message_record* record_of(const message& mg) { return mg.rec == none ? nullptr : &log[mg.rec]; }
   std::error_code error;
   std::string error_detail;
 
@@ -112,6 +110,10 @@ struct world_state {
     in->next_window = wl + m.g;
     const double rs = std::max(wl, in->overhead_free);
     in->overhead_free = rs + m.o;
+    if (auto* r = record_of(mg)) {
+      r->window = ws;
+      r->rx_start = rs;
+    }
     schedule(rs + m.o, idx, ev::available);
     if (m.choose) schedule(in->next_window, idx, ev::port_free);
   }

@@ -47,6 +47,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -88,6 +89,10 @@ struct model {
   std::string describe() const;
 };
 
+// A model time as reports and pictures print it: integers as integers, else six
+// significant digits.
+std::string format_time(double t);
+
 struct rank_stats {
   double finish = 0;  // when the rank's last operation completed
   // When it could start another communication: its last operation done and, under the
@@ -104,6 +109,33 @@ struct rank_stats {
   std::uint32_t chain = 0;
 };
 
+// One message of a recorded run (world_options::record), in model time. Under the
+// rounds model start = first = last = the round it was sent in, and it is available
+// one round later.
+struct message_record {
+  int src = 0, dst = 0;
+  tag tg{};
+  std::uint64_t bytes = 0;
+  double posted = 0;       // the send was posted
+  double start = 0;        // its sending overhead began
+  double first = 0;        // its first byte entered the network (start + o)
+  double last = 0;         // its last byte did; the send completed
+  double window = -1;      // its arrival window began at the receiver (-1: never)
+  double rx_start = -1;    // the receiving overhead began
+  double available = -1;   // the data was at the receiver
+  double received = -1;    // a receive completed with it
+  std::uintptr_t src_data = 0, dst_data = 0;  // the send's and the receive's buffer addresses
+  int block = -1;          // set by whoever knows the buffers' layout (sim::simulate)
+  int part = -1;
+};
+
+// An idle round (rounds model) or a computation: time a rank spent without a message.
+struct local_record {
+  int rank = 0;
+  bool compute = false;
+  double start = 0, end = 0;
+};
+
 struct report {
   std::string model;
   double finish_time = 0;     // the latest rank finish
@@ -116,6 +148,9 @@ struct report {
   std::vector<rank_stats> ranks;
   std::error_code error;         // port_violation or deadlock, with the details
   std::string error_detail;
+  // With world_options::record: every message and local span, in the order sent.
+  std::vector<message_record> log;
+  std::vector<local_record> local;
 
   // One JSON object: model, finish_time, comm_finish_time, rounds, messages, bytes, longest_chain,
   // unreceived, error, per_rank_finish, per_rank_steps.
@@ -126,6 +161,12 @@ struct world_options {
   // Copy message payloads. Off: only timing is simulated (every receive buffer keeps
   // what it had), for sizes whose buffers would not fit in memory.
   bool move_payload = true;
+  // Keep a record of every message and local span for the report (report::log), for
+  // pictures of the run (optcast/picture.hpp). Off: one test per message.
+  bool record = false;
+  // Called every 65536 events with the virtual time and the messages sent so far (a
+  // progress line for long runs); nothing else may be done to the world from it.
+  std::function<void(double now, std::uint64_t messages)> progress;
 };
 
 struct world_state;
