@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Where a traced run's time went: one collective call, step by step.
 
-usage: timeline.py PREFIX [--seq N] [--steps K]
+usage: timeline.py DIR [--seq N] [--steps K]
 
-Reads PREFIX.rank<r>.json (OPTCAST_TRACE=PREFIX, optcast/trace.hpp). Matches every send
+Reads DIR/rank<r>.json (OPTCAST_TRACE=DIR, optcast/trace.hpp; each rank's times moved
+onto rank 0's clock by its measured offset, as `optcast trace merge` does). Matches every send
 with its receive (same pair of ranks, collective and step) and prints, for the call with
 sequence number N (default: the last of those that moved the most bytes), one line per step:
   start, end        first post and last completion of the step, from the call's start
@@ -18,22 +19,33 @@ import argparse
 import collections
 import glob
 import json
+import os
 import statistics
 import sys
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-ap.add_argument("prefix")
+ap.add_argument("dir")
 ap.add_argument("--seq", type=int, default=None)
 ap.add_argument("--steps", type=int, default=200, help="print at most this many steps")
 a = ap.parse_args()
 
-files = sorted(glob.glob(a.prefix + ".rank*.json"))
+files = sorted(glob.glob(os.path.join(a.dir, "rank*.json")))
 if not files:
-    sys.exit("timeline: no %s.rank*.json" % a.prefix)
+    sys.exit("timeline: no %s/rank*.json" % a.dir)
 ev = []  # (rank, kind, peer, seq, step, bytes, posted, done, error)
 for f in files:
-    j = json.load(open(f))
-    ev += [(j["rank"], *e) for e in j["events"] if e[0] in (0, 1)]
+    with open(f) as fh:
+        j = json.load(fh)
+    meta = j["optcast"]
+    shift = meta.get("clock_offset_s") or 0
+    for e in j["traceEvents"]:
+        if e.get("ph") != "X" or e.get("cat") not in ("send", "recv"):
+            continue
+        x = e["args"]
+        posted = e["ts"] * 1e-6 + shift
+        done = posted + e["dur"] * 1e-6 if x.get("error") != "never completed" else posted - 1
+        ev.append((meta["rank"], 0 if e["cat"] == "send" else 1, x["peer"], x["seq"], x["step"], x["bytes"], posted, done,
+                   1 if "error" in x else 0))
 by_seq = collections.defaultdict(list)
 for e in ev:
     by_seq[e[3]].append(e)

@@ -96,12 +96,21 @@ TEST_CASE("trace: a full log counts what it drops; a failed receive keeps its er
   CHECK(log1->events()[0].error == 0);
   CHECK(log1->events()[1].error == static_cast<int>(errc::size_mismatch));
   CHECK(log1->events()[1].done >= log1->events()[1].posted);
-  const auto j = nlohmann::json::parse(log1->json());
-  CHECK(j["rank"] == 1);
-  CHECK(j["clock"] == "monotonic");
-  REQUIRE(j["events"].size() == 2);
-  CHECK(j["events"][1][0] == 1);   // a receive
-  CHECK(j["events"][1][1] == 0);   // from rank 0
-  CHECK(j["events"][1][4] == 8);   // of 8 bytes
-  CHECK(j["events"][1][7] == static_cast<int>(errc::size_mismatch));
+  const auto j = nlohmann::json::parse(log1->chrome_json());
+  CHECK(j["optcast"]["rank"] == 1);
+  CHECK(j["optcast"]["clock"] == "monotonic");
+  CHECK(j["optcast"]["clock_offset_s"].is_null());  // not measured
+  std::vector<nlohmann::json> slices;
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "X") slices.push_back(e);
+  REQUIRE(slices.size() == 2);
+  CHECK(slices[1]["cat"] == "recv");
+  CHECK(slices[1]["args"]["peer"] == 0);
+  CHECK(slices[1]["args"]["bytes"] == 8);
+  CHECK(slices[1]["args"]["error"].get<std::string>().find("size") != std::string::npos);
+  CHECK(slices[1]["ts"].get<double>() == Approx(log1->events()[1].posted * 1e6));
+  // The failed receive took no message: one flow end, the first receive's.
+  int ends = 0;
+  for (const auto& e : j["traceEvents"]) ends += e["ph"] == "f";
+  CHECK(ends == 1);
 }

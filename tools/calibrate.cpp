@@ -6,6 +6,7 @@
 
 #include "tools.hpp"
 #include "optcast/optcast.hpp"
+#include "optcast/progress.hpp"
 
 namespace optcast::tools {
 
@@ -81,6 +82,8 @@ int cmd_calibrate(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (auto status = launch_local(argc, argv)) return *status;
+  progress_line progress(json);
+  o.progress = [&](const std::string& what) { progress.show("calibrate: " + what); };
 
   result<calibration> got = fail(errc::invalid_argument);
   std::string what = fabric_name, why;
@@ -110,6 +113,7 @@ int cmd_calibrate(int argc, char** argv) {
     why = comm.last_error();
     report = comm.rank() == 0;
   }
+  progress.clear();
   if (!got) {
     std::fprintf(stderr, "optcast calibrate: %s\n", why.empty() ? got.error().message().c_str() : why.c_str());
     return 1;

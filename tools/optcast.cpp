@@ -4,14 +4,18 @@
 //   optcast verify --timing [--json]     schedule computation time near p = 2^10 ... 2^20
 //   optcast simulate --collective C ...  one collective on P simulated ranks
 //   optcast calibrate --fabric tcp --np 2  the fabric's LogGP parameters
+//   optcast trace merge DIR -o FILE      the ranks' traces (OPTCAST_TRACE=DIR) in one file
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "optcast/picture.hpp"
+#include "optcast/progress.hpp"
 #include "tools.hpp"
 #include "traff/circulant.hpp"
 #include "traff/circulant_check.hpp"
@@ -27,7 +31,8 @@ const char* usage =
     "  verify     check the schedules' correctness conditions and replay the broadcast;\n"
     "             with --timing, the time to compute them near p = 2^10, 2^14, 2^17, 2^20\n"
     "  simulate   run a collective on P simulated ranks under a cost model (--list: all)\n"
-    "  calibrate  measure a fabric's LogGP parameters L, o, g, G (and save them for reuse)\n\n"
+    "  calibrate  measure a fabric's LogGP parameters L, o, g, G (and save them for reuse)\n"
+    "  trace      merge the per-rank traces OPTCAST_TRACE=DIR wrote into one (Chrome / Perfetto)\n\n"
     "Run 'optcast <command> --help' for the options of a command.\n";
 
 int cmd_schedule(int argc, char** argv) {
@@ -36,8 +41,13 @@ int cmd_schedule(int argc, char** argv) {
                "optcast schedule"};
   int p = 0;
   bool json = false;
+  std::string svg_path;
   app.add_option("--p", p, "number of processors")->required()->check(CLI::Range(1, 1 << 30));
   app.add_flag("--json", json, "one JSON object instead of the table");
+  app.add_option("--svg", svg_path, "also draw the table into this SVG file (blocks coloured; p <= 1024)");
+  app.callback([&] {
+    if (!svg_path.empty() && p > 1024) throw CLI::ValidationError("--svg", "draws p <= 1024 (a column per rank)");
+  });
   try {
     app.parse(argc - 1, argv + 1);
   } catch (const CLI::ParseError& e) {
@@ -58,6 +68,24 @@ int cmd_schedule(int argc, char** argv) {
   }
   std::vector<int> sk;
   for (int k = 0; k <= q; ++k) sk.push_back(static_cast<int>(s[k]));
+  if (!svg_path.empty()) {
+    optcast::picture::table t;
+    t.title = "Träff's circulant broadcast schedules, p = " + std::to_string(p) + ", q = " + std::to_string(q);
+    t.subtitle = "skip[0..q] =";
+    for (int v : sk) t.subtitle += " " + std::to_string(v);
+    t.subtitle += "; root 0; entry k: the block a rank receives / sends in round k of the first phase (negative: a "
+                  "previous phase's)";
+    for (int r = 0; r < p; ++r) t.columns.push_back(std::to_string(r));
+    t.rows.emplace_back("b", base);
+    for (int k = 0; k < q; ++k) t.rows.emplace_back("recvblock[" + std::to_string(k) + "]", recv[static_cast<std::size_t>(k)]);
+    for (int k = 0; k < q; ++k) t.rows.emplace_back("sendblock[" + std::to_string(k) + "]", send[static_cast<std::size_t>(k)]);
+    std::ofstream f(svg_path, std::ios::binary);
+    f << optcast::picture::table_svg(t);
+    if (!f.flush()) {
+      std::fprintf(stderr, "optcast schedule: cannot write %s\n", svg_path.c_str());
+      return 2;
+    }
+  }
   if (json) {
     const nlohmann::ordered_json j = {{"p", p}, {"q", q}, {"skips", sk}, {"baseblock", base}, {"recvblock", recv}, {"sendblock", send}};
     std::puts(j.dump().c_str());
@@ -102,13 +130,17 @@ int schedule_timing(bool json, bool quiet) {
     double mean_us;
   };
   std::vector<row> rows;
+  optcast::progress_line progress(quiet);
   for (int k : {10, 14, 17, 20}) {
     const int lo = (1 << k) - 16, hi = (1 << k) + 16;
     double sum = 0;  // Träff: per p, total time / p; averaged over the range
-    for (int p = lo; p <= hi; ++p) sum += time_schedules(p) / p;
+    for (int p = lo; p <= hi; ++p) {
+      sum += time_schedules(p) / p;
+      if (progress.due()) progress.show("timing: p = " + std::to_string(p) + " (near 2^" + std::to_string(k) + ", of 2^10, 2^14, 2^17, 2^20)");
+    }
     rows.push_back({k, lo, hi, sum / (hi - lo + 1) * 1e6});
-    if (!quiet && !json) std::fprintf(stderr, "timing: p near 2^%d done\n", k);
   }
+  progress.clear();
   if (json) {
     nlohmann::ordered_json j;
     auto& out = j["mean_schedule_us_per_rank"] = nlohmann::ordered_json::array();
@@ -138,7 +170,7 @@ int cmd_verify(int argc, char** argv) {
   app.add_option("--blocks", ns, "block counts to replay, comma-separated")->delimiter(',')->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   app.add_flag("--json", json, "one JSON object instead of text");
-  app.add_flag("--quiet", quiet, "no progress lines");
+  app.add_flag("--quiet", quiet, "no progress line (shown only on a terminal)");
   app.add_flag("--timing", timing,
                "instead: the mean time per rank to compute both schedules, for every rank of every p in "
                "[2^k - 16, 2^k + 16], k = 10, 14, 17, 20 (Träff's Table 4 column O(log p))");
@@ -161,7 +193,7 @@ int cmd_verify(int argc, char** argv) {
   long long ranks = 0, replays = 0, messages = 0;
   int worst_violations = 0;
   std::string failure;
-  auto last_progress = clock::now();
+  optcast::progress_line progress(quiet);
   const auto started = clock::now();
   for (int p = pmin; p <= pmax && failure.empty(); ++p) {
     // Time the schedule computation alone: both schedules of every rank.
@@ -178,12 +210,14 @@ int cmd_verify(int argc, char** argv) {
       messages += rep.messages;
       if (rep.failure) failure = *rep.failure;
     }
-    if (!quiet && clock::now() - last_progress > std::chrono::seconds(2)) {
-      last_progress = clock::now();
-      std::fprintf(stderr, "verify: p = %d of %d (%.0f s)\n", p, pmax,
-                   std::chrono::duration<double>(last_progress - started).count());
+    if (progress.due()) {
+      char line[160];
+      std::snprintf(line, sizeof line, "verify: p = %d of %d..%d (%.0f%%, %.0f s)", p, pmin, pmax,
+                    100.0 * (p - pmin + 1) / (pmax - pmin + 1), std::chrono::duration<double>(clock::now() - started).count());
+      progress.show(line);
     }
   }
+  progress.clear();
   const double mean_us = ranks ? sched_seconds / static_cast<double>(ranks) * 1e6 : 0;
   if (json) {
     const nlohmann::ordered_json j = {{"pmin", pmin},
@@ -217,6 +251,7 @@ int main(int argc, char** argv) {
   if (cmd == "verify") return cmd_verify(argc, argv);
   if (cmd == "simulate") return optcast::tools::cmd_simulate(argc, argv);
   if (cmd == "calibrate") return optcast::tools::cmd_calibrate(argc, argv);
+  if (cmd == "trace") return optcast::tools::cmd_trace(argc, argv);
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(usage, stdout);
     return 0;

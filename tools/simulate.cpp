@@ -5,11 +5,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "optcast/log.hpp"
+#include "optcast/picture.hpp"
+#include "optcast/progress.hpp"
 #include "optcast/simulate.hpp"
 
 namespace optcast::tools {
@@ -23,7 +26,9 @@ int cmd_simulate(int argc, char** argv) {
   sim::run_request req;
   std::string coll, alg_name = "automatic", model_spec = "rounds";
   int ports = 1;
-  bool choose = false, json = false, list = false, markdown = false, no_verify = false;
+  bool choose = false, json = false, list = false, markdown = false, no_verify = false, quiet = false;
+  std::string svg_path, tree_path;
+  int svg_rows = 64;
   app.add_option("--collective", coll, "one of " + collective_names());
   app.add_option("--algorithm", alg_name, "an algorithm of that collective (see --list)")->capture_default_str();
   app.add_option("--p", req.p, "number of ranks")->check(CLI::Range(1, 1 << 24));
@@ -47,6 +52,14 @@ int cmd_simulate(int argc, char** argv) {
   app.add_flag("--list", list, "list every collective and algorithm with its source, and exit");
   app.add_flag("--markdown", markdown, "with --list: README's algorithm table");
   app.add_flag("--no-verify", no_verify, "do not check results (and share one buffer among all ranks)");
+  app.add_flag("--quiet", quiet, "no progress line (shown only on a terminal, for long runs)");
+  app.add_option("--svg", svg_path,
+                 "also draw the run's timeline into this SVG file: a row per rank, every message's overheads, gap, wire "
+                 "and block, the finish time and the paper's bound (rounds model: the grid of rounds x ranks)");
+  app.add_option("--svg-rows", svg_rows, "ranks drawn in --svg (the rest are noted)")->check(CLI::Range(1, 4096))->capture_default_str();
+  app.add_option("--tree-svg", tree_path,
+                 "also draw who informed whom, each rank at the time it had the datum (one-item broadcasts: Karp et "
+                 "al.'s Figure 1, Fibonacci and k-trees)");
   app.footer("Units: model time units (rounds, or the cycles of L, o, g, G); G is per byte.\n"
              "Example: optcast simulate --collective allgather --p 1000 --bytes 64 --blocks 4 --model loggp:5,1,2,0.01");
   app.callback([&] {
@@ -98,13 +111,54 @@ int cmd_simulate(int argc, char** argv) {
     return 0;
   }
   req.verify = !no_verify;
+  req.record = !svg_path.empty() || !tree_path.empty();
+  progress_line progress(quiet);
+  if (progress.on())
+    req.progress = [&](double now, std::uint64_t messages) {
+      if (progress.due())
+        progress.show("simulate: virtual time " + std::to_string(now) + ", " + std::to_string(messages) + " messages so far");
+    };
   std::string why;
   const auto ran = sim::simulate(req, &why);
+  progress.clear();
   if (!ran) {
     std::fprintf(stderr, "optcast simulate: %s\n", why.c_str());
     return 2;
   }
   const auto& out = *ran;
+  if (req.record) {
+    const auto* source = find(req.coll, out.alg);
+    const std::string title = coll + ", " + std::string(to_string(out.alg)) + ", p = " + std::to_string(req.p) + ", " +
+                              format_bytes(req.bytes) + ", n = " + std::to_string(out.blocks) + ", " + out.rep.model;
+    const auto write = [&](const std::string& path, const std::string& text) {
+      std::ofstream f(path, std::ios::binary);
+      f << text;
+      if (!f.flush()) {
+        std::fprintf(stderr, "optcast simulate: cannot write %s\n", path.c_str());
+        return false;
+      }
+      return true;
+    };
+    if (!svg_path.empty()) {
+      picture::timeline_options po{.title = title, .max_rows = svg_rows};
+      if (source) po.subtitle = std::string(source->paper) + ", " + std::string(source->where) + ": " + std::string(source->summary);
+      if (out.paper && out.paper->how != proven_time::reference) {
+        po.bound = out.paper->value;
+        po.bound_label = "paper: " + std::string(out.paper->promise()) + out.paper->name + " = " + sim::format_time(out.paper->value) +
+                         (out.paper->by_communication ? " (communication finish)" : "");
+      }
+      if (!write(svg_path, picture::timeline_svg(out.rep, req.model, po))) return 2;
+    }
+    if (!tree_path.empty()) {
+      std::string no;
+      const auto tree = picture::tree_svg(out.rep, req.root, {.title = title}, &no);
+      if (!tree) {
+        std::fprintf(stderr, "optcast simulate: --tree-svg: %s\n", no.c_str());
+        return 2;
+      }
+      if (!write(tree_path, *tree)) return 2;
+    }
+  }
   const auto& rep = out.rep;
   if (req.verify && !out.verified && out.ok && !json)
     std::fprintf(stderr, "simulate: the buffers of every rank would not fit; timing only (results not checked)\n");

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <optcast/asio.hpp>
 #include <optcast/optcast.hpp>
+#include <optcast/progress.hpp>
 
 #include <functional>
 #include <optional>
@@ -283,9 +284,14 @@ int coll_cmd(int argc, char** argv) {
     std::fflush(stdout);
   }
   std::vector<row> rows;
+  // On a terminal, what is being measured (rank 0; the other ranks' stderr is the same).
+  progress_line progress(rank != 0);
+  std::size_t pair = 0;
   for (const auto& op : ops)
     for (const std::size_t m : sizes) {
       b.m = m;
+      progress.show("coll: " + op + " " + format_bytes(m) + " (" + std::to_string(++pair) + " of " +
+                    std::to_string(ops.size() * sizes.size()) + ")");
       collective_options o{.alg = chosen.count(op) ? chosen[op] : algorithm::automatic, .blocks = blocks};
       const auto [alg_name, n] = plan_of(comm, op, m, o);
       bool ok = true;

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -32,6 +33,8 @@ struct calibrate_options {
   int repetitions = 50;         // round trips (and spaced sends) per trial
   int stream = 200;             // messages per streaming loop (also run with stream / 4)
   std::size_t big_bytes = 1 << 20;  // message size for G
+  // Told on rank 0 what is being measured ("trial 2 of 5", "sharing"): a progress line.
+  std::function<void(const std::string& what)> progress;
 };
 
 struct calibration {

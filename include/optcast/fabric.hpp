@@ -252,6 +252,9 @@ public:
   // Records every operation posted from now on in `log` (trace.hpp); nullptr stops.
   void set_trace(std::shared_ptr<trace_log> log) noexcept { trace_ = std::move(log); }
   const std::shared_ptr<trace_log>& trace() const noexcept { return trace_; }
+  // Where this fabric's collective calls are recorded: its trace, or for a view of
+  // another fabric (a sub-communicator's), the one whose operations it posts.
+  virtual trace_log* call_trace() const noexcept { return trace_.get(); }
   // For operation::complete: the traced operation `op` has finished.
   void trace_end(operation& op) noexcept;
 

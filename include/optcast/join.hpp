@@ -27,7 +27,7 @@ namespace optcast {
 struct collective_settings {
   std::string calibration;  // OPTCAST_CALIBRATION: a calibration file
   std::string algorithm;    // OPTCAST_ALGORITHM: the default broadcast algorithm, by name
-  std::string trace;        // OPTCAST_TRACE: record operations into <trace>.rank<r>.json (trace.hpp)
+  std::string trace;        // OPTCAST_TRACE: a directory; each rank records its calls and operations into DIR/rank<r>.json (trace.hpp)
   bool check = false;       // OPTCAST_CHECK=1
   static collective_settings from_env();
 };
@@ -37,6 +37,12 @@ struct collective_settings {
 // algorithm or one that is not a broadcast's).
 communicator make_communicator(std::shared_ptr<fabric> f, const job_config& cfg,
                                const collective_settings& s = collective_settings::from_env());
+
+// Records c's calls and operations into DIR/rank<r>.json (trace.hpp), after measuring
+// its clock's offset from rank 0's (a collective: every rank calls it, or none); what
+// make_communicator does with OPTCAST_TRACE=DIR. Throws setup_error when DIR cannot be
+// created or written.
+void start_trace(communicator& c, const std::string& dir);
 
 // The common case, on the fabric named at run time: "tcp", "ofi", or empty for the
 // OPTCAST_FABRIC environment variable (default tcp). The communicator's fabric owns its

@@ -8,6 +8,7 @@
 #include "optcast/choose.hpp"
 #include "bruck_cypher_ho/fibonacci.hpp"
 #include "optcast/log.hpp"
+#include "optcast/trace.hpp"
 #include "optcast/when_all.hpp"
 #include "bar_noy_ho/multiport.hpp"
 #include "collective_common.hpp"
@@ -189,13 +190,25 @@ task<result<void>> compare_calls(communicator& comm, std::uint32_t seq, const ca
 }  // namespace
 
 task<result<void>> call_start::run(task<result<void>> body) {
-  deadline_scope deadline(comm.get_fabric(), seq, opts.timeout.value_or(comm.options().timeout));
-  signature_scope signature(comm.get_fabric(), seq, sig);
-  if (comm.options().check && comm.size() > 1)
-    if (auto c = co_await compare_calls(comm, seq, sig); !c) co_return finish(comm, std::move(c));
-  auto r = co_await std::move(body);
-  if (r)
-    if (auto ec = comm.get_fabric().leftover(seq)) r = fail(ec);
+  auto& f = comm.get_fabric();
+  trace_log* trace = f.call_trace();
+  std::uint32_t traced = 0;
+  if (trace) {
+    const bool rooted = sig.root != 0xffffffffu;
+    traced = trace->begin_call(f, {.coll = coll, .alg = sig.alg ? static_cast<algorithm>(sig.alg - 1) : algorithm::automatic,
+                                   .seq = seq, .bytes = sig.bytes, .root = rooted ? static_cast<int>(sig.root) : -1,
+                                   .blocks = static_cast<int>(sig.blocks), .ranks = comm.size(), .rank = comm.rank()});
+  }
+  deadline_scope deadline(f, seq, opts.timeout.value_or(comm.options().timeout));
+  signature_scope signature(f, seq, sig);
+  result<void> r;
+  if (comm.options().check && comm.size() > 1) r = co_await compare_calls(comm, seq, sig);
+  if (r) {
+    r = co_await std::move(body);
+    if (r)
+      if (auto ec = f.leftover(seq)) r = fail(ec);
+  }
+  if (traced) trace->end_call(f, traced, r ? 0 : r.error().value());
   co_return finish(comm, std::move(r));
 }
 

@@ -200,6 +200,7 @@ task<result<calibration>> calibrate(communicator& c, calibrate_options opt) {
         if (auto r = co_await echo(f, seq, opt); !r) co_return fail(detail::finish(c, std::move(r)).error());
         continue;
       }
+      if (opt.progress) opt.progress("L, o, g, G and gamma: trial " + std::to_string(t + 1) + " of " + std::to_string(opt.trials));
       auto r = co_await measure(f, seq, opt);
       if (!r) co_return fail(detail::finish(c, fail(r.error())).error());
       o.push_back(r->o);
@@ -229,6 +230,7 @@ task<result<calibration>> calibrate(communicator& c, calibrate_options opt) {
   // sharing: needs three ranks to share a link, and a clock that is not the simulator's
   // (whose rounds are exact: 0 there).
   if (c.size() >= 3 && !f.model_time()) {
+    if (opt.progress && c.rank() == 0) opt.progress("sharing (" + std::to_string(c.size()) + " ranks)");
     auto sh = co_await measure_sharing(c, out.model, opt);
     if (!sh) co_return fail(sh.error());
     out.sharing = *sh;

@@ -1,8 +1,12 @@
 #include "optcast/join.hpp"
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "optcast/calibrate.hpp"
+#include "optcast/log.hpp"
 #include "optcast/net/ofi.hpp"
 #include "optcast/net/tcp.hpp"
 #include "optcast/trace.hpp"
@@ -41,9 +45,36 @@ communicator make_communicator(std::shared_ptr<fabric> f, const job_config& cfg,
                                                                      algorithm_names(collective::broadcast) + ")");
     o.broadcast_algorithm = *a;
   }
-  if (!s.trace.empty())
-    f->set_trace(std::make_shared<trace_log>(std::size_t{1} << 22, s.trace + ".rank" + std::to_string(f->rank()) + ".json"));
-  return communicator(std::move(f), o);
+  communicator c(std::move(f), o);
+  if (!s.trace.empty()) start_trace(c, s.trace);
+  return c;
+}
+
+void start_trace(communicator& c, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_TRACE='" + dir + "': cannot create the directory: " + ec.message());
+  const std::string path = (std::filesystem::path(dir) / ("rank" + std::to_string(c.rank()) + ".json")).string();
+  if (!std::ofstream(path))
+    throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_TRACE='" + dir + "': cannot write " + path);
+  auto log = std::make_shared<trace_log>(std::size_t{1} << 22, path);
+  // Before the trace starts (the exchange is not part of it); every rank of the job runs
+  // it, so OPTCAST_TRACE must be set on all or none.
+  if (c.size() > 1) {
+    try {
+      auto off = run(c, measure_clock_offset(c, std::min<std::chrono::milliseconds>(c.options().timeout, std::chrono::seconds(30))));
+      if (!off)  // the ranks' collectives no longer line up: nothing later could work
+        throw setup_error(off.error(), "OPTCAST_TRACE: the clock exchange with rank 0 failed (" +
+                                           describe(off.error(), c.get_fabric().failure_detail()) +
+                                           "); OPTCAST_TRACE must be set on every rank or on none");
+      log->set_clock_offset(*off);
+    } catch (const std::logic_error& e) {  // join(io) on the loop's own thread: nothing may block it
+      optcast::log(log_level::warn, std::string("OPTCAST_TRACE: clock offsets not measured (") + e.what() +
+                                        "): `optcast trace merge` aligns this rank as if on rank 0's clock");
+    }
+  }
+  c.get_fabric().set_trace(std::move(log));
 }
 
 namespace tcp {

@@ -27,6 +27,7 @@ public:
   int ports() const noexcept override { return base_->ports(); }
   bool receives_from_any() const noexcept override { return base_->receives_from_any(); }
   std::string_view name() const noexcept override { return base_->name(); }
+  trace_log* call_trace() const noexcept override { return base_->call_trace(); }
   std::optional<loggp_params> cost_model() const noexcept override { return base_->cost_model(); }
   std::optional<double> model_time() const noexcept override { return base_->model_time(); }
 
