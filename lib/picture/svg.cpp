@@ -313,7 +313,8 @@ result<std::string> tree_svg(const sim::report& rep, int root, const tree_option
   }
   if (reached != p) return refuse("tree: " + std::to_string(p - reached) + " ranks are not reached from the root");
   const double tmax = std::max(1.0, *std::max_element(when.begin(), when.end()));
-  const double left = 70, top = 70, dx = 46, plot_h = std::clamp(tmax * 22.0, 260.0, 640.0), sy = plot_h / tmax;
+  // At least 48 px per time unit where that fits (a round, under the rounds model, clears a node and its name).
+  const double left = 70, top = 70, dx = 46, plot_h = std::clamp(tmax * 48.0, 260.0, 900.0), sy = plot_h / tmax;
   const double width = left + std::max(1.0, next_leaf) * dx + 40;
   auto X = [&](int r) { return left + 20 + x[static_cast<std::size_t>(r)] * dx; };
   auto Y = [&](int r) { return top + when[static_cast<std::size_t>(r)] * sy; };
