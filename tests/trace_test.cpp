@@ -101,8 +101,13 @@ TEST_CASE("trace: a full log counts what it drops; a failed receive keeps its er
   CHECK(j["optcast"]["clock"] == "monotonic");
   CHECK(j["optcast"]["clock_offset_s"].is_null());  // not measured
   std::vector<nlohmann::json> slices;
-  for (const auto& e : j["traceEvents"])
-    if (e["ph"] == "X") slices.push_back(e);
+  int waits = 0;  // rank 0 may send before rank 1 posts: such waits have slices of their own
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    if (e["cat"] == "unexpected") ++waits;
+    else slices.push_back(e);
+  }
+  CHECK(waits <= 2);
   REQUIRE(slices.size() == 2);
   CHECK(slices[1]["cat"] == "recv");
   CHECK(slices[1]["args"]["peer"] == 0);
@@ -113,4 +118,46 @@ TEST_CASE("trace: a full log counts what it drops; a failed receive keeps its er
   int ends = 0;
   for (const auto& e : j["traceEvents"]) ends += e["ph"] == "f";
   CHECK(ends == 1);
+}
+
+TEST_CASE("trace: a message that waited for its receive shows that wait; one that found its receive does not", "[trace][local]") {
+  local::world w(2);
+  auto comms = communicators_of(w);
+  auto log0 = std::make_shared<trace_log>(), log1 = std::make_shared<trace_log>();
+  comms[0].get_fabric().set_trace(log0);
+  comms[1].get_fabric().set_trace(log1);
+  std::vector<std::byte> a(8), b(8), c(8);
+  // Rank 0 waits for rank 1's message on tag 9; meanwhile rank 1 posts its receive for tag
+  // 1. Then rank 0 sends tag 1 (its receive is there) and tag 3 (rank 1 has not posted it
+  // yet: the fabric holds it until rank 1 does).
+  auto res = run_all(comms, [&](communicator& cm) -> task<result<void>> {
+    if (cm.rank() == 0) {
+      if (auto r = co_await recv(cm, 1, 9, std::span(a)); !r) co_return fail(r.error());
+      if (auto r = co_await send(cm, 1, 1, b); !r) co_return fail(r.error());
+      co_return co_await send(cm, 1, 3, c);
+    }
+    if (auto r = co_await send(cm, 0, 9, a); !r) co_return fail(r.error());
+    if (auto r = co_await recv(cm, 0, 1, std::span(b)); !r) co_return fail(r.error());
+    co_return co_await recv(cm, 0, 3, std::span(c));
+  });
+  for (auto& r : res) REQUIRE(r);
+  std::vector<trace_event> recvs;
+  for (const auto& e : log1->events())
+    if (e.kind == op_kind::recv) recvs.push_back(e);
+  REQUIRE(recvs.size() == 2);
+  CHECK(recvs[0].arrived < 0);  // tag 1 found its receive posted
+  CHECK(recvs[1].arrived >= 0);  // tag 3 waited for it
+  CHECK(recvs[1].arrived <= recvs[1].posted);
+  const auto j = nlohmann::json::parse(log1->chrome_json());
+  int waits = 0;
+  for (const auto& e : j["traceEvents"])
+    if (e.value("cat", "") == "unexpected") {
+      ++waits;
+      CHECK(e["name"] == "unexpected from 0");
+      CHECK(e["args"]["step"] == recvs[1].tg.step);
+      CHECK(e["ts"].get<double>() == Approx(recvs[1].arrived * 1e6));
+    }
+  CHECK(waits == 1);
+  // The sender's log has no waits of its own.
+  CHECK(nlohmann::json::parse(log0->chrome_json()).dump().find("unexpected from") == std::string::npos);
 }

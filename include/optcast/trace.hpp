@@ -10,8 +10,9 @@
 //
 // The files are Chrome trace-event JSON (chrome://tracing, https://ui.perfetto.dev): a
 // process per rank, a thread (lane) for its collectives and lanes for its sends and its
-// receives, each operation a slice inside its collective's, and a flow arrow from each
-// send to the receive that took it. Times are CLOCK_MONOTONIC (one host's processes and
+// receives, each operation a slice inside its collective's, a flow arrow from each send
+// to the receive that took it, and for a message that arrived before its receive was
+// posted (an unexpected message, held by the fabric), a slice for that wait. Times are CLOCK_MONOTONIC (one host's processes and
 // network namespaces share it); with OPTCAST_TRACE, the job measures at start-up each
 // rank's offset from rank 0's clock (measure_clock_offset), and `optcast trace merge`
 // applies them. On the simulator: its virtual time (a model unit drawn as a second).
@@ -40,6 +41,9 @@ struct trace_event {
   double posted;  // when the operation was handed to the fabric
   double done;    // when it completed (< posted: it never did)
   int error;      // its error code's value, 0 for success
+  // A receive whose message was already there when it was posted (an unexpected
+  // message): when it arrived; -1 otherwise.
+  double arrived = -1;
 };
 
 // One collective call on this rank.
@@ -95,6 +99,7 @@ public:
 
 private:
   friend class fabric;
+  friend void trace_unexpected(const fabric& f, const operation& op, double arrived) noexcept;
   // The event index + 1 an operation carries while in flight, 0 when not kept.
   std::uint32_t begin(const fabric& f, const operation& op);
   void end(const fabric& f, const operation& op) noexcept;
@@ -108,6 +113,12 @@ private:
   bool model_clock_ = false;
   std::optional<clock_offset> clock_;
 };
+
+// The clock a fabric's trace uses: its virtual time, else CLOCK_MONOTONIC seconds.
+double trace_clock(const fabric& f) noexcept;
+// For fabrics: the traced receive `op` takes a message that arrived at `arrived`
+// (trace_clock), before the receive was posted. Nothing when untraced.
+void trace_unexpected(const fabric& f, const operation& op, double arrived) noexcept;
 
 // Every rank of `c` exchanges a few time stamps with rank 0 (eight round trips each, the
 // fastest kept) and gets its clock's offset from rank 0's; rank 0 gets {0, 0}. A

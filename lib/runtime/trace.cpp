@@ -61,9 +61,17 @@ std::uint64_t flow_id(int src, int dst, tag t, std::uint64_t nth) {
   return h & ((std::uint64_t{1} << 53) - 1);  // exact in a JSON number
 }
 
-constexpr int call_tid = 1, send_tid = 1000, recv_tid = 2000, lane_cap = 999;
+constexpr int call_tid = 1, send_tid = 1000, recv_tid = 2000, wait_tid = 3000, lane_cap = 999;
 
 }  // namespace
+
+double trace_clock(const fabric& f) noexcept { return now_on(f); }
+
+void trace_unexpected(const fabric& f, const operation& op, double arrived) noexcept {
+  const auto& log = f.trace();
+  if (!log || !op.trace_id || op.trace_id > log->events_.size() || arrived < 0) return;
+  log->events_[op.trace_id - 1].arrived = arrived;
+}
 
 trace_log::trace_log(std::size_t capacity, std::string path) : capacity_(capacity), path_(std::move(path)) {
   events_.reserve(std::min<std::size_t>(capacity_, 4096));
@@ -147,7 +155,7 @@ std::string trace_log::chrome_json() const {
     thread(call_tid + i, i ? "collectives " + std::to_string(i + 1) : "collectives");
 
   // Sends and receives, each kind in its own lanes, in order of posting.
-  lanes send_lanes, recv_lanes;
+  lanes send_lanes, recv_lanes, wait_lanes;
   std::map<std::tuple<int, int, std::uint32_t, std::uint32_t>, std::uint64_t> nth;
   for (const auto& e : events_) {
     if (e.kind != op_kind::send && e.kind != op_kind::recv) continue;
@@ -157,6 +165,14 @@ std::string trace_log::chrome_json() const {
     json args = {{"peer", e.peer}, {"seq", e.tg.seq}, {"step", e.tg.step}, {"bytes", e.bytes}};
     if (e.done < e.posted) args["error"] = "never completed";
     else if (e.error) args["error"] = describe(std::error_code(e.error, error_category()), "");
+    if (!is_send && e.arrived >= 0 && e.arrived <= e.posted) {
+      // The message waited in the fabric for this receive: that wait, on lanes of its own.
+      args["waited_for_receive_us"] = (e.posted - e.arrived) * us;
+      const int wtid = wait_tid + std::min(wait_lanes.take(e.arrived, e.posted), lane_cap);
+      ev.push_back({{"ph", "X"}, {"cat", "unexpected"}, {"name", "unexpected from " + std::to_string(e.peer)}, {"pid", pid},
+                    {"tid", wtid}, {"ts", e.arrived * us}, {"dur", (e.posted - e.arrived) * us},
+                    {"args", {{"peer", e.peer}, {"seq", e.tg.seq}, {"step", e.tg.step}, {"bytes", e.bytes}}}});
+    }
     ev.push_back({{"ph", "X"}, {"cat", is_send ? "send" : "recv"},
                   {"name", (is_send ? "send to " : "recv from ") + std::to_string(e.peer)}, {"pid", pid}, {"tid", tid},
                   {"ts", e.posted * us}, {"dur", dur(e.posted, e.done) * us}, {"args", std::move(args)}});
@@ -173,6 +189,8 @@ std::string trace_log::chrome_json() const {
   }
   for (int i = 0; i < std::min(send_lanes.count(), lane_cap + 1); ++i) thread(send_tid + i, "sends " + std::to_string(i + 1));
   for (int i = 0; i < std::min(recv_lanes.count(), lane_cap + 1); ++i) thread(recv_tid + i, "receives " + std::to_string(i + 1));
+  for (int i = 0; i < std::min(wait_lanes.count(), lane_cap + 1); ++i)
+    thread(wait_tid + i, "unexpected messages " + std::to_string(i + 1));
 
   json j = {{"traceEvents", std::move(ev)}, {"displayTimeUnit", "ns"}};
   j["optcast"] = {{"rank", rank_},

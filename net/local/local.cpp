@@ -1,5 +1,7 @@
 #include "optcast/net/local.hpp"
 
+#include "optcast/trace.hpp"
+
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -23,6 +25,7 @@ struct unexpected_msg {
   tag tg;
   call_signature sig;
   detail::message_buffer data;
+  double arrived = -1;  // when, on the trace's clock (traced fabrics only)
 };
 
 class local_fabric;
@@ -216,7 +219,7 @@ private:
         w_->give_back(std::move(buf));
         dst.abort(make_error_code(errc::call_mismatch), dst.last_error());
       } else {
-        dst.unexpected_.push_back({rank_, op.tg, sig, std::move(buf)});
+        dst.unexpected_.push_back({rank_, op.tg, sig, std::move(buf), dst.trace() ? trace_clock(dst) : -1});
       }
     }
     return op.finish_now({});
@@ -226,6 +229,7 @@ private:
     for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
       if ((it->src != op.peer && op.peer != any_peer) || it->tg != op.tg) continue;
       op.peer = it->src;  // the earliest message with the tag, whoever sent it
+      trace_unexpected(*this, op, it->arrived);
       const std::error_code ec = arrival_error(op, it->sig, it->data.size());
       if (!ec && op.size) {
         std::memcpy(op.data, it->data.data(), op.size);

@@ -3,11 +3,14 @@
 // posted, and what a peer's failure or a protocol error does to the receives waiting on it.
 #include "tcp_fabric.hpp"
 
+#include "optcast/trace.hpp"
+
 namespace optcast::tcp::impl {
 
 bool tcp_fabric::start_recv(operation& op, peer_state& pe) {
   for (auto it = pe.unexpected.begin(); it != pe.unexpected.end(); ++it) {
     if (it->tg != op.tg) continue;
+    trace_unexpected(*this, op, it->arrived);
     const std::error_code ec = arrival_error(op, it->sig, it->data.size());
     if (!ec && op.size) {
       std::memcpy(op.data, it->data.data(), op.size);
@@ -286,7 +289,7 @@ void tcp_fabric::stash(const std::shared_ptr<in_conn>& c) {
       release_unexpected(pe, c->payload.size());
       return abort(make_error_code(errc::call_mismatch), last_error());
     }
-    pe.unexpected.push_back({c->pending_tag, c->pending_sig, std::move(c->payload), ++arrivals_});
+    pe.unexpected.push_back({c->pending_tag, c->pending_sig, std::move(c->payload), ++arrivals_, trace() ? trace_clock(*this) : -1});
   }
   if (c->open) read_frame(c);
 }

@@ -48,6 +48,7 @@ struct unexpected_msg {
   call_signature sig;
   detail::message_buffer data;
   std::uint64_t arrival = 0;  // the fabric's count of stashed messages: which came first
+  double arrived = -1;        // when, on the trace's clock (traced fabrics only)
 };
 
 class tcp_fabric;
