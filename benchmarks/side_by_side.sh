@@ -98,17 +98,22 @@ run_optcast() {  # label
     -o "$ops" -t "$budget" ${OPTCAST_ARGS:-}
 }
 
-echo "== optcast (1 of 2)" >&2
+# Each library spends about --time per (op, size): say how long each stage will take.
+n_ops=$(tr ',' '\n' <<<"$ops" | grep -c .) n_sizes=$(tr ',' '\n' <<<"$sizes" | grep -c .)
+stage() {  # step label ops
+  echo "== [$1/4] $2: $3 ops x $n_sizes sizes x $budget s, about $(($3 * n_sizes * budget)) s  ($(date +%T))" >&2
+}
+stage 1 "optcast (1 of 2)" "$n_ops"
 run_optcast optcast >"$out/optcast1.txt"
-echo "== Open MPI" >&2
+stage 2 "Open MPI" "$n_ops"
 bash "$PEERS/run_mpi_netns.sh" "$hosts" -- "$out/bin/mpi_coll_bench" -L mpi -o "$ops" -l "$sizes" -t "$budget" \
   >"$out/mpi.txt" 2>"$out/mpi.err" || { echo "side_by_side: Open MPI failed:" >&2; tail -5 "$out/mpi.err" >&2; exit 1; }
-echo "== Gloo" >&2
 # Gloo's allreduce comes as ring, bcube and halving-doubling: all three run, the best counts.
 gloo_ops=$(sed 's/\ballreduce\b/allreduce_ring,allreduce_bcube,allreduce_hd/' <<<"$ops")
+stage 3 Gloo "$(tr ',' '\n' <<<"$gloo_ops" | grep -c .)"
 GLOO_BENCH="$out/bin/gloo_coll_bench" bash "$PEERS/run_gloo.sh" netns "$hosts" -L gloo -o "$gloo_ops" -l "$sizes" -t "$budget" \
   >"$out/gloo.txt" 2>"$out/gloo.err" || { echo "side_by_side: Gloo failed:" >&2; tail -5 "$out/gloo.err" >&2; exit 1; }
-echo "== optcast (2 of 2)" >&2
+stage 4 "optcast (2 of 2)" "$n_ops"
 run_optcast "optcast#2" >"$out/optcast2.txt"
 
 [ -n "$goodput" ] || goodput=$(python3 -c "import re,sys; n,u=re.match(r'([0-9.]+)([a-z]*)',sys.argv[1].lower()).groups(); print(0.954*float(n)*{'gbit':1000,'mbit':1,'kbit':1e-3}.get(u,1e-6))" "$rate")

@@ -185,11 +185,11 @@ class Schedule(unittest.TestCase):
         self.assertIn("p <= 1024", p.stderr)
 
 
-def under_terminal(*args):
+def under_terminal(*args, program=None):
     """Runs the tool with a pseudo-terminal as stdin, stdout and stderr: what a user sees."""
     import pty
     leader, follower = pty.openpty()
-    p = subprocess.Popen([TOOL, *args], stdin=follower, stdout=follower, stderr=follower, close_fds=True)
+    p = subprocess.Popen([program or TOOL, *args], stdin=follower, stdout=follower, stderr=follower, close_fds=True)
     os.close(follower)
     out = b""
     while True:
@@ -224,7 +224,35 @@ class Progress(unittest.TestCase):
         self.assertNotIn("\r", p.stderr + p.stdout)
 
 
+class BenchProgress(unittest.TestCase):
+    # optcast-bench rounds simulates a few seconds' worth of broadcasts.
+    args = ("rounds", "--n", "1000,3000", "--m", "32,200", "--k", "2")
+
+    def setUp(self):
+        if not BENCH:
+            self.skipTest("no optcast-bench given (second argument)")
+
+    def test_on_a_terminal(self):
+        rc, out = under_terminal(*self.args, program=BENCH)
+        self.assertEqual(rc, 0)
+        self.assertRegex(out, r"\rrounds: \d+ of 12 runs")
+        self.assertIn("\r\x1b[K", out)
+        self.assertIn("simulated rounds model", out)
+
+    def test_quiet_or_not_a_terminal(self):
+        rc, out = under_terminal(*self.args, "--quiet", program=BENCH)
+        self.assertEqual(rc, 0)
+        self.assertNotIn("rounds: ", out)
+        p = subprocess.run([BENCH, *self.args], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("\r", p.stderr + p.stdout)
+
+
+BENCH = None
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
         TOOL = sys.argv.pop(1)
+    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
+        BENCH = sys.argv.pop(1)
     unittest.main()

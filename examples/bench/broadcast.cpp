@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 #include <optcast/optcast.hpp>
+#include <optcast/progress.hpp>
 
 #include "../measure.hpp"
 #include "bench.hpp"
@@ -64,7 +65,7 @@ int broadcast_cmd(int argc, char** argv) {
       ->check(CLI::Range(1, 64))->capture_default_str();
   app.add_option("--iterations", req_iter, "timed runs per size (0: by size)")->check(CLI::Range(0, 100000))->capture_default_str();
   app.add_flag("--json", json, "one JSON object");
-  app.add_flag("--quiet", quiet, "no progress lines");
+  app.add_flag("--quiet", quiet, "no progress line (shown only on a terminal)");
   std::vector<algorithm> algs;
   app.callback([&] {
     for (const auto& name : alg_names) {
@@ -85,12 +86,20 @@ int broadcast_cmd(int argc, char** argv) {
   if (auto status = launch_local(argc, argv)) return *status;
 
   std::vector<row> rows;
+  const std::size_t total = algs.size() * sizes.size();
+  const auto step = [&](progress_line& pl, algorithm alg, std::size_t bytes) {
+    if (pl.on())
+      pl.show("broadcast: " + std::string(to_string(alg)) + " " + format_bytes(bytes) + " (" + std::to_string(rows.size() + 1) + " of " +
+              std::to_string(total) + ")");
+  };
   if (fabric_name == "local") {
+    progress_line progress(quiet || json);
     local::world w(p, ports);
     auto comms = optcast::communicators_of(w);
     for (auto alg : algs)
       for (auto bytes : sizes) {
         std::vector<std::vector<std::byte>> bufs(static_cast<std::size_t>(p), std::vector<std::byte>(bytes, std::byte{1}));
+        step(progress, alg, bytes);
         const auto plan = plan_broadcast(comms[0], bytes, {.alg = alg, .blocks = blocks});
         const int n = plan ? plan->blocks : blocks;  // a refusal is reported by the run
         std::vector<double> times;
@@ -108,15 +117,17 @@ int broadcast_cmd(int argc, char** argv) {
           if (it > 0) times.push_back(s);
         }
         rows.push_back({std::string(to_string(alg)), bytes, n, median(times)});
-        if (!quiet) std::fprintf(stderr, "  %s %zu B: %.3f ms\n", std::string(to_string(alg)).c_str(), bytes, rows.back().seconds * 1e3);
       }
+    progress.clear();
     print_rows(fabric_name, p, rows, json);
     return 0;
   }
 
   auto comm = join(fabric_name);
+  progress_line progress(quiet || json || comm.rank() != 0);
   for (auto alg : algs)
     for (auto bytes : sizes) {
+      step(progress, alg, bytes);
       std::vector<std::byte> buf(bytes, std::byte{1});
       const auto plan = plan_broadcast(comm, bytes, {.alg = alg, .blocks = blocks});
       const int n = plan ? plan->blocks : blocks;  // a refusal is reported by the run
@@ -132,8 +143,8 @@ int broadcast_cmd(int argc, char** argv) {
       }
       if (comm.rank() != 0) continue;
       rows.push_back({std::string(to_string(alg)), bytes, n, median(times)});
-      if (!quiet) std::fprintf(stderr, "  %s %zu B: %.3f ms\n", std::string(to_string(alg)).c_str(), bytes, rows.back().seconds * 1e3);
     }
+  progress.clear();
   if (comm.rank() == 0) print_rows(fabric_description(comm), comm.size(), rows, json);
   return 0;
 }

@@ -24,6 +24,7 @@
 #include <malloc.h>
 
 #include <optcast/optcast.hpp>
+#include <optcast/progress.hpp>
 
 #include "bench.hpp"
 
@@ -141,13 +142,14 @@ std::string json_list(const std::vector<double>& v) {
 // --mode none: one job, no fault. Every rank must finish every call with the right data,
 // and its resident set at the end should be what it was after the first tenth (warm-up:
 // connections, buffer pools and schedules cached at their largest).
-int soak(const char* self, const std::string& fabric, int np, long ops, int timeout_ms, std::uint64_t seed, bool json, bool tty) {
+int soak(const char* self, const std::string& fabric, int np, long ops, int timeout_ms, std::uint64_t seed, bool json, bool quiet) {
   const fs::path dir = fs::temp_directory_path() / ("optcast-soak-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::vector<std::string> args{self, "chaos", "--fabric", fabric, "--seed", std::to_string(seed), "--rank-report", dir.string(),
                                       "--rank-timeout", std::to_string(timeout_ms), "--rank-ops", std::to_string(ops)};
   const auto t0 = clock_type::now();
   auto pids = spawn_local_ranks(np, args);
+  progress_line progress(quiet || json);
   int exited_bad = 0;
   for (std::size_t r = 0; r < pids.size(); ++r) {
     for (;;) {  // a failed job ends every rank within its deadline: no limit needed here
@@ -156,11 +158,13 @@ int soak(const char* self, const std::string& fabric, int np, long ops, int time
         exited_bad += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
         break;
       }
-      if (tty) std::fprintf(stderr, "\r  %.0f s, %zu of %d ranks done", since(t0), r, np);
+      if (progress.due())
+        progress.show("soak: " + std::to_string(static_cast<int>(since(t0))) + " s, " + std::to_string(r) + " of " + std::to_string(np) +
+                      " ranks done");
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   }
-  if (tty) std::fputc('\n', stderr);
+  progress.clear();
   const double seconds = since(t0);
   int ok = 0, wrong = 0, failed = 0;
   long warm_min = -1, warm_max = -1, end_min = -1, end_max = -1, growth_max = 0, heap_growth_max = 0;
@@ -234,11 +238,11 @@ int chaos_cmd(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (!report_dir.empty()) return rank_main(fabric, report_dir, seed, rank_timeout, ops);
-  if (mode == "none") return soak(argv[0], fabric, np, soak_ops, timeout_ms, seed, json, !quiet && !json && isatty(STDERR_FILENO));
+  if (mode == "none") return soak(argv[0], fabric, np, soak_ops, timeout_ms, seed, json, quiet);
 
   std::mt19937_64 rng(seed);
   tally kills, stops;
-  const bool tty = isatty(STDERR_FILENO) && !quiet && !json;
+  progress_line progress(quiet || json);
   const fs::path base = fs::temp_directory_path() / ("optcast-chaos-" + std::to_string(::getpid()));
   for (int t = 0; t < trials; ++t) {
     const bool stop = mode == "stop" || (mode == "both" && t % 2);
@@ -312,10 +316,12 @@ int chaos_cmd(int argc, char** argv) {
     ::kill(pids[static_cast<std::size_t>(victim)], SIGKILL);
     for (int pid : pids) ::waitpid(pid, nullptr, 0);
     fs::remove_all(dir);
-    if (tty) std::fprintf(stderr, "\r  trial %d/%d: %d hangs, %d silent, %d wrong so far", t + 1, trials, kills.hangs + stops.hangs,
-                          kills.silent + stops.silent, kills.wrong + stops.wrong);
+    if (progress.on())
+      progress.show("chaos: trial " + std::to_string(t + 1) + " of " + std::to_string(trials) + ": " +
+                    std::to_string(kills.hangs + stops.hangs) + " hangs, " + std::to_string(kills.silent + stops.silent) + " silent, " +
+                    std::to_string(kills.wrong + stops.wrong) + " wrong so far");
   }
-  if (tty) std::fputc('\n', stderr);
+  progress.clear();
   fs::remove_all(base);
   if (json) {
     auto obj = [](const tally& x) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <optcast/choose.hpp>
 #include <optcast/optcast.hpp>
+#include <optcast/progress.hpp>
 
 #include "../measure.hpp"
 #include "bench.hpp"
@@ -35,7 +36,7 @@ int model_cmd(int argc, char** argv) {
   app.add_option("--ports", ports, "ports per rank (ktree and rotation need 2 or more)")->check(CLI::Range(1, 64))->capture_default_str();
   app.add_flag("--calibrate", calibrate_first, "measure the model first (optcast calibrate) instead of OPTCAST_CALIBRATION or the defaults");
   app.add_flag("--json", json, "one JSON object");
-  app.add_flag("--quiet", quiet, "no progress lines");
+  app.add_flag("--quiet", quiet, "no progress line (shown only on a terminal)");
   app.footer("In-process ranks share one thread, which says nothing of a network: this benchmark runs one process per rank.");
   try {
     app.parse(argc - 1, argv + 1);
@@ -69,7 +70,11 @@ int model_cmd(int argc, char** argv) {
       source = "calibrated now";
     }
     used = m;
+    progress_line progress(quiet || json || c0.rank() != 0);
+    std::size_t done = 0;
     for (auto bytes : sizes) {
+      if (progress.on())
+        progress.show("model: " + format_bytes(bytes) + " (" + std::to_string(++done) + " of " + std::to_string(sizes.size()) + ")");
       const int iters = iterations_for(bytes, req_iter);
       const auto ch = choose_broadcast(p, bytes, m, std::min(ports, c0.get_fabric().ports()), c0.options().min_block_bytes);
       double best = 1e300;
@@ -117,7 +122,6 @@ int model_cmd(int argc, char** argv) {
       if (ar < 0) return 1;
       rows.push_back({"allreduce", "automatic: " + std::string(to_string(ar_choice.alg)), bytes, ar_choice.blocks, ar_choice.predicted, ar,
                       false});
-      if (!quiet && !json) std::fprintf(stderr, "  %zu B done\n", static_cast<std::size_t>(bytes));
     }
     return 0;
   };

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optcast/bounds.hpp>
 #include <optcast/optcast.hpp>
+#include <optcast/progress.hpp>
 #include <optcast/simulate.hpp>
 
 #include "bench.hpp"
@@ -32,7 +33,7 @@ int rounds_cmd(int argc, char** argv) {
   app.add_option("--every", every, "every n from 2 to NMAX instead of --n (summary per algorithm, k and m)")
       ->check(CLI::Range(0, 100000))->capture_default_str();
   app.add_flag("--json", json, "one JSON object");
-  app.add_flag("--quiet", quiet, "no progress lines");
+  app.add_flag("--quiet", quiet, "no progress line (shown only on a terminal)");
   try {
     app.parse(argc - 1, argv + 1);
   } catch (const CLI::ParseError& e) {
@@ -52,7 +53,7 @@ int rounds_cmd(int argc, char** argv) {
   std::vector<result_row> rows;
   std::size_t done = 0, total = 0;
   for (const auto& a : alg_names) total += ns.size() * ms.size() * (a == "fibonacci" ? 1 : ks.size());
-  auto last_note = clock_type::now();
+  progress_line progress(quiet || json);
   for (const auto& name : alg_names) {
     const algorithm alg = *parse_algorithm(name);
     for (int k : alg == algorithm::fibonacci ? std::vector<int>{1} : ks)
@@ -70,12 +71,10 @@ int rounds_cmd(int argc, char** argv) {
           rows.push_back({name, k, n, m, static_cast<int>(ran->rep.finish_time),
                           *lower_bound(collective::broadcast, req.model, {n, req.bytes, m}), *ran->paper, ran->paper_met});
           ++done;
-          if (!quiet && !json && since(last_note) > 2) {
-            std::fprintf(stderr, "  %zu of %zu runs\n", done, total);
-            last_note = clock_type::now();
-          }
+          if (progress.due()) progress.show("rounds: " + std::to_string(done) + " of " + std::to_string(total) + " runs");
         }
   }
+  progress.clear();
   const auto missed = std::count_if(rows.begin(), rows.end(), [](const auto& r) { return !r.met; });
   if (json) {
     nlohmann::ordered_json j = {{"benchmark", "rounds"}};
