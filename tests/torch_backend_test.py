@@ -11,6 +11,7 @@ Exits 77 (skipped) with the reason where torch or the optcast_torch module is mi
 """
 import argparse
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -318,6 +319,50 @@ def check_env(rank, p):
         raise AssertionError(f"all_reduce on a group with OPTCAST_HOST set: {t}")
 
 
+def check_trace(rank, p):
+    # OPTCAST_TRACE through torch: each group traces into a directory of its own (the
+    # default group into DIR, group N into DIR/group-N); no group's files overwrite another's.
+    import gc
+    import json
+    base = os.path.join(os.environ["OPTCAST_TORCH_TEST_DIR"], "trace")
+    os.environ["OPTCAST_TRACE"] = base
+    try:
+        g = dist.new_group(backend="optcast")
+        h = dist.new_group(backend="optcast")
+    finally:
+        del os.environ["OPTCAST_TRACE"]
+    names = [dist.distributed_c10d._pg_names[x] for x in (g, h)]
+    t = torch.full((1000,), float(rank + 1))
+    dist.all_reduce(t, group=g)
+    b = data(rank, 300, torch.int32)
+    dist.broadcast(b, src=p - 1, group=h)
+    same(b, data(p - 1, 300, torch.int32), "broadcast in a traced group")
+    for x in (g, h):
+        dist.destroy_process_group(x)
+    del g, h, x
+    gc.collect()  # the traces are written as the groups' communicators go
+    dist.barrier()
+    if rank != 0:
+        return
+    for name, op in zip(names, ("allreduce", "broadcast")):
+        d = os.path.join(base, f"group-{name}")
+        files = sorted(os.listdir(d))
+        if files != sorted(f"rank{r}.json" for r in range(p)):
+            raise AssertionError(f"{d} holds {files}, not one file per rank")
+        starts, ends, ops = set(), set(), set()
+        for f in files:
+            ev = json.load(open(os.path.join(d, f)))["traceEvents"]
+            ops |= {e["name"] for e in ev if e.get("cat") == "collective"}
+            starts |= {e["id"] for e in ev if e["ph"] == "s"}
+            ends |= {e["id"] for e in ev if e["ph"] == "f"}
+        if ops != {op}:
+            raise AssertionError(f"group {name} traced {ops}, not only {op}")
+        if not starts or starts != ends:
+            raise AssertionError(f"group {name}: {len(starts)} messages sent, {len(ends)} received, {len(starts ^ ends)} unmatched")
+    if os.path.exists(os.path.join(base, "rank0.json")):
+        raise AssertionError("the default group (not traced) wrote a trace")
+
+
 def check_ddp(rank, p):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
@@ -386,6 +431,7 @@ def main():
         if n not in CHECKS:
             ap.error(f"no check {n!r}; there are: {', '.join(CHECKS)}")
     tmp = tempfile.mkdtemp()
+    os.environ["OPTCAST_TORCH_TEST_DIR"] = tmp  # for the checks that need files (trace)
     where = os.path.join(tmp, "store") if a.init == "file" else free_port()
     ctx = mp.get_context("spawn")
     results = ctx.SimpleQueue()
@@ -410,6 +456,7 @@ def main():
         for name, tb in got.get(r, []):
             print(f"FAIL rank {r}, check {name}:\n{tb}")
             bad += 1
+    shutil.rmtree(tmp, ignore_errors=True)
     if bad:
         return 1
     print(f"{len(names)} checks passed on {a.np} processes (init_method {a.init}): {', '.join(names)}")

@@ -2,8 +2,11 @@
 // with its peer, tag, size and times, on the simulator's clock and on the wall clock.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -11,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "optcast/collectives.hpp"
+#include "optcast/join.hpp"
 #include "optcast/net/local.hpp"
 #include "optcast/net/sim.hpp"
 #include "optcast/trace.hpp"
@@ -160,4 +164,28 @@ TEST_CASE("trace: a message that waited for its receive shows that wait; one tha
   CHECK(waits == 1);
   // The sender's log has no waits of its own.
   CHECK(nlohmann::json::parse(log0->chrome_json()).dump().find("unexpected from") == std::string::npos);
+}
+
+TEST_CASE("trace: two live communicators of one process never trace into the same file", "[trace][local]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("optcast-trace-claim-" + std::to_string(::getpid()));
+  local::world a(1), b(1);
+  auto ca = communicators_of(a), cb = communicators_of(b);
+  start_trace(ca[0], dir.string());
+  // Both are rank 0: the second would overwrite the first's rank0.json when it ends.
+  try {
+    start_trace(cb[0], dir.string());
+    FAIL("a second communicator traced into the same file");
+  } catch (const setup_error& e) {
+    CHECK(std::string(e.what()).find("another traced communicator") != std::string::npos);
+    CHECK(std::string(e.what()).find("rank0.json") != std::string::npos);
+  }
+  CHECK(!cb[0].get_fabric().trace());
+  start_trace(cb[0], (dir / "other").string());  // a directory of its own is fine
+  // Once the first log has written its file, its name is free again.
+  ca[0].get_fabric().set_trace(nullptr);
+  CHECK(std::filesystem::exists(dir / "rank0.json"));
+  cb[0].get_fabric().set_trace(nullptr);
+  start_trace(cb[0], dir.string());
+  cb[0].get_fabric().set_trace(nullptr);
+  std::filesystem::remove_all(dir);
 }

@@ -1,8 +1,11 @@
 #include "process_group.hpp"
 
 #include <atomic>
+#include <cctype>
 #include <complex>
 #include <cstdlib>
+#include <filesystem>
+#include <optional>
 #include <random>
 #include <stdexcept>
 
@@ -15,6 +18,7 @@
 #include <c10/util/complex.h>
 
 #include <pybind11/pybind11.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <optcast/asio.hpp>
 #include <optcast/net/tcp.hpp>
@@ -213,6 +217,31 @@ task<result<void>> padded_alltoall(communicator& c, std::shared_ptr<at::Tensor> 
   co_return co_await alltoall<std::byte>(c, bytes(*in), bytes(*out), o);
 }
 
+// torch names every group ("0" the default one, then "1", "2", ... in the order all
+// processes create them) and hands the backend a PrefixStore with that name, the only
+// place a backend learns it; PrefixStore keeps it protected.
+struct group_name_of : c10d::PrefixStore {
+  static std::optional<std::string> get(const c10::intrusive_ptr<c10d::Store>& s) {
+    const auto* p = dynamic_cast<const c10d::PrefixStore*>(s.get());
+    if (!p) return std::nullopt;
+    return p->*(&group_name_of::prefix_);
+  }
+};
+
+// OPTCAST_TRACE=DIR: the default group traces into DIR (rank<r>.json, its ranks the
+// global ones), every other group into DIR/group-<name>, so that each group's files can
+// be merged as one job (`optcast trace merge DIR/group-1`) and none overwrites another's.
+collective_settings settings_for(const c10::intrusive_ptr<c10d::Store>& store) {
+  auto s = collective_settings::from_env();
+  if (s.trace.empty()) return s;
+  const auto name = group_name_of::get(store);
+  if (name && *name == "0") return s;
+  std::string dir = "group-";
+  for (char ch : name ? *name : std::string("unnamed")) dir += std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' ? ch : '_';
+  s.trace = (std::filesystem::path(s.trace) / dir).string();
+  return s;
+}
+
 }  // namespace
 
 // --- the process group -----------------------------------------------------------------
@@ -250,7 +279,7 @@ process_group::process_group(const c10::intrusive_ptr<c10d::Store>& store, int r
     io->run();
   });
   try {
-    comm_ = std::make_unique<communicator>(make_communicator(tcp::connect(*io_, cfg), cfg));
+    comm_ = std::make_unique<communicator>(make_communicator(tcp::connect(*io_, cfg), cfg, settings_for(store)));
   } catch (...) {
     io_->stop();
     loop_.join();

@@ -71,7 +71,8 @@ class trace_log {
 public:
   // Keeps the first `capacity` operations and calls (later ones are counted, not kept).
   // With a path, writes the log there (chrome_json) when it is destroyed (with the
-  // fabric).
+  // fabric); throws std::invalid_argument when another live log of this process has
+  // that path.
   explicit trace_log(std::size_t capacity = 1 << 20, std::string path = {});
   ~trace_log();
   trace_log(const trace_log&) = delete;

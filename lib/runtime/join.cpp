@@ -58,7 +58,13 @@ void start_trace(communicator& c, const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / ("rank" + std::to_string(c.rank()) + ".json")).string();
   if (!std::ofstream(path))
     throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_TRACE='" + dir + "': cannot write " + path);
-  auto log = std::make_shared<trace_log>(std::size_t{1} << 22, path);
+  const std::string file = std::filesystem::weakly_canonical(path, ec).string();
+  std::shared_ptr<trace_log> log;
+  try {
+    log = std::make_shared<trace_log>(std::size_t{1} << 22, ec ? path : file);
+  } catch (const std::invalid_argument& e) {
+    throw setup_error(make_error_code(errc::invalid_argument), std::string("OPTCAST_TRACE='") + dir + "': " + e.what());
+  }
   // Before the trace starts (the exchange is not part of it); every rank of the job runs
   // it, so OPTCAST_TRACE must be set on all or none.
   if (c.size() > 1) {

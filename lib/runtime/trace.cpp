@@ -8,6 +8,9 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <set>
+#include <stdexcept>
 #include <queue>
 #include <tuple>
 
@@ -73,12 +76,28 @@ void trace_unexpected(const fabric& f, const operation& op, double arrived) noex
   log->events_[op.trace_id - 1].arrived = arrived;
 }
 
+namespace {
+// The files live logs will write: two communicators of one process tracing into one
+// directory as the same rank would overwrite each other's file at the end.
+std::mutex claimed_mu;
+std::set<std::string> claimed;
+}  // namespace
+
 trace_log::trace_log(std::size_t capacity, std::string path) : capacity_(capacity), path_(std::move(path)) {
   events_.reserve(std::min<std::size_t>(capacity_, 4096));
+  if (path_.empty()) return;
+  std::lock_guard lock(claimed_mu);
+  if (!claimed.insert(path_).second)
+    throw std::invalid_argument("another traced communicator of this process writes " + path_ +
+                                " already: give each communicator a directory of its own");
 }
 
 trace_log::~trace_log() {
   if (path_.empty()) return;
+  {
+    std::lock_guard lock(claimed_mu);
+    claimed.erase(path_);
+  }
   try {
     std::ofstream out(path_);
     out << chrome_json() << "\n";
