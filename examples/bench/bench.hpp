@@ -17,6 +17,7 @@ int model_cmd(int argc, char** argv);      // optcast-bench model
 int rounds_cmd(int argc, char** argv);     // optcast-bench rounds
 int coll_cmd(int argc, char** argv);       // optcast-bench coll
 int chaos_cmd(int argc, char** argv);      // optcast-bench chaos
+int sim_cmd(int argc, char** argv);        // optcast-bench sim
 
 using clock_type = std::chrono::steady_clock;
 

@@ -11,6 +11,8 @@
 //   optcast-bench rounds                                  multi-message broadcasts in the
 //                                                         simulator's rounds model (1 and k
 //                                                         ports) against the papers' bounds
+//   optcast-bench sim                                     simulated messages per second on a
+//                                                         fixed set of large simulated runs
 //   optcast-bench chaos --np 8 --trials 100               kill -9 / SIGSTOP injected into
 //                                                         running jobs: how survivors end;
 //                                                         --mode none: a soak, no fault
@@ -31,11 +33,13 @@ int main(int argc, char** argv) try {
   if (cmd == "model") return optcast::bench::model_cmd(argc, argv);
   if (cmd == "coll") return optcast::bench::coll_cmd(argc, argv);
   if (cmd == "chaos") return optcast::bench::chaos_cmd(argc, argv);
+  if (cmd == "sim") return optcast::bench::sim_cmd(argc, argv);
   std::fputs("usage: optcast-bench broadcast [--fabric local|tcp|ofi] [--np N | --p P] [--sizes LIST] [--json]\n"
              "       optcast-bench p2p [--fabric tcp|ofi] [--bytes SIZE] [--count N] [--json]\n"
              "       optcast-bench rounds [--n LIST] [--m LIST] [--k LIST] [--every NMAX] [--json]\n"
              "       optcast-bench model --fabric tcp --np N [--calibrate] [--sizes LIST] [--json]\n"
              "       optcast-bench coll [--fabric tcp|ofi] [--np N] [--ops LIST] [--sizes LIST] [--timing sync|local] [--json]\n"
+             "       optcast-bench sim [--runs LIST] [--repeat N] [--json]\n"
              "       optcast-bench chaos [--fabric tcp|ofi] [--np N] [--trials N] [--mode kill|stop|both|none] [--ops N] [--json]\n"
              "Run 'optcast-bench <command> --help' for all options.\n",
              cmd == "--help" || cmd == "-h" ? stdout : stderr);

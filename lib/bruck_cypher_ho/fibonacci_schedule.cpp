@@ -139,11 +139,12 @@ std::vector<layout> layouts(int n, int d) {
   return out;
 }
 
-int rounds(const layout& lay, int m) {
-  check_layout(lay);
-  if (m == 0 || lay.processors() == 1) return 0;
+namespace {
+
+// rounds(lay, m) - m for every m >= 1: the deepest position, which m does not change.
+int depth(const layout& lay) {
   const int d = lay.d;
-  if (d == 1) return m + lay.processors() - 2;
+  if (d == 1) return lay.processors() - 2;
   // Packet i of tree j reaches p in round l_j(p) + i - j, and l_j(p) - j depends on the
   // position only: under a leaf x of T (base-0 label l) its set takes the d rounds after
   // l, one later with inserted processors; v, under R_j's leaf r, takes the first round
@@ -164,22 +165,45 @@ int rounds(const layout& lay, int m) {
   // R_j's set spans the d rounds after r; a virtual v in the last of them leaves it unused.
   deepest = std::max(deepest, lay.array == 0 && v == r + d ? r + d - 1 : r + d);
   if (lay.array > 0) deepest = std::max(deepest, v + lay.array - 1);
-  return static_cast<int>(deepest) + m;
+  return static_cast<int>(deepest);
+}
+
+}  // namespace
+
+int rounds(const layout& lay, int m) {
+  check_layout(lay);
+  if (m == 0 || lay.processors() == 1) return 0;
+  return depth(lay) + m;
 }
 
 int lemma_4_8(int n, int m, int d) { return m + f(d, (n - 1 + d - 1) / d) + 2 * d - 2; }
 
 layout choose(int n, int m) {
   layout best = layouts(n, 1).front();
-  int fewest = rounds(best, m);
+  if (m == 0 || best.processors() == 1) return best;  // every layout takes 0 rounds
+  // Every layout takes its depth + m rounds, so the best one is the same for every m >= 1:
+  // found once per n (each depth builds a tree of about n / d nodes, and every rank of an
+  // in-process world, for every block count the automatic choice weighs, asks).
+  static std::mutex mu;
+  static std::map<int, layout> best_for;
+  {
+    std::lock_guard lock(mu);
+    if (auto it = best_for.find(n); it != best_for.end()) return it->second;
+  }
+  int fewest = depth(best);
   // Up to d = 15: the best d grows like log log n (Theorem 4.9), 5 or 7 for any n an
   // int holds; below the paper's range a large d with s = 1 can still win (n = 12).
   for (int d = 3; d <= 15 && d + 1 <= n; d += 2)
-    for (const auto& lay : layouts(n, d))
-      if (const int r = rounds(lay, m); r < fewest) {
+    for (const auto& lay : layouts(n, d)) {
+      check_layout(lay);
+      if (const int r = depth(lay); r < fewest) {
         fewest = r;
         best = lay;
       }
+    }
+  std::lock_guard lock(mu);
+  if (best_for.size() >= 1024) best_for.clear();
+  best_for.emplace(n, best);
   return best;
 }
 

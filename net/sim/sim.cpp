@@ -376,9 +376,7 @@ bool world_state::step() {
     steps_to_progress = 1u << 16;
     if (opts.progress) opts.progress(now, messages);
   }
-  const event e = events.top();
-  events.pop();
-  now = e.t;
+  const event e = events.pop(now);
   auto& mg = msgs[e.msg];
   --mg.events;
   operation* s = nullptr;  // completions last: they resume coroutines that may post
@@ -438,13 +436,17 @@ std::shared_ptr<world_state> make_state(int p, const model& m, world_options o) 
   auto s = std::make_shared<world_state>();
   s->m = m;
   s->opts = o;
-  s->ranks.resize(static_cast<std::size_t>(p));
-  for (auto& r : s->ranks) {
-    r.out.resize(static_cast<std::size_t>(m.ports));
-    r.in.resize(static_cast<std::size_t>(m.ports));
+  const auto P = static_cast<std::size_t>(p), k = static_cast<std::size_t>(m.ports);
+  s->ranks.resize(P);
+  s->channels.resize(2 * P * k);
+  if (m.kind == model_kind::rounds) s->port_msgs.assign(2 * P * k, none);
+  for (std::size_t r = 0; r < P; ++r) {
+    auto& rs = s->ranks[r];
+    rs.out = std::span(s->channels).subspan(r * k, k);
+    rs.in = std::span(s->channels).subspan((P + r) * k, k);
     if (m.kind == model_kind::rounds) {
-      r.busy_with.assign(static_cast<std::size_t>(m.ports), none);
-      r.in_with.assign(static_cast<std::size_t>(m.ports), none);
+      rs.busy_with = std::span(s->port_msgs).subspan(r * k, k);
+      rs.in_with = std::span(s->port_msgs).subspan((P + r) * k, k);
     }
   }
   s->fabrics.assign(static_cast<std::size_t>(p), nullptr);
@@ -506,7 +508,7 @@ void world::reset() {
   // Messages nobody received are dropped with the rest of the run.
   s.msgs.clear();
   s.free_msgs.clear();
-  s.events = {};
+  s.events.clear();
   s.now = 0;
   s.messages = s.bytes = 0;
   s.log.clear();

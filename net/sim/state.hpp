@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <queue>
+#include <map>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,11 +48,76 @@ struct message {
 enum class ev : std::uint8_t { send_done, arrive, available, port_free, serve };
 
 struct event {
-  double t;
-  std::uint64_t seq;
   std::uint32_t msg;
   ev kind;
-  bool operator>(const event& o) const noexcept { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+// Pending events in time order, events of one time in the order they were scheduled.
+// However many events are pending (a million-rank broadcast's wavefront), only a few
+// distinct times are: each time holds a FIFO of its events, and the times sit in a
+// small ordered map, so scheduling and taking an event cost O(log distinct times) rather
+// than O(log events) with a cache miss per level of a heap of them all.
+class event_queue {
+public:
+  bool empty() const noexcept { return size_ == 0; }
+  std::size_t size() const noexcept { return size_; }
+  void push(double t, event e) {
+    if (!last_ || last_t_ != t) {
+      auto [it, fresh] = times_.try_emplace(t, nullptr);
+      if (fresh) it->second = take_bucket();
+      last_ = it->second;
+      last_t_ = t;
+    }
+    last_->items.push_back(e);
+    ++size_;
+  }
+  // The earliest event and its time; the queue must not be empty.
+  event pop(double& t) {
+    const auto it = times_.begin();
+    bucket* b = it->second;
+    t = it->first;
+    const event e = b->items[b->head++];
+    --size_;
+    if (b->head == b->items.size()) {
+      if (last_ == b) last_ = nullptr;
+      b->items.clear();
+      b->head = 0;
+      free_.push_back(b);
+      times_.erase(it);
+    }
+    return e;
+  }
+  void clear() {
+    for (auto& [t, b] : times_) {
+      b->items.clear();
+      b->head = 0;
+      free_.push_back(b);
+    }
+    times_.clear();
+    last_ = nullptr;
+    size_ = 0;
+  }
+
+private:
+  struct bucket {
+    std::vector<event> items;
+    std::size_t head = 0;
+  };
+  bucket* take_bucket() {
+    if (free_.empty()) {
+      all_.push_back(std::make_unique<bucket>());
+      return all_.back().get();
+    }
+    bucket* b = free_.back();
+    free_.pop_back();
+    return b;
+  }
+  std::map<double, bucket*> times_;
+  std::vector<std::unique_ptr<bucket>> all_;
+  std::vector<bucket*> free_;
+  bucket* last_ = nullptr;  // the bucket of the time scheduled last (often the next one's)
+  double last_t_ = 0;
+  std::size_t size_ = 0;
 };
 
 struct channel {
@@ -63,9 +130,11 @@ struct channel {
 struct rank_state {
   detail::op_queue posted, bound, sending;
   std::uint32_t unmatched_head = none, unmatched_tail = none;
-  std::vector<channel> out, in;
-  std::vector<std::uint32_t> busy_with;  // rounds model: message on each out channel
-  std::vector<std::uint32_t> in_with;    // rounds model: message on each in channel
+  // The rank's ports, in the world's flat arrays (no allocation per rank: a world may
+  // have a million ranks).
+  std::span<channel> out, in;
+  std::span<std::uint32_t> busy_with;  // rounds model: message on each out channel
+  std::span<std::uint32_t> in_with;    // rounds model: message on each in channel
   rank_stats stats;
   double last_post = -1;
 };
@@ -79,11 +148,12 @@ struct world_state {
   sim::model m;
   world_options opts;
   std::vector<rank_state> ranks;
+  std::vector<channel> channels;          // every rank's out ports, then every rank's in ports
+  std::vector<std::uint32_t> port_msgs;   // rounds model: the same for busy_with and in_with
   std::vector<sim_fabric*> fabrics;
   std::vector<message> msgs;
   std::vector<std::uint32_t> free_msgs;
-  std::priority_queue<event, std::vector<event>, std::greater<>> events;
-  std::uint64_t next_seq = 0;
+  event_queue events;
   detail::op_queue ready;  // completions decided outside the event loop (abort)
   detail::buffer_pool pool;
   double now = 0;
@@ -125,7 +195,7 @@ struct world_state {
 
   void schedule(double t, std::uint32_t msg, ev k) {
     ++msgs[msg].events;
-    events.push({t, next_seq++, msg, k});
+    events.push(t, {msg, k});
   }
 
   std::uint32_t new_message() {
