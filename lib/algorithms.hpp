@@ -91,6 +91,7 @@ struct segment_layout {
   std::vector<std::size_t> offset;
   std::vector<int> contributors;  // the j with count[j] > 0, ascending
 
+  bool uniform = true;             // every segment has the same count
   segment_layout(std::size_t elem_bytes, int blocks, std::span<const std::size_t> counts);
   // Bytes of block b of segment j, within the buffer (block_partition's split, with the
   // divisions done once per segment: this runs p times per round).
@@ -99,6 +100,11 @@ struct segment_layout {
     const auto ub = static_cast<std::size_t>(b);
     const std::size_t first = offset[static_cast<std::size_t>(j)] + ub * s.base + (ub < s.extra ? ub : s.extra);
     return {buf.data() + first * elem, (s.base + (ub < s.extra ? 1 : 0)) * elem};
+  }
+  // The size of that block alone.
+  std::size_t block_bytes(int j, int b) const noexcept {
+    const auto& s = split_[static_cast<std::size_t>(j)];
+    return (s.base + (static_cast<std::size_t>(b) < s.extra ? 1 : 0)) * elem;
   }
 
 private:

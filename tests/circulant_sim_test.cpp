@@ -14,6 +14,7 @@
 
 #include "optcast/collectives.hpp"
 #include "optcast/net/sim.hpp"
+#include "optcast/simulate.hpp"
 #include "traff/circulant.hpp"
 
 using namespace optcast;
@@ -190,4 +191,39 @@ TEST_CASE("circulant family: exact rounds in the one-port rounds model, p <= 64"
 
 TEST_CASE("circulant family: exact rounds in the one-port rounds model", "[sim][circulant][full]") {
   sweep(std::max(2, env_int("OPTCAST_SIM_PMIN", 2)), env_int("OPTCAST_SIM_PMAX", 300));
+}
+
+// The simulator's timing-only runs (no payload moved: fabric::carries_data false) let
+// the all-roots collectives skip packing and combining and count bytes instead (from the
+// schedule table's per-row counts when every segment is equal). Nothing else may change:
+// the same messages, sizes, times and rounds on every rank as the verified run.
+TEST_CASE("circulant family: a timing-only run sends exactly the verified run's messages", "[sim][circulant]") {
+  const collective colls[] = {collective::allgather, collective::allgatherv, collective::reduce_scatter,
+                              collective::reduce_scatter_block, collective::allreduce};
+  for (const int p : {2, 3, 5, 17, 64, 100, 257})
+    for (const int n : {1, 3, 16})
+      for (const auto coll : colls)
+        for (const char* counts : {"even", "skewed", "one"}) {
+          if (std::string(counts) != "even" && coll != collective::allgatherv && coll != collective::reduce_scatter) continue;
+          // Sizes with equal segments and with uneven ones (not a multiple of p).
+          for (const std::uint64_t bytes : {static_cast<std::uint64_t>(p) * 24, static_cast<std::uint64_t>(p) * 24 + 5}) {
+            if (coll == collective::reduce_scatter_block && bytes % static_cast<std::uint64_t>(p)) continue;
+            sim::run_request req{.coll = coll, .alg = algorithm::circulant, .p = p, .bytes = bytes, .blocks = n, .counts = counts};
+            if (coll == collective::allgather) req.bytes = bytes / static_cast<std::uint64_t>(p);  // per rank
+            // Sizes decide times under LogGP (G per byte); the rounds model counts rounds.
+            if (p % 2) req.model = sim::model::loggp(5, 1, 2, 0.01);
+            INFO(to_string(coll) << " p " << p << " n " << n << " counts " << counts << " bytes " << req.bytes << " "
+                                 << req.model.describe());
+            auto checked = sim::simulate(req);
+            req.verify = false;
+            auto timed = sim::simulate(req);
+            REQUIRE(checked);
+            REQUIRE(timed);
+            REQUIRE(checked->ok);
+            REQUIRE(checked->verified);
+            REQUIRE(timed->ok);
+            CHECK_FALSE(timed->verified);
+            CHECK(timed->rep.json() == checked->rep.json());
+          }
+        }
 }

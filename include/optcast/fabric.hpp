@@ -235,6 +235,12 @@ public:
   // global steps, and there data moves as soon as it can.
   virtual std::optional<double> model_time() const noexcept { return std::nullopt; }
 
+  // Whether messages carry their bytes. The simulator timing only (move_payload off)
+  // does not: nothing that arrives is read, so an algorithm may skip its own packing
+  // and combining and work out only how many bytes each message has. The peers, tags,
+  // sizes and order of its messages must stay exactly what they are otherwise.
+  virtual bool carries_data() const noexcept { return true; }
+
   // Whether receives may name any_peer.
   virtual bool receives_from_any() const noexcept { return false; }
 
@@ -389,8 +395,10 @@ private:
   std::shared_ptr<trace_log> trace_;
   // Collectives in flight on this rank: few, so a vector searched from the newest.
   std::vector<std::pair<std::uint32_t, call_signature>> signed_;
-  // The latest collectives this rank finished, for messages of theirs that come late.
-  std::array<std::pair<std::uint32_t, call_signature>, 32> finished_{};
+  // The latest collectives this rank finished (up to 32, a ring once full), for messages
+  // of theirs that come late. Grown as calls finish: a simulated world of a million
+  // ranks that each make one call keeps one entry per rank, not 32.
+  std::vector<std::pair<std::uint32_t, call_signature>> finished_;
   std::size_t finished_next_ = 0;
 };
 

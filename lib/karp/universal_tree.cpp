@@ -43,7 +43,6 @@ broadcast_tree::broadcast_tree(int P, params m) {
   parent_.reserve(n);
   label_.push_back(0);
   parent_.push_back(-1);
-  std::vector<std::vector<int>> kids(n);
   // Labels grow along every path and along every sibling list, so taking the smallest
   // candidate P - 1 times gives the P smallest labels of the infinite tree.
   std::priority_queue<candidate, std::vector<candidate>, std::greater<>> next;
@@ -54,20 +53,22 @@ broadcast_tree::broadcast_tree(int P, params m) {
     const int v = static_cast<int>(label_.size());
     label_.push_back(c.label);
     parent_.push_back(c.parent);
-    kids[static_cast<std::size_t>(c.parent)].push_back(v);
     next.push({c.label + m.gap(), c.parent, c.index + 1});  // the parent's next child
     next.push({c.label + m.hop(), v, 0});                   // v's first child
   }
-  first_.reserve(n + 1);
-  child_.reserve(n - 1);
-  for (const auto& k : kids) {
-    first_.push_back(child_.size());
-    child_.insert(child_.end(), k.begin(), k.end());
-  }
-  first_.push_back(child_.size());
+  // Children lists (CSR): a parent's children were made in label order, which is also
+  // the order of their numbers, so counting then placing by v keeps each list in order
+  // (no list per node: a tree may have a million).
+  first_.assign(n + 1, 0);
+  for (std::size_t v = 1; v < n; ++v) ++first_[static_cast<std::size_t>(parent_[v]) + 1];
+  for (std::size_t v = 0; v < n; ++v) first_[v + 1] += first_[v];
+  child_.resize(n - 1);
+  std::vector<std::size_t> at(first_.begin(), first_.end() - 1);
+  for (std::size_t v = 1; v < n; ++v) child_[at[static_cast<std::size_t>(parent_[v])]++] = static_cast<int>(v);
 }
 
-double B(int P, params m) { return broadcast_tree(P, m).finish(); }
+// The tree the algorithm runs is the one whose finish this is: built once, shared.
+double B(int P, params m) { return tree_for(P, m)->finish(); }
 
 std::int64_t P_of(double t, params m, std::int64_t cap) {
   check(m);

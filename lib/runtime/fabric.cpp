@@ -108,7 +108,9 @@ void fabric::sign(std::uint32_t seq, const call_signature& s) {
 void fabric::unsign(std::uint32_t seq) noexcept {
   for (auto it = signed_.rbegin(); it != signed_.rend(); ++it)
     if (it->first == seq) {
-      finished_[finished_next_++ % finished_.size()] = *it;
+      constexpr std::size_t kept = 32;
+      if (finished_.size() < kept) finished_.push_back(*it);
+      else finished_[finished_next_++ % kept] = *it;
       signed_.erase(std::next(it).base());
       return;
     }

@@ -30,6 +30,7 @@ public:
   trace_log* call_trace() const noexcept override { return base_->call_trace(); }
   std::optional<loggp_params> cost_model() const noexcept override { return base_->cost_model(); }
   std::optional<double> model_time() const noexcept override { return base_->model_time(); }
+  bool carries_data() const noexcept override { return base_->carries_data(); }
 
   bool start(operation& op) noexcept override {
     // Out of range stays out of range (-1), and the job fabric refuses it as it would.

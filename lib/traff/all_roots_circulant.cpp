@@ -13,6 +13,7 @@ segment_layout::segment_layout(std::size_t elem_bytes, int blocks, std::span<con
   split_.reserve(counts.size());
   for (std::size_t j = 0; j < counts.size(); ++j) {
     offset[j + 1] = offset[j] + counts[j];
+    uniform = uniform && counts[j] == counts[0];
     if (counts[j]) contributors.push_back(static_cast<int>(j));
     const block_partition part(counts[j], static_cast<std::size_t>(n));
     split_.push_back({part.size(part.count() - 1), counts[j] % static_cast<std::size_t>(n)});
@@ -112,6 +113,34 @@ void gather_round(const segment_layout& lay, std::span<std::byte> buf, const all
   }
 }
 
+// The bytes of round i's two messages (to `to` and from `from`), as gather_round packs
+// them, without touching the buffer: for the simulator's timing-only runs
+// (fabric::carries_data false).
+struct round_bytes {
+  std::size_t out = 0, in = 0;
+};
+round_bytes sizes_of(const segment_layout& lay, const all_roots& sch, const all_roots::round_blocks& block, int k, int me, int to) {
+  round_bytes rb;
+  const auto& t = *sch.table;
+  if (lay.uniform && static_cast<int>(lay.contributors.size()) == sch.p) {
+    // Every rank a root with equal segments: both messages hold one block of each of
+    // the other p - 1 roots, that of relative rank v = 1 .. p-1, the same for every rank.
+    for (int val = t.lowest(); val <= t.highest(); ++val)
+      if (const int c = t.count(k, val))
+        if (const int b = block.shift + val; b >= 0)
+          rb.out += static_cast<std::size_t>(c) * lay.block_bytes(0, b < block.last ? b : block.last);
+    rb.in = rb.out;
+    return rb;
+  }
+  for (int j : lay.contributors) {
+    if (j != to)
+      if (const int b = block(sch.rel(to, j)); b >= 0) rb.out += lay.block_bytes(j, b);
+    if (j != me)
+      if (const int b = block(sch.rel(me, j)); b >= 0) rb.in += lay.block_bytes(j, b);
+  }
+  return rb;
+}
+
 // What both directions hold for a whole collective: the schedule of every root, and
 // the packing buffers, sized for the largest message (block 0 of every contributor),
 // from the rank's scratch pool.
@@ -143,6 +172,20 @@ task<result<void>> allgatherv_circulant(fabric& f, std::uint32_t seq, std::uint3
   const auto& s = sch.table->skips();
   auto [tin, tout, out, in] = std::tie(run.tin, run.tout, run.forth, run.back);
 
+  if (!f.carries_data()) {  // timing only: the same messages, nothing packed
+    for (int i = sch.first_round(); i < sch.end_round(); ++i) {
+      const int k = i % sch.q;
+      const int t = s.to(r, k), from = s.from(r, k);
+      const auto sz = sizes_of(lay, sch, sch.in_round(i), k, r, t);
+      const tag tg{seq, step0 + static_cast<std::uint32_t>(i)};
+      op_batch<2> round;
+      if (sz.out) round.add(f.send(t, tg, tin.first(sz.out)));
+      if (sz.in) round.add(f.recv(from, tg, tout.first(sz.in)));
+      if (round.empty()) round.add(f.idle_round());
+      if (auto res = co_await round; !res) co_return res;
+    }
+    co_return result<void>{};
+  }
   for (int i = sch.first_round(); i < sch.end_round(); ++i) {
     const int k = i % sch.q;
     const int t = s.to(r, k), from = s.from(r, k);
@@ -169,6 +212,21 @@ task<result<void>> reduce_scatter_circulant(fabric& f, std::uint32_t seq, std::u
   // The forward round's messages: `forth` went to t (now partials come back from t),
   // `back` came from `from` (now this rank's partials go back to it).
   auto [tin, tout, forth, back] = std::tie(run.tin, run.tout, run.forth, run.back);
+
+  if (!f.carries_data()) {  // timing only: the same messages, nothing packed or combined
+    for (int i = sch.end_round() - 1; i >= sch.first_round(); --i) {
+      const int k = i % sch.q;
+      const int t = s.to(r, k), from = s.from(r, k);
+      const auto sz = sizes_of(lay, sch, sch.in_round(i), k, r, t);
+      const tag tg{seq, step0 + static_cast<std::uint32_t>(i)};
+      op_batch<2> round;
+      if (sz.in) round.add(f.send(from, tg, tin.first(sz.in)));
+      if (sz.out) round.add(f.recv(t, tg, tout.first(sz.out)));
+      if (round.empty()) round.add(f.idle_round());
+      if (auto res = co_await round; !res) co_return res;
+    }
+    co_return result<void>{};
+  }
 
   // The all-broadcast's rounds from last to first, every message reversed: what a rank
   // received in round i it now sends back (its partial result, complete by then, since

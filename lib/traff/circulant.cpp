@@ -1,6 +1,7 @@
 #include "traff/circulant.hpp"
 #include "runtime/plan_cache.hpp"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -218,6 +219,13 @@ schedule_table::schedule_table(int p) : s_(p), t_(static_cast<std::size_t>(s_.q(
     for (int k = 0; k < s_.q(); ++k)
       t_[static_cast<std::size_t>(k) * static_cast<std::size_t>(p) + static_cast<std::size_t>(v)] = one[static_cast<std::size_t>(k)];
   }
+  if (t_.empty()) return;
+  const auto [lo, hi] = std::minmax_element(t_.begin(), t_.end());
+  lo_ = *lo;
+  width_ = *hi - *lo + 1;
+  hist_.assign(static_cast<std::size_t>(s_.q()) * static_cast<std::size_t>(width_), 0);
+  for (int k = 0; k < s_.q(); ++k)
+    for (int v = 1; v < p; ++v) ++hist_[static_cast<std::size_t>(k) * static_cast<std::size_t>(width_) + static_cast<std::size_t>(row(k)[v] - lo_)];
 }
 
 std::shared_ptr<const schedule_table> table_for(int p) {

@@ -107,10 +107,21 @@ public:
   // recvblock[k] of rank v in the first phase.
   int recv(int k, int v) const noexcept { return row(k)[v]; }
   const int* row(int k) const noexcept { return t_.data() + static_cast<std::size_t>(k) * static_cast<std::size_t>(s_.p()); }
+  // How many of the ranks v = 1 .. p-1 have recvblock[k] = value: with every rank a
+  // root and equal segments, the bytes of round i's message are the same for every rank
+  // and follow from these counts alone (the simulator's timing-only runs, which move no
+  // bytes, need no pass over p per message). Values lie in [lowest(), highest()].
+  int lowest() const noexcept { return lo_; }
+  int highest() const noexcept { return lo_ + width_ - 1; }
+  int count(int k, int value) const noexcept {
+    return hist_[static_cast<std::size_t>(k) * static_cast<std::size_t>(width_) + static_cast<std::size_t>(value - lo_)];
+  }
 
 private:
   circulant::skips s_;
   std::vector<int> t_;  // q rows of p
+  int lo_ = 0, width_ = 0;
+  std::vector<int> hist_;  // q rows of width_
 };
 
 // The table for p, built once per process while some caller holds it.

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cstddef>
 #include <memory>
 #include <new>
@@ -43,21 +45,19 @@ public:
 
   message_buffer take(std::size_t n) {
     message_buffer b;
-    // The smallest kept buffer that holds n, else the largest (grown): a small message
-    // must not take the buffer a large one will need next, or the large one allocates
-    // and faults in fresh pages every time.
-    if (!free_.empty()) {
-      auto fits = free_.end();
-      for (auto it = free_.begin(); it != free_.end(); ++it)
-        if (it->capacity() >= n && (fits == free_.end() || it->capacity() < fits->capacity())) fits = it;
-      if (fits == free_.end())
-        fits = std::max_element(free_.begin(), free_.end(),
-                                [](const message_buffer& a, const message_buffer& c) { return a.capacity() < c.capacity(); });
-      b = std::move(*fits);
-      *fits = std::move(free_.back());
-      free_.pop_back();
-      held_ -= b.capacity();
-    }
+    // A kept buffer that holds n, the smallest size class first, else the largest kept
+    // (grown): a small message must not take the buffer a large one will need next, or
+    // the large one allocates and faults in fresh pages every time. Kept buffers sit in
+    // size classes (powers of two), so this costs a few steps however many are kept (a
+    // simulated world keeps one per message in flight).
+    const int c = class_of(n);
+    auto& same = free_[static_cast<std::size_t>(c)];
+    for (std::size_t looked = 0, i = same.size(); i-- > 0 && looked < 8; ++looked)
+      if (same[i].capacity() >= n) return hand_out(same, i, n);
+    for (int k = c + 1; k < classes; ++k)
+      if (auto& up = free_[static_cast<std::size_t>(k)]; !up.empty()) return hand_out(up, up.size() - 1, n);
+    for (int k = c; k >= 0; --k)
+      if (auto& down = free_[static_cast<std::size_t>(k)]; !down.empty()) return hand_out(down, down.size() - 1, n);
     b.resize(n);
     return b;
   }
@@ -65,13 +65,24 @@ public:
   void give_back(message_buffer&& b) {
     if (held_ + b.capacity() > budget_) return;  // freed when b goes out of scope
     held_ += b.capacity();
-    free_.push_back(std::move(b));
+    free_[static_cast<std::size_t>(class_of(b.capacity()))].push_back(std::move(b));
   }
 
 private:
+  static constexpr int classes = 64;
+  static int class_of(std::size_t bytes) noexcept { return bytes ? static_cast<int>(std::bit_width(bytes)) - 1 : 0; }
+  message_buffer hand_out(std::vector<message_buffer>& list, std::size_t i, std::size_t n) {
+    message_buffer b = std::move(list[i]);
+    if (i + 1 != list.size()) list[i] = std::move(list.back());
+    list.pop_back();
+    held_ -= b.capacity();
+    b.resize(n);
+    return b;
+  }
+
   std::size_t budget_;
   std::size_t held_ = 0;
-  std::vector<message_buffer> free_;
+  std::array<std::vector<message_buffer>, classes> free_;
 };
 
 }  // namespace optcast::detail

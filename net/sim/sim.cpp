@@ -29,6 +29,8 @@ public:
     return loggp_params{m.L, m.o, m.g, m.G};
   }
   std::optional<double> model_time() const noexcept override { return w_->now; }
+  // A recorded run names each message's blocks by the buffers' addresses: keep the data.
+  bool carries_data() const noexcept override { return w_->opts.move_payload || w_->opts.record; }
 
   bool start(operation& op) noexcept override {
     if (auto ec = check_op(*this, op)) return fail_now(op, ec, "bad operation");
