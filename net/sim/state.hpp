@@ -63,8 +63,8 @@ public:
   std::size_t size() const noexcept { return size_; }
   void push(double t, event e) {
     if (!last_ || last_t_ != t) {
-      auto [it, fresh] = times_.try_emplace(t, nullptr);
-      if (fresh) it->second = take_bucket();
+      auto it = times_.lower_bound(t);
+      if (it == times_.end() || it->first != t) it = insert_time(it, t);
       last_ = it->second;
       last_t_ = t;
     }
@@ -83,7 +83,7 @@ public:
       b->items.clear();
       b->head = 0;
       free_.push_back(b);
-      times_.erase(it);
+      free_nodes_.push_back(times_.extract(it));
     }
     return e;
   }
@@ -103,6 +103,18 @@ private:
     std::vector<event> items;
     std::size_t head = 0;
   };
+  using time_map = std::map<double, bucket*>;
+  // A new distinct time reuses a node of a time already passed, so a run allocates
+  // only while its number of distinct pending times grows, not once per message.
+  time_map::iterator insert_time(time_map::iterator hint, double t) {
+    bucket* b = take_bucket();
+    if (free_nodes_.empty()) return times_.emplace_hint(hint, t, b);
+    auto nh = std::move(free_nodes_.back());
+    free_nodes_.pop_back();
+    nh.key() = t;
+    nh.mapped() = b;
+    return times_.insert(hint, std::move(nh));
+  }
   bucket* take_bucket() {
     if (free_.empty()) {
       all_.push_back(std::make_unique<bucket>());
@@ -112,7 +124,8 @@ private:
     free_.pop_back();
     return b;
   }
-  std::map<double, bucket*> times_;
+  time_map times_;
+  std::vector<time_map::node_type> free_nodes_;
   std::vector<std::unique_ptr<bucket>> all_;
   std::vector<bucket*> free_;
   bucket* last_ = nullptr;  // the bucket of the time scheduled last (often the next one's)
