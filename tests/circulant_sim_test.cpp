@@ -1,12 +1,15 @@
 // The circulant family in the simulator's rounds model (one port): every collective
 // takes exactly n - 1 + ceil(log2 p) rounds (allreduce twice that), with no port
-// violation and no message left unreceived, and its result is right, for every
-// p <= 300 and n in {1, 2, 3, 7, 16, 64} (Träff, Theorem 1, Observation 1, Appendix A).
+// violation and no message left unreceived, and its result is right (Träff, Theorem 1,
+// Observation 1, Appendix A).
 //
-// OPTCAST_SIM_PMAX and OPTCAST_SIM_PMIN narrow the range (meson runs the range in
-// parts in parallel).
+// The grid: every p <= 64 with n in {1, 2, 3, 7, 16, 64} (quick); in [full], every p in
+// 65..128 with those n, and beyond a sample up to 2,049 (see full_grid). OPTCAST_SIM_PMIN
+// and OPTCAST_SIM_PMAX narrow the full grid to a range of p (meson runs it in parts in
+// parallel).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <numeric>
 #include <string>
@@ -71,14 +74,52 @@ std::string diff(const V& got, const V& want) {
 // Values that make every misplaced or double-counted element visible.
 std::int64_t value(int rank, std::size_t i) { return static_cast<std::int64_t>(rank) * 1000003 + static_cast<std::int64_t>(i) * 7 + 1; }
 
+struct grid_point {
+  int p;
+  std::vector<int> ns;
+};
+
+// Every p in [pmin, pmax] with every block count.
+std::vector<grid_point> every(int pmin, int pmax) {
+  std::vector<grid_point> g;
+  for (int p = pmin; p <= pmax; ++p) g.push_back({p, {std::begin(block_counts), std::end(block_counts)}});
+  return g;
+}
+
+// Beyond p = 128: every p to 300, then a sample to 2,049: 2^k - 1, 2^k and 2^k + 1 (where
+// ceil(log2 p) steps and the schedules' baseblocks wrap), primes and round numbers. Each
+// runs n = 1 and one more block count, taken in turn, as long as n p <= 40,000 (an
+// allreduce keeps 2 n p elements on each of p ranks: 1.1 GB at p = 2,049 with n = 16).
+std::vector<grid_point> full_grid() {
+  auto g = every(65, 128);
+  std::vector<int> ps = {331, 509, 701, 1000, 1009, 1531, 1999, 2000, 2039};
+  for (int p = 129; p <= 300; ++p) ps.push_back(p);
+  for (int k = 9; k <= 11; ++k)
+    for (int d : {-1, 0, 1}) ps.push_back((1 << k) + d);
+  std::sort(ps.begin(), ps.end());
+  std::size_t turn = 0;
+  for (int p : ps) {
+    std::vector<int> ns = {1};
+    for (std::size_t tries = 0; tries < std::size(block_counts); ++tries) {
+      const int n = block_counts[1 + (turn++ % (std::size(block_counts) - 1))];
+      if (static_cast<long>(n) * p <= 40000) {
+        ns.push_back(n);
+        break;
+      }
+    }
+    g.push_back({p, ns});
+  }
+  return g;
+}
+
 }  // namespace
 
-// Every collective of the family for p in [pmin, pmax] and every block count.
-static void sweep(int pmin, int pmax) {
-  for (int p = pmin; p <= pmax; ++p) {
+// Every collective of the family at every point of the grid.
+static void sweep(const std::vector<grid_point>& grid) {
+  for (const auto& [p, ns] : grid) {
     const int q = circulant::ceil_log2(p);
     const auto P = static_cast<std::size_t>(p);
-    for (int n : block_counts) {
+    for (int n : ns) {
       INFO("p " << p << " n " << n);
       const auto N = static_cast<std::size_t>(n);
       const std::uint64_t phase = static_cast<std::uint64_t>(n - 1 + q);
@@ -187,10 +228,14 @@ static void sweep(int pmin, int pmax) {
   }
 }
 
-TEST_CASE("circulant family: exact rounds in the one-port rounds model, p <= 64", "[sim][circulant]") { sweep(2, 64); }
+TEST_CASE("circulant family: exact rounds in the one-port rounds model, p <= 64", "[sim][circulant]") { sweep(every(2, 64)); }
 
 TEST_CASE("circulant family: exact rounds in the one-port rounds model", "[sim][circulant][full]") {
-  sweep(std::max(2, env_int("OPTCAST_SIM_PMIN", 2)), env_int("OPTCAST_SIM_PMAX", 300));
+  const int pmin = env_int("OPTCAST_SIM_PMIN", 2), pmax = env_int("OPTCAST_SIM_PMAX", 1 << 30);
+  auto grid = full_grid();
+  std::erase_if(grid, [&](const grid_point& g) { return g.p < pmin || g.p > pmax; });
+  REQUIRE_FALSE(grid.empty());
+  sweep(grid);
 }
 
 // The simulator's timing-only runs (no payload moved: fabric::carries_data false) let

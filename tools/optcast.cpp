@@ -110,49 +110,85 @@ int cmd_schedule(int argc, char** argv) {
 }
 
 // Seconds to compute both schedules of every rank of p.
-double time_schedules(int p) {
+double time_schedules(int p, long long& sink) {
   using clock = std::chrono::steady_clock;
   const skips s(p);
-  long long sink = 0;
   const auto t0 = clock::now();
   for (int r = 0; r < p; ++r) {
     const auto both = schedule_for(s, r);  // receive and send schedule, one baseblock
     sink += both.recv[0] + both.send[0];
   }
-  const double t = std::chrono::duration<double>(clock::now() - t0).count();
-  if (sink == 42424242) std::puts("");  // keeps the loop from being optimised away
-  return t;
+  return std::chrono::duration<double>(clock::now() - t0).count();
 }
 
+// The library's schedules against the transcription of the paper (schedule_reference.cpp)
+// on ranks r = 0, stride, 2 stride, ... of p; the first difference, if any.
+std::string differs_from_reference(int p, int stride) {
+  const skips s(p);
+  std::array<int, max_q> recv{}, send{};
+  for (int r = 0; r < p; r += stride) {
+    const auto ours = schedule_for(s, r);
+    optcast::tools::reference_schedule(p, r, recv, send);
+    for (int k = 0; k < s.q(); ++k)
+      if (ours.recv[static_cast<std::size_t>(k)] != recv[static_cast<std::size_t>(k)] ||
+          ours.send[static_cast<std::size_t>(k)] != send[static_cast<std::size_t>(k)])
+        return "p " + std::to_string(p) + " rank " + std::to_string(r) + " round " + std::to_string(k) +
+               ": the library's schedules differ from the paper's algorithms as printed";
+  }
+  return {};
+}
+
+// Träff's Table 4 column O(log p): both schedules of every rank of every p in
+// [2^k - 16, 2^k + 16], per p the total time / p, averaged over the range; the library
+// and the transcription of the paper timed alternately on the same p (which goes first
+// alternates too), and their schedules compared on a sample of the ranks.
 int schedule_timing(bool json, bool quiet) {
   struct row {
     int k, lo, hi;
-    double mean_us;
+    double mean_us, reference_us;
   };
   std::vector<row> rows;
   optcast::progress_line progress(quiet);
+  long long sink = 0;
   for (int k : {10, 14, 17, 20}) {
     const int lo = (1 << k) - 16, hi = (1 << k) + 16;
-    double sum = 0;  // Träff: per p, total time / p; averaged over the range
+    double sum = 0, ref_sum = 0;
     for (int p = lo; p <= hi; ++p) {
-      sum += time_schedules(p) / p;
+      if (p % 2) {
+        sum += time_schedules(p, sink) / p;
+        ref_sum += optcast::tools::time_reference_schedules(p, sink) / p;
+      } else {
+        ref_sum += optcast::tools::time_reference_schedules(p, sink) / p;
+        sum += time_schedules(p, sink) / p;
+      }
+      if (const auto why = differs_from_reference(p, k <= 14 ? 1 : 61); !why.empty()) {
+        progress.clear();
+        std::fprintf(stderr, "optcast verify --timing: %s\n", why.c_str());
+        return 1;
+      }
       if (progress.due()) progress.show("timing: p = " + std::to_string(p) + " (near 2^" + std::to_string(k) + ", of 2^10, 2^14, 2^17, 2^20)");
     }
-    rows.push_back({k, lo, hi, sum / (hi - lo + 1) * 1e6});
+    const double n = hi - lo + 1;
+    rows.push_back({k, lo, hi, sum / n * 1e6, ref_sum / n * 1e6});
   }
   progress.clear();
+  if (sink == 42424242) std::puts("");  // keeps the loops from being optimised away
   if (json) {
     nlohmann::ordered_json j;
     auto& out = j["mean_schedule_us_per_rank"] = nlohmann::ordered_json::array();
-    for (const auto& r : rows) out.push_back({{"pmin", r.lo}, {"pmax", r.hi}, {"us", r.mean_us}});
+    for (const auto& r : rows)
+      out.push_back({{"pmin", r.lo}, {"pmax", r.hi}, {"us", r.mean_us}, {"reference_us", r.reference_us},
+                     {"ratio", r.mean_us / r.reference_us}});
     std::puts(j.dump().c_str());
     return 0;
   }
-  std::printf("mean time per rank to compute its receive and send schedules (all ranks of every p in range)\n");
-  std::printf("  %-22s %10s   %s\n", "p", "us/rank", "Träff, Table 4 (Xeon E3-1225, 3.3 GHz)");
+  std::printf("mean time per rank to compute its receive and send schedules (all ranks of every p in range);\n"
+              "reference: Algorithms 3-6 transcribed as printed, timed alternately in this run\n");
+  std::printf("  %-22s %10s %12s %7s   %s\n", "p", "us/rank", "reference", "ratio", "Träff, Table 4 (Xeon E3-1225, 3.3 GHz)");
   const char* traff[] = {"0.334 (p <= 17000)", "0.370 (16000..33000)", "0.534 (131000..140000)", "0.516 (1048000..1050000)"};
   for (std::size_t i = 0; i < rows.size(); ++i)
-    std::printf("  %7d .. %-11d %10.3f   %s\n", rows[i].lo, rows[i].hi, rows[i].mean_us, traff[i]);
+    std::printf("  %7d .. %-11d %10.3f %12.3f %7.2f   %s\n", rows[i].lo, rows[i].hi, rows[i].mean_us, rows[i].reference_us,
+                rows[i].mean_us / rows[i].reference_us, traff[i]);
   return 0;
 }
 
@@ -173,7 +209,8 @@ int cmd_verify(int argc, char** argv) {
   app.add_flag("--quiet", quiet, "no progress line (shown only on a terminal)");
   app.add_flag("--timing", timing,
                "instead: the mean time per rank to compute both schedules, for every rank of every p in "
-               "[2^k - 16, 2^k + 16], k = 10, 14, 17, 20 (Träff's Table 4 column O(log p))");
+               "[2^k - 16, 2^k + 16], k = 10, 14, 17, 20 (Träff's Table 4 column O(log p)), beside Algorithms 3-6 "
+               "transcribed as printed, timed in the same run; exits 1 if their schedules differ");
   app.callback([&] {
     if (timing) return;
     if (!pmax) throw CLI::ValidationError("--pmax", "required (or --timing)");
@@ -197,7 +234,9 @@ int cmd_verify(int argc, char** argv) {
   const auto started = clock::now();
   for (int p = pmin; p <= pmax && failure.empty(); ++p) {
     // Time the schedule computation alone: both schedules of every rank.
-    sched_seconds += time_schedules(p);
+    long long sink = 0;
+    sched_seconds += time_schedules(p, sink);
+    if (sink == 42424242) std::puts("");
     ranks += p;
 
     const auto c = check_conditions(p);
