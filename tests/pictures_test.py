@@ -225,7 +225,7 @@ class Progress(unittest.TestCase):
 
 
 class BenchProgress(unittest.TestCase):
-    # Two rotation broadcasts on 1000 ranks, about 0.6 s and 1.3 s here, ten times that
+    # Two rotation broadcasts on 1000 ranks, about 0.9 s and 1.8 s here, ten times that
     # under ASan: the first must outlast the 0.3 s before the line first shows.
     args = ("rounds", "--n", "1000", "--m", "800,1600", "--k", "2", "--algorithms", "rotation")
 
