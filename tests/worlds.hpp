@@ -344,8 +344,13 @@ public:
       co_return result<void>{};
     });
     sub_of_.assign(static_cast<std::size_t>(P), -1);
+    std::string failed;  // every rank's cause, with what it was waiting for (a stall is otherwise mute)
+    for (int r = 0; r < P; ++r)
+      if (!res[static_cast<std::size_t>(r)])
+        failed += "\n  rank " + std::to_string(r) + ": " + res[static_cast<std::size_t>(r)].error().message() + ": " +
+                  parent_->comms()[static_cast<std::size_t>(r)].failure_detail();
+    if (!failed.empty()) throw std::runtime_error("split failed on a " + base + " world of " + std::to_string(P) + failed);
     for (int r = P - 1; r >= 0; --r) {
-      if (!res[static_cast<std::size_t>(r)]) throw std::runtime_error("split failed: " + res[static_cast<std::size_t>(r)].error().message());
       auto& m = made[static_cast<std::size_t>(r)];
       if (!m) throw std::runtime_error("split gave rank " + std::to_string(r) + " no communicator");
       if (color(r) != 0) continue;

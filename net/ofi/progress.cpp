@@ -414,9 +414,9 @@ void ofi_fabric::progress() {
   auto alive = alive_;
   const bool any = drain();
   if (!*alive) return;
-  // Polling without a wait object: when nothing arrived, give the processor to the
-  // ranks we are waiting for (several ranks commonly share a core).
-  if (!any && !wait_.is_open()) sched_yield();
+  // Polling (no wait object, or operations the provider refused): when nothing arrived,
+  // give the processor to the ranks we are waiting for (several commonly share a core).
+  if (!any && (!wait_.is_open() || !retry_.empty())) sched_yield();
   arm();
 }
 
@@ -434,6 +434,11 @@ void ofi_fabric::arm() {
     if (!posted_.empty() || !retry_.empty() || probing_) progress_soon();
     return;
   }
+  // -FI_EAGAIN promises no wakeup: the provider wants progress and the operation again.
+  // rxm (1.17) refuses a send while it connects to the peer and runs its connection
+  // progress inside that call (rxm_get_conn), so the event the fd would have reported may
+  // be gone by the time we wait on it.
+  if (!retry_.empty()) return progress_soon();
   if (waiting_) return;
   fid* f = &cq_->fid;
   if (fi_trywait(fabric_.get(), &f, 1) != FI_SUCCESS) return progress_soon();
@@ -537,7 +542,7 @@ std::string ofi_fabric::waiting_for(std::uint32_t seq) const {
   for (operation* op = posted_.front(); op; op = op->next)
     if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
   for (operation* op = retry_.front(); op; op = op->next)
-    if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
+    if (op->tg.seq == seq) waiting += "; " + describe_op(*op) + " (not yet taken by the provider)";
   for (operation* op = lost_.front(); op; op = op->next)
     if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
   return waiting;
