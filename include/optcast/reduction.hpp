@@ -99,6 +99,11 @@ void apply_to_parts(const void* self, const std::byte* in, const std::span<std::
   for (std::size_t k = 0; k < nparts; ++k) {
     T* c = reinterpret_cast<T*>(parts[k].data());
     const std::size_t n = parts[k].size() / sizeof(T);
+    if (n == 1) {  // the common part of a wide all-roots collective: one element
+      *c = static_cast<T>(f(*a, *c));
+      ++a;
+      continue;
+    }
     for (std::size_t i = 0; i < n; ++i) c[i] = static_cast<T>(f(a[i], c[i]));
     a += n;
   }

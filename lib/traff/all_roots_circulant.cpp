@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <tuple>
 
 #include "algorithms.hpp"
@@ -51,6 +52,14 @@ public:
   bool single() const noexcept { return parts_.size() == 1; }
   std::span<std::byte> only() const noexcept { return parts_.front(); }
   const std::vector<std::span<std::byte>>& parts() const noexcept { return parts_; }
+  template <class Parts, class Block>
+  void collect(const Parts& u, const Block& block, int p, int to, std::byte* buf) {
+    clear();
+    u.each(block, p, to, buf, [&](std::byte* part, std::size_t n) {
+      parts_.emplace_back(part, n);
+      bytes_ += n;
+    });
+  }
 
   std::span<std::byte> pack(std::span<std::byte> temp) const {
     std::size_t off = 0;
@@ -113,6 +122,95 @@ void gather_round(const segment_layout& lay, std::span<std::byte> buf, const all
   }
 }
 
+// Every rank a root with segments of one size (allreduce's two halves, allgather): the
+// message to rank `to` holds block clamp(row[v] + shift) of segment (to - v) mod p for
+// v = 1 .. p - 1, the same blocks for every rank. Taken in that order, by both ends of a
+// message, a part's place is arithmetic on v: no per-segment lookups and no list of
+// parts, one pass that copies (building gather_round's list was 38% of a verified
+// 1,000-rank allreduce under perf; what remains is mostly the strided touches of the
+// buffer themselves, one byte in each of p segments per message).
+class uniform_parts {
+public:
+  static bool applies(const segment_layout& lay, int p) noexcept {
+    return lay.uniform && static_cast<int>(lay.contributors.size()) == p;
+  }
+  explicit uniform_parts(const segment_layout& lay) {
+    for (int b = 0; b < lay.n; ++b) {
+      off_.push_back(seg_);
+      len_.push_back(lay.block_bytes(0, b));
+      seg_ += len_.back();
+    }
+    width_ = len_.front();
+    for (auto l : len_)
+      if (l != width_) width_ = 0;
+  }
+  // fn(part, bytes) for each non-empty part of the message to `to`, in the order above.
+  template <class Fn>
+  void each(const all_roots::round_blocks& block, int p, int to, std::byte* buf, Fn&& fn) const {
+    int j = to;
+    for (int v = 1; v < p; ++v) {
+      if (--j < 0) j = p - 1;  // j = to - v mod p
+      const int b = block(v);
+      if (b < 0) continue;
+      const auto ub = static_cast<std::size_t>(b);
+      if (len_[ub]) fn(buf + static_cast<std::size_t>(j) * seg_ + off_[ub], len_[ub]);
+    }
+  }
+  std::size_t pack(const all_roots::round_blocks& block, int p, int to, std::byte* buf, std::byte* out) const {
+    return copy<true>(block, p, to, buf, out);
+  }
+  void unpack(const all_roots::round_blocks& block, int p, int to, std::byte* buf, std::byte* in) const {
+    copy<false>(block, p, to, buf, in);
+  }
+
+private:
+  // Packs (to `msg`) or unpacks (from it). Blocks of one width W (the segment a multiple
+  // of the block count) copy W bytes at a time, W known at compile time for the small
+  // ones: a part is then one load and one store (most parts of a wide allreduce are an
+  // element or two).
+  template <bool Pack>
+  std::size_t copy(const all_roots::round_blocks& block, int p, int to, std::byte* buf, std::byte* msg) const {
+    switch (width_) {
+      case 1: return fixed<Pack, 1>(block, p, to, buf, msg);
+      case 2: return fixed<Pack, 2>(block, p, to, buf, msg);
+      case 4: return fixed<Pack, 4>(block, p, to, buf, msg);
+      case 8: return fixed<Pack, 8>(block, p, to, buf, msg);
+      case 16: return fixed<Pack, 16>(block, p, to, buf, msg);
+      default: break;
+    }
+    std::size_t at = 0;
+    each(block, p, to, buf, [&](std::byte* part, std::size_t n) {
+      if constexpr (Pack)
+        copy_bytes(msg + at, part, n);
+      else
+        copy_bytes(part, msg + at, n);
+      at += n;
+    });
+    return at;
+  }
+  template <bool Pack, std::size_t W>
+  std::size_t fixed(const all_roots::round_blocks& block, int p, int to, std::byte* buf, std::byte* msg) const {
+    std::byte* at = msg;
+    int j = to;
+    for (int v = 1; v < p; ++v) {
+      if (--j < 0) j = p - 1;
+      const int b = block(v);
+      if (b < 0) continue;
+      std::byte* part = buf + static_cast<std::size_t>(j) * seg_ + static_cast<std::size_t>(b) * W;
+      if constexpr (Pack)
+        std::memcpy(at, part, W);
+      else
+        std::memcpy(part, at, W);
+      at += W;
+    }
+    return static_cast<std::size_t>(at - msg);
+  }
+
+  std::size_t seg_ = 0;                 // one segment's bytes
+  std::size_t width_ = 0;               // every block's bytes, or 0 where they differ
+  std::vector<std::size_t> off_, len_;  // block b's offset and bytes within a segment
+};
+
 // The bytes of round i's two messages (to `to` and from `from`), as gather_round packs
 // them, without touching the buffer: for the simulator's timing-only runs
 // (fabric::carries_data false).
@@ -171,32 +269,39 @@ task<result<void>> allgatherv_circulant(fabric& f, std::uint32_t seq, std::uint3
   const auto& sch = run.sch;
   const auto& s = sch.table->skips();
   auto [tin, tout, out, in] = std::tie(run.tin, run.tout, run.forth, run.back);
+  const bool data = f.carries_data();  // else timing only: the same messages, nothing packed
+  std::optional<uniform_parts> u;
+  if (data && uniform_parts::applies(lay, p)) u.emplace(lay);
 
-  if (!f.carries_data()) {  // timing only: the same messages, nothing packed
-    for (int i = sch.first_round(); i < sch.end_round(); ++i) {
-      const int k = i % sch.q;
-      const int t = s.to(r, k), from = s.from(r, k);
-      const auto sz = sizes_of(lay, sch, sch.in_round(i), k, r, t);
-      const tag tg{seq, step0 + static_cast<std::uint32_t>(i)};
-      op_batch<2> round;
-      if (sz.out) round.add(f.send(t, tg, tin.first(sz.out)));
-      if (sz.in) round.add(f.recv(from, tg, tout.first(sz.in)));
-      if (round.empty()) round.add(f.idle_round());
-      if (auto res = co_await round; !res) co_return res;
-    }
-    co_return result<void>{};
-  }
   for (int i = sch.first_round(); i < sch.end_round(); ++i) {
     const int k = i % sch.q;
     const int t = s.to(r, k), from = s.from(r, k);
-    gather_round(lay, buf, sch, sch.in_round(i), r, t, out, in);
+    const auto block = sch.in_round(i);
+    // The message to t and the room for the one from `from`: sizes alone (timing only),
+    // packed in v order (uniform_parts), or listed part by part (gather_round).
+    std::span<std::byte> sending, receiving;
+    if (!data) {
+      const auto sz = sizes_of(lay, sch, block, k, r, t);
+      sending = tin.first(sz.out);
+      receiving = tout.first(sz.in);
+    } else if (u) {
+      sending = tin.first(u->pack(block, p, t, buf.data(), tin.data()));
+      receiving = tout.first(sizes_of(lay, sch, block, k, r, t).in);
+    } else {
+      gather_round(lay, buf, sch, block, r, t, out, in);
+      if (out.bytes()) sending = out.single() ? out.only() : out.pack(tin);
+      if (in.bytes()) receiving = in.single() ? in.only() : tout.first(in.bytes());
+    }
     const tag tg{seq, step0 + static_cast<std::uint32_t>(i)};
     op_batch<2> round;
-    if (out.bytes()) round.add(f.send(t, tg, out.single() ? out.only() : out.pack(tin)));
-    if (in.bytes()) round.add(f.recv(from, tg, in.single() ? in.only() : tout.first(in.bytes())));
+    if (!sending.empty()) round.add(f.send(t, tg, sending));
+    if (!receiving.empty()) round.add(f.recv(from, tg, receiving));
     if (round.empty()) round.add(f.idle_round());
     if (auto res = co_await round; !res) co_return res;
-    if (in.bytes() && !in.single()) in.unpack(tout);
+    if (u && !receiving.empty())
+      u->unpack(block, p, r, buf.data(), tout.data());
+    else if (data && !u && in.bytes() && !in.single())
+      in.unpack(tout);
   }
   co_return result<void>{};
 }
@@ -212,21 +317,9 @@ task<result<void>> reduce_scatter_circulant(fabric& f, std::uint32_t seq, std::u
   // The forward round's messages: `forth` went to t (now partials come back from t),
   // `back` came from `from` (now this rank's partials go back to it).
   auto [tin, tout, forth, back] = std::tie(run.tin, run.tout, run.forth, run.back);
-
-  if (!f.carries_data()) {  // timing only: the same messages, nothing packed or combined
-    for (int i = sch.end_round() - 1; i >= sch.first_round(); --i) {
-      const int k = i % sch.q;
-      const int t = s.to(r, k), from = s.from(r, k);
-      const auto sz = sizes_of(lay, sch, sch.in_round(i), k, r, t);
-      const tag tg{seq, step0 + static_cast<std::uint32_t>(i)};
-      op_batch<2> round;
-      if (sz.in) round.add(f.send(from, tg, tin.first(sz.in)));
-      if (sz.out) round.add(f.recv(t, tg, tout.first(sz.out)));
-      if (round.empty()) round.add(f.idle_round());
-      if (auto res = co_await round; !res) co_return res;
-    }
-    co_return result<void>{};
-  }
+  const bool data = f.carries_data();  // else timing only: the same messages, nothing packed or combined
+  std::optional<uniform_parts> u;
+  if (data && uniform_parts::applies(lay, p)) u.emplace(lay);
 
   // The all-broadcast's rounds from last to first, every message reversed: what a rank
   // received in round i it now sends back (its partial result, complete by then, since
@@ -235,14 +328,29 @@ task<result<void>> reduce_scatter_circulant(fabric& f, std::uint32_t seq, std::u
   for (int i = sch.end_round() - 1; i >= sch.first_round(); --i) {
     const int k = i % sch.q;
     const int t = s.to(r, k), from = s.from(r, k);
-    gather_round(lay, buf, sch, sch.in_round(i), r, t, forth, back);
+    const auto block = sch.in_round(i);
+    std::span<std::byte> sending, receiving;
+    if (!data) {
+      const auto sz = sizes_of(lay, sch, block, k, r, t);
+      sending = tin.first(sz.in);
+      receiving = tout.first(sz.out);
+    } else if (u) {
+      // `back` packed straight from the buffer; `forth` lists the parts to reduce into.
+      forth.collect(*u, block, p, t, buf.data());
+      sending = tin.first(u->pack(block, p, r, buf.data(), tin.data()));
+      receiving = tout.first(forth.bytes());
+    } else {
+      gather_round(lay, buf, sch, block, r, t, forth, back);
+      if (back.bytes()) sending = back.single() ? back.only() : back.pack(tin);
+      receiving = tout.first(forth.bytes());
+    }
     const tag tg{seq, step0 + static_cast<std::uint32_t>(i)};
     op_batch<2> round;
-    if (back.bytes()) round.add(f.send(from, tg, back.single() ? back.only() : back.pack(tin)));
-    if (forth.bytes()) round.add(f.recv(t, tg, tout.first(forth.bytes())));
+    if (!sending.empty()) round.add(f.send(from, tg, sending));
+    if (!receiving.empty()) round.add(f.recv(t, tg, receiving));
     if (round.empty()) round.add(f.idle_round());
     if (auto res = co_await round; !res) co_return res;
-    if (forth.bytes()) op.apply_parts(op.self, tout.data(), forth.parts().data(), forth.parts().size());
+    if (data && forth.bytes()) op.apply_parts(op.self, tout.data(), forth.parts().data(), forth.parts().size());
   }
   co_return result<void>{};
 }
