@@ -111,15 +111,13 @@ public:
   // if it fails.
   task<result<void>> run(task<result<void>> body);
 
+  // Also records the operator and element type in the signature.
+  call_traits traits(const erased_reduction* op = nullptr) noexcept;
+
 private:
   std::uint32_t begin_trace();
   // The call's leftovers checked, its trace slice closed, and finish() (the body's end).
   result<void> end(std::uint32_t traced, result<void> r);
-
-public:
-
-  // Also records the operator and element type in the signature.
-  call_traits traits(const erased_reduction* op = nullptr) noexcept;
 };
 
 resolved resolve(const communicator& c, collective coll, const collective_options& o, const call_traits& traits,
