@@ -34,14 +34,14 @@ check "$("$tmp/hello" --np 3)"
 
 echo "== the demo and the benchmarks with pkg-config"
 flags=$(pkg-config --cflags --libs optcast CLI11 nlohmann_json)
+# The benchmark as one translation unit that includes its files, so the headers are parsed
+# once: 26 s of CPU here, against 115 s file by file. (g++ warns about the files'
+# anonymous types as if they were in headers: -Wno-subobject-linkage.) The demo beside it.
+printf '#include "%s"\n' "$src"/examples/bench/*.cpp > "$tmp/bench.cpp"
+g++ -std=c++20 -Wno-subobject-linkage "$tmp/bench.cpp" $flags -o "$tmp/bench" &
+bench_pid=$!
 g++ -std=c++20 "$src/examples/broadcast_demo.cpp" $flags -o "$tmp/demo"
-# The benchmark's files compiled side by side (one g++ over all of them takes them one
-# at a time: about 100 s of this test's 290 here).
-mkdir -p "$tmp/bench.o"
-cflags=$(pkg-config --cflags optcast CLI11 nlohmann_json)
-printf '%s\n' "$src"/examples/bench/*.cpp |
-  xargs -P "$(nproc)" -I{} sh -c 'g++ -std=c++20 -c "$1" $2 -o "$3/$(basename "$1" .cpp).o"' sh {} "$cflags" "$tmp/bench.o"
-g++ "$tmp"/bench.o/*.o $(pkg-config --libs optcast CLI11 nlohmann_json) -o "$tmp/bench"
+wait "$bench_pid" || { echo "the benchmark did not build from the installed headers"; exit 1; }
 out=$("$tmp/demo" --np 3 --bytes 64KiB --iterations 1)
 grep -q 'every byte verified on all 3 ranks' <<<"$out" || { echo "the demo did not verify:"; echo "$out"; exit 1; }
 "$tmp/bench" rounds --n 13 --m 4 --k 2 --quiet >/dev/null
@@ -108,14 +108,16 @@ unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR LD_LIBRARY_PATH
 mkdir -p "$tmp/sub/subprojects"
 cp "$src/examples/hello.cpp" "$tmp/sub/"
 ln -s "$src" "$tmp/sub/subprojects/optcast"
-# buildtype plain (no debug information; Meson's default is -O0 -g): this checks that the
-# subproject builds and links. About a fifth less compiling: 285 s of CPU against 350 s.
+# What this checks is that optcast builds, links and is found as a subproject; the main
+# build has compiled every file on its own already. So: buildtype plain (no debug
+# information), the subproject as a unity build, and only the target hello needs (not
+# the optcast tool): 130 s of CPU here, against 285 s for every target file by file.
 cat > "$tmp/sub/meson.build" <<'M'
-project('consumer', 'cpp', default_options : ['cpp_std=c++20', 'buildtype=plain'])
+project('consumer', 'cpp', default_options : ['cpp_std=c++20', 'buildtype=plain', 'unity=subprojects'])
 subproject('optcast', default_options : ['tests=false', 'examples=false', 'ofi=disabled', 'torch=disabled'])
 executable('hello', 'hello.cpp', dependencies : dependency('optcast'))
 M
 meson setup "$tmp/sub/b" "$tmp/sub" >/dev/null
-ninja -C "$tmp/sub/b" >/dev/null
+ninja -C "$tmp/sub/b" hello >"$tmp/sub.log" 2>&1 || { tail -40 "$tmp/sub.log"; exit 1; }
 check "$("$tmp/sub/b/hello" --np 3)"
 echo "install test passed"

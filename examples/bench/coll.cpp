@@ -138,7 +138,7 @@ result<std::array<double, 2>> max_of(communicator& c, const runner& call, std::a
   return out;
 }
 
-struct row {
+struct coll_row {
   std::string op;
   std::size_t bytes;
   int reps;
@@ -283,7 +283,7 @@ int coll_cmd(int argc, char** argv) {
     std::printf("# label op bytes reps min_us med_us max_us ok\n");
     std::fflush(stdout);
   }
-  std::vector<row> rows;
+  std::vector<coll_row> rows;
   // On a terminal, what is being measured (rank 0; the other ranks' stderr is the same).
   progress_line progress(rank != 0);
   std::size_t pair = 0;
@@ -341,7 +341,7 @@ int coll_cmd(int argc, char** argv) {
         std::fflush(stdout);
       }
     }
-  const bool all_ok = std::all_of(rows.begin(), rows.end(), [](const row& r) { return r.ok; });
+  const bool all_ok = std::all_of(rows.begin(), rows.end(), [](const coll_row& r) { return r.ok; });
   if (rank == 0 && json) {
     nlohmann::ordered_json j = {{"benchmark", "coll"}, {"label", label}, {"np", p}, {"fabric", fabric_description(comm)},
                                 {"timing", timing}, {"api", api}, {"budget_s", budget}};
