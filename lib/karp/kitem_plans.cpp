@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -172,7 +171,19 @@ kitem_plan kitem_single(int P, int L, int k) {
   // The optimal broadcast phase: the source sends item i at step i to its root, and the
   // internal nodes get it on the optimal tree's schedule. The block-cyclic assignment
   // keeps these transfers from meeting at a port.
-  std::vector<std::set<int>> need(static_cast<std::size_t>(P));  // items still to reach q
+  // need(q): the items still to reach q, a bit per item, visited oldest first.
+  const auto KW = (K + 63) / 64;
+  std::vector<std::uint64_t> need_bits(static_cast<std::size_t>(P) * KW);
+  const auto need = [&](int q) { return need_bits.data() + static_cast<std::size_t>(q) * KW; };
+  // Calls f(i) for q's missing items in order until it returns true; returns that item or -1.
+  const auto find_need = [&](int q, auto&& f) -> int {
+    const std::uint64_t* b = need(q);
+    for (std::size_t w = 0; w < KW; ++w)
+      for (auto x = b[w]; x; x &= x - 1)
+        if (const int i = static_cast<int>(w * 64) + std::countr_zero(x); f(i)) return i;
+    return -1;
+  };
+  const auto first_need = [&](int q) { return find_need(q, [](int) { return true; }); };
   std::int64_t remaining = 0;
   std::vector<char> active(static_cast<std::size_t>(P));
   for (int i = 0; i < k; ++i) {
@@ -191,7 +202,7 @@ kitem_plan kitem_single(int P, int L, int k) {
     }
     for (int q = 1; q < P; ++q)
       if (!active[static_cast<std::size_t>(q)]) {
-        need[static_cast<std::size_t>(q)].insert(i);
+        need(q)[static_cast<std::size_t>(i) / 64] |= std::uint64_t{1} << (i % 64);
         ++remaining;
       }
   }
@@ -201,26 +212,30 @@ kitem_plan kitem_single(int P, int L, int k) {
   // first, each from the sender that can give it the oldest of them. Sets of
   // processors are bit masks: who holds an item, who can send, who was visited.
   const auto W = (static_cast<std::size_t>(P) + 63) / 64;
-  std::vector<std::uint64_t> holders(K * W), can_send(W), seen(W), taken(W);
+  std::vector<std::uint64_t> holders(K * W), holds_any(W), can_send(W), seen(W), taken(W);
   const auto set = [](std::vector<std::uint64_t>& m, std::size_t off, int q) {
     m[off + static_cast<std::size_t>(q >> 6)] |= std::uint64_t{1} << (q & 63);
   };
   const auto is_set = [](const std::vector<std::uint64_t>& m, int q) {
     return (m[static_cast<std::size_t>(q >> 6)] >> (q & 63)) & 1;
   };
-  std::vector<int> receivers, owner(static_cast<std::size_t>(P));
+  std::vector<int> receivers, by_oldest, owner(static_cast<std::size_t>(P));
+  std::vector<std::size_t> start_of(K + 1);
   const auto best = [&](int s, int q, std::int64_t t) {
-    for (int i : need[static_cast<std::size_t>(q)])
-      if (has(s, i) <= t) return i;
-      else if (i + L > t) break;
-    return -1;
+    int found = -1;
+    find_need(q, [&](int i) {
+      if (has(s, i) <= t) found = i;
+      return found >= 0 || i + L > t;
+    });
+    return found;
   };
   std::int64_t t = 0;
   // For q's oldest missing item first: a free sender holding it, else one whose
   // receiver can be moved to another sender; then the next item.
-  const std::function<bool(int)> augment = [&](int q) -> bool {
-    for (int i : need[static_cast<std::size_t>(q)]) {
-      if (i + L > t) break;  // nobody holds item i before its root does, at i + L
+  const auto augment = [&](const auto& self, int q) -> bool {
+    bool matched = false;
+    find_need(q, [&](int i) {
+      if (i + L > t) return true;  // nobody holds item i before its root does, at i + L
       const std::uint64_t* h = holders.data() + static_cast<std::size_t>(i) * W;
       for (std::size_t w = 0; w < W; ++w)
         if (const auto x = h[w] & can_send[w] & ~seen[w] & ~taken[w]) {
@@ -228,47 +243,65 @@ kitem_plan kitem_single(int P, int L, int k) {
           set(seen, 0, s);
           set(taken, 0, s);
           owner[static_cast<std::size_t>(s)] = q;
-          return true;
+          return matched = true;
         }
       for (std::size_t w = 0; w < W; ++w)
         for (auto x = h[w] & can_send[w] & ~seen[w]; x; x &= x - 1) {
           const int s = static_cast<int>(w * 64) + std::countr_zero(x);
           if (is_set(seen, s)) continue;  // visited by a deeper search meanwhile
           set(seen, 0, s);
-          if (augment(owner[static_cast<std::size_t>(s)])) {
+          if (self(self, owner[static_cast<std::size_t>(s)])) {
             owner[static_cast<std::size_t>(s)] = q;
-            return true;
+            return matched = true;
           }
         }
-    }
-    return false;
+      return false;
+    });
+    return matched;
   };
   const std::int64_t limit = plan.finish + 4 * (static_cast<std::int64_t>(k) + bc.label(N - 1) + 2 * L) + 64;
   for (; remaining > 0; ++t) {
     if (t > limit) throw std::logic_error("optcast::logp::kitem_single: the end game does not finish");
     if (static_cast<std::size_t>(t) < arriving.size())
-      for (const auto& [q, i] : arriving[static_cast<std::size_t>(t)]) set(holders, static_cast<std::size_t>(i) * W, q);
+      for (const auto& [q, i] : arriving[static_cast<std::size_t>(t)]) {
+        set(holders, static_cast<std::size_t>(i) * W, q);
+        set(holds_any, 0, q);
+      }
     std::fill(can_send.begin(), can_send.end(), 0);
     receivers.clear();
     for (int q = 1; q < P; ++q) {
-      if (!at(out_busy[static_cast<std::size_t>(q)], t)) set(can_send, 0, q);
-      if (!need[static_cast<std::size_t>(q)].empty() && !at(in_busy[static_cast<std::size_t>(q)], t + L)) receivers.push_back(q);
+      // A processor with nothing to give is no sender (no holders[i] has it either).
+      if (is_set(holds_any, q) && !at(out_busy[static_cast<std::size_t>(q)], t)) set(can_send, 0, q);
+      if (first_need(q) >= 0 && !at(in_busy[static_cast<std::size_t>(q)], t + L)) receivers.push_back(q);
     }
-    std::stable_sort(receivers.begin(), receivers.end(), [&](int a, int b) {
-      return *need[static_cast<std::size_t>(a)].begin() < *need[static_cast<std::size_t>(b)].begin();
-    });
+    // Ordered by their oldest missing item, stably (a counting sort: items are 0 .. k-1).
+    std::fill(start_of.begin(), start_of.end(), 0);
+    for (int q : receivers) ++start_of[static_cast<std::size_t>(first_need(q)) + 1];
+    for (std::size_t i = 1; i <= K; ++i) start_of[i] += start_of[i - 1];
+    by_oldest.resize(receivers.size());
+    for (int q : receivers) by_oldest[start_of[static_cast<std::size_t>(first_need(q))]++] = q;
+    receivers.swap(by_oldest);
     std::fill(taken.begin(), taken.end(), 0);
     // What a failed search visited cannot reach a free sender until a search succeeds
     // (Kuhn): keeping those marks changes no outcome and saves the repeated searches.
     std::fill(seen.begin(), seen.end(), 0);
-    for (int q : receivers)
-      if (augment(q)) std::fill(seen.begin(), seen.end(), 0);
+    // An augmenting path ends at a free sender: once none is left, no receiver can be
+    // served, and the rest of the searches would only fail.
+    int free_senders = 0;
+    for (const auto w : can_send) free_senders += std::popcount(w);
+    for (int q : receivers) {
+      if (free_senders == 0) break;
+      if (augment(augment, q)) {
+        --free_senders;
+        std::fill(seen.begin(), seen.end(), 0);
+      }
+    }
     for (int s = 1; s < P; ++s)
       if (is_set(taken, s)) {
         const int q = owner[static_cast<std::size_t>(s)];
         const int i = best(s, q, t);
         transfer(s, q, i, t);
-        need[static_cast<std::size_t>(q)].erase(i);
+        need(q)[static_cast<std::size_t>(i) / 64] &= ~(std::uint64_t{1} << (i % 64));
         --remaining;
       }
   }
