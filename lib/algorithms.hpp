@@ -25,6 +25,18 @@ struct rooted {
   int real(int v) const noexcept { return (v + root) % p; }
 };
 
+// Where virtual processor v's bytes of a scatter or gather lie in the root's buffer:
+// [o[v], o[v + 1]) for v < p. A table (scatterv, gatherv: counts of the caller's), or
+// equal parts of `each` bytes (scatter, gather): then no rank holds a table of p + 1
+// offsets, and a simulated world of p ranks needs O(p) memory, not O(p^2).
+struct segment_offsets {
+  std::span<const std::size_t> table;  // p + 1 entries, or empty: equal parts
+  std::size_t each = 0;
+  std::size_t p = 0;
+  std::size_t operator[](std::size_t v) const noexcept { return table.empty() ? v * each : table[v]; }
+  std::size_t back() const noexcept { return (*this)[p]; }
+};
+
 }  // namespace optcast::detail
 
 namespace optcast::algorithms {
@@ -53,19 +65,19 @@ task<result<void>> broadcast_packets(fabric& f, std::uint32_t seq, std::span<std
 // A_t^k). Virtual processor v = rank - root mod p owns bytes [offset[v], offset[v+1]);
 // `all` (the root's, in virtual order) holds them all, `out` gets v's.
 task<result<void>> scatter_tree(fabric& f, std::uint32_t seq, std::span<const std::byte> all, std::span<std::byte> out,
-                                int root, const loggp::split_table& table, std::span<const std::size_t> offset);
+                                int root, const loggp::split_table& table, detail::segment_offsets offset);
 // The same tree backwards: every processor's `in` lands at its offset in the root's `all`.
 task<result<void>> gather_tree(fabric& f, std::uint32_t seq, std::span<const std::byte> in, std::span<std::byte> all,
-                               int root, const loggp::split_table& table, std::span<const std::size_t> offset);
+                               int root, const loggp::split_table& table, detail::segment_offsets offset);
 // 4.7, Figures 9-10: scatter on a plan whose messages carry pieces of item sets.
 task<result<void>> scatter_pieces(fabric& f, std::uint32_t seq, std::span<const std::byte> all, std::span<std::byte> out,
-                                  int root, const loggp::scatter_plan& plan, std::span<const std::size_t> offset);
+                                  int root, const loggp::scatter_plan& plan, detail::segment_offsets offset);
 // 4.2-4.3: the root sends every processor its bytes itself, in messages of `item` bytes
 // (Short-Message), or whole (Simple Long-Message, item = 0); gather the reverse.
 task<result<void>> scatter_direct(fabric& f, std::uint32_t seq, std::span<const std::byte> all, std::span<std::byte> out,
-                                  int root, std::span<const std::size_t> offset, std::size_t item);
+                                  int root, detail::segment_offsets offset, std::size_t item);
 task<result<void>> gather_direct(fabric& f, std::uint32_t seq, std::span<const std::byte> in, std::span<std::byte> all,
-                                 int root, std::span<const std::size_t> offset, std::size_t item);
+                                 int root, detail::segment_offsets offset, std::size_t item);
 
 // Binomial tree of the whole buffer: ceil(log2 p) rounds at the root.
 task<result<void>> broadcast_binomial(fabric& f, std::uint32_t seq, std::span<std::byte> buf,

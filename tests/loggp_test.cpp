@@ -200,11 +200,19 @@ TEST_CASE("scatter, scatterv, gather, gatherv: every rank's elements, every algo
             if (!std::equal(part[r].begin(), part[r].end(), all.begin() + static_cast<std::ptrdiff_t>(r * count))) co_return fail(errc::protocol_violation);
             if (auto x = co_await scatterv(c, inv, std::span(partv[r]), std::span<const int>(counts), root, {.alg = alg, .split_sets = true}); !x) co_return x;
           }
-          if (auto x = co_await scatter(c, in, std::span(part[r]), root, {.alg = alg}); !x) co_return x;
+          // Odd ranks make the same call as scatterv with equal counts: one call, signed alike.
+          const std::vector<int> equal(P, static_cast<int>(count));
+          if (auto x = c.rank() % 2 ? co_await scatterv(c, in, std::span(part[r]), std::span<const int>(equal), root, {.alg = alg})
+                                    : co_await scatter(c, in, std::span(part[r]), root, {.alg = alg});
+              !x)
+            co_return x;
           if (auto x = co_await scatterv(c, inv, std::span(partv[r]), std::span<const int>(counts), root, {.alg = alg}); !x) co_return x;
           std::span<double> out = c.rank() == root ? std::span(back[r]) : std::span<double>();
           std::span<double> outv = c.rank() == root ? std::span(backv[r]) : std::span<double>();
-          if (auto x = co_await gather(c, std::span<const double>(part[r]), out, root, {.alg = alg}); !x) co_return x;
+          if (auto x = c.rank() % 2 ? co_await gatherv(c, std::span<const double>(part[r]), out, std::span<const int>(equal), root, {.alg = alg})
+                                    : co_await gather(c, std::span<const double>(part[r]), out, root, {.alg = alg});
+              !x)
+            co_return x;
           co_return co_await gatherv(c, std::span<const double>(partv[r]), outv, std::span<const int>(counts), root, {.alg = alg});
         });
         for (auto& r : res) REQUIRE(r);

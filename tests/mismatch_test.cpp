@@ -64,6 +64,16 @@ std::vector<mismatch_case> mismatch_cases() {
                   right = out == want;
                   co_return r;
                 }});
+  // scatter's counts are implicit (each rank's part): one rank's larger part is a mismatch.
+  cs.push_back({"scatter part", [](communicator& c, bool odd, collective_options o, bool& right) -> task<result<void>> {
+                  const auto P = static_cast<std::size_t>(c.size());
+                  std::vector<std::int32_t> all(c.rank() == 0 ? 2 * P : 0), part(odd ? 3 : 2, -1);
+                  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::int32_t>(i);
+                  auto r = co_await scatter(c, std::span<const std::int32_t>(all), std::span(part), 0, o);
+                  const auto at = 2 * static_cast<std::int32_t>(c.rank());
+                  right = part == std::vector<std::int32_t>{at, at + 1};
+                  co_return r;
+                }});
   // Types of equal size: the bytes would combine, wrongly.
   cs.push_back({"type", [](communicator& c, bool odd, collective_options o, bool& right) -> task<result<void>> {
                   std::vector<std::int32_t> x(64, c.rank() + 1);

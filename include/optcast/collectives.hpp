@@ -133,6 +133,11 @@ task<result<void>> scatterv_bytes(communicator& c, std::span<const std::byte> in
                                   std::vector<std::int64_t> counts, std::size_t elem, int root, collective_options opts);
 task<result<void>> gatherv_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
                                  std::vector<std::int64_t> counts, std::size_t elem, int root, collective_options opts);
+// Every rank's part is its own `out` (scatter) or `in` (gather): no counts, O(1) per rank.
+task<result<void>> scatter_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out, std::size_t elem,
+                                 int root, collective_options opts);
+task<result<void>> gather_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out, std::size_t elem,
+                                int root, collective_options opts);
 task<result<void>> summation_bytes(communicator& c, std::int64_t n, operand_loader load, std::span<std::byte> out,
                                    erased_reduction op, int root, collective_options opts);
 }  // namespace detail
@@ -151,8 +156,7 @@ template <class T>
   requires std::is_trivially_copyable_v<T>
 task<result<void>> scatter(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out, int root,
                            collective_options opts = {}) {
-  std::vector<std::int64_t> counts(static_cast<std::size_t>(c.size()), static_cast<std::int64_t>(out.size()));
-  return detail::scatterv_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), std::move(counts), sizeof(T), root, opts);
+  return detail::scatter_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), sizeof(T), root, opts);
 }
 
 // Rank j receives counts[j] elements (any may be 0), packed in rank order in the root's
@@ -171,8 +175,7 @@ template <class T>
   requires std::is_trivially_copyable_v<T>
 task<result<void>> gather(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out, int root,
                           collective_options opts = {}) {
-  std::vector<std::int64_t> counts(static_cast<std::size_t>(c.size()), static_cast<std::int64_t>(in.size()));
-  return detail::gatherv_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), std::move(counts), sizeof(T), root, opts);
+  return detail::gather_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), sizeof(T), root, opts);
 }
 
 // Rank j sends counts[j] elements; the root's `out` holds exactly their sum, in rank order.

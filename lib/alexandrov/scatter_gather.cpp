@@ -18,7 +18,7 @@ struct place {
   int v;
   loggp::tree_node node;
   std::size_t base, group;
-  place(const fabric& f, int root, const loggp::split_table& table, std::span<const std::size_t> offset)
+  place(const fabric& f, int root, const loggp::split_table& table, detail::segment_offsets offset)
       : v(detail::rooted{f.size(), root}.virt(f.rank())), node(loggp::node_of(table, f.size(), v)),
         base(offset[static_cast<std::size_t>(v)]), group(offset[static_cast<std::size_t>(v + node.size)] - base) {}
 };
@@ -35,7 +35,7 @@ struct pieces {
 }  // namespace
 
 task<result<void>> scatter_tree(fabric& f, std::uint32_t seq, std::span<const std::byte> all, std::span<std::byte> out,
-                                 int root, const loggp::split_table& table, std::span<const std::size_t> offset) {
+                                 int root, const loggp::split_table& table, detail::segment_offsets offset) {
   const place me(f, root, table, offset);
   const int v = me.v;
   const auto& node = me.node;
@@ -70,7 +70,7 @@ task<result<void>> scatter_tree(fabric& f, std::uint32_t seq, std::span<const st
 }
 
 task<result<void>> gather_tree(fabric& f, std::uint32_t seq, std::span<const std::byte> in, std::span<std::byte> all,
-                               int root, const loggp::split_table& table, std::span<const std::size_t> offset) {
+                               int root, const loggp::split_table& table, detail::segment_offsets offset) {
   const place me(f, root, table, offset);
   const int v = me.v;
   const auto& node = me.node;
@@ -101,7 +101,7 @@ task<result<void>> gather_tree(fabric& f, std::uint32_t seq, std::span<const std
 }
 
 task<result<void>> scatter_pieces(fabric& f, std::uint32_t seq, std::span<const std::byte> all, std::span<std::byte> out,
-                                  int root, const loggp::scatter_plan& plan, std::span<const std::size_t> offset) {
+                                  int root, const loggp::scatter_plan& plan, detail::segment_offsets offset) {
   const int P = f.size();
   const int v = detail::rooted{P, root}.virt(f.rank());
   // Every message to this processor, received into its own buffer, all posted at once.
@@ -175,7 +175,7 @@ task<result<void>> scatter_pieces(fabric& f, std::uint32_t seq, std::span<const 
 }
 
 task<result<void>> scatter_direct(fabric& f, std::uint32_t seq, std::span<const std::byte> all, std::span<std::byte> out,
-                                  int root, std::span<const std::size_t> offset, std::size_t item) {
+                                  int root, detail::segment_offsets offset, std::size_t item) {
   const int P = f.size();
   const int v = detail::rooted{P, root}.virt(f.rank());
   const auto seg = [&](int w) {
@@ -204,7 +204,7 @@ task<result<void>> scatter_direct(fabric& f, std::uint32_t seq, std::span<const 
 }
 
 task<result<void>> gather_direct(fabric& f, std::uint32_t seq, std::span<const std::byte> in, std::span<std::byte> all,
-                                 int root, std::span<const std::size_t> offset, std::size_t item) {
+                                 int root, detail::segment_offsets offset, std::size_t item) {
   const int P = f.size();
   const int v = detail::rooted{P, root}.virt(f.rank());
   const pieces cut{item};

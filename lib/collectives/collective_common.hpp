@@ -98,6 +98,9 @@ public:
   // One count per rank, none negative (checked_counts makes one too large for int64
   // negative); empty after a refusal.
   std::vector<std::size_t> counts(const std::vector<std::int64_t>& given);
+  // Every rank n elements (scatter, gather): signed as counts() signs p counts of n, in
+  // O(1), so a rank that calls scatterv with equal counts agrees with one calling scatter.
+  void equal_counts(std::size_t n) noexcept;
   // The caller's algorithm checked against the registry for this call's traits (ports,
   // operator); false after a refusal.
   bool accepts(const call_traits& traits);

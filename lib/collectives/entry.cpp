@@ -63,6 +63,24 @@ bool call_start::check_root(int root) {
                 "-rank communicator");
 }
 
+namespace {
+// The signature of a call's counts: FNV-1a over them, or, when all are equal, over
+// (n, p) with another seed, so that it takes O(1) where the counts are implicit.
+std::uint64_t counts_signature(std::uint64_t seed, std::span<const std::int64_t> values) {
+  std::uint64_t h = seed;
+  for (auto n : values) h = (h ^ static_cast<std::uint64_t>(n)) * 0x100000001b3ull;
+  return h ? h : 1;
+}
+std::uint64_t equal_counts_signature(std::int64_t n, int p) {
+  const std::int64_t v[] = {n, p};
+  return counts_signature(0x84222325cbf29ce4ull, v);
+}
+}  // namespace
+
+void call_start::equal_counts(std::size_t n) noexcept {
+  sig.counts = equal_counts_signature(static_cast<std::int64_t>(n), comm.size());
+}
+
 std::vector<std::size_t> call_start::counts(const std::vector<std::int64_t>& given) {
   if (given.size() != static_cast<std::size_t>(comm.size())) {
     refuse(std::to_string(given.size()) + " counts for " + std::to_string(comm.size()) + " ranks");
@@ -70,9 +88,8 @@ std::vector<std::size_t> call_start::counts(const std::vector<std::int64_t>& giv
   }
   std::vector<std::size_t> out;
   out.reserve(given.size());
-  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the counts
-  for (auto n : given) h = (h ^ static_cast<std::uint64_t>(n)) * 0x100000001b3ull;
-  sig.counts = h ? h : 1;
+  const bool equal = std::all_of(given.begin(), given.end(), [&](std::int64_t n) { return n == given.front(); });
+  sig.counts = equal ? equal_counts_signature(given.front(), comm.size()) : counts_signature(0xcbf29ce484222325ull, given);
   for (std::size_t j = 0; j < given.size(); ++j) {
     if (given[j] < 0) {
       refuse("counts[" + std::to_string(j) + "] = " + std::to_string(given[j]) + " is negative (or too large)");

@@ -40,7 +40,7 @@ struct scatter_call {  // scatter: from the root's whole to each part; gather: b
   std::span<const std::byte> from;  // scatter: the root's segments in virtual order (root first)
   std::span<std::byte> to;          // gather: the root's, in virtual order
   int root;
-  std::span<const std::size_t> offset;  // virtual processor v's bytes: [offset[v], offset[v+1])
+  detail::segment_offsets offset;  // virtual processor v's bytes: [offset[v], offset[v+1])
   std::size_t elem;
   loggp_params model;
   bool split_sets;

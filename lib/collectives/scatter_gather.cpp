@@ -2,6 +2,7 @@
 // checks, the virtual order the algorithms work in, the split table, the deadline.
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,34 +15,47 @@ namespace optcast::detail {
 namespace {
 
 struct scatter_setup {
-  std::vector<std::size_t> offset;  // virtual processor v's bytes: [offset[v], offset[v+1])
+  std::vector<std::size_t> table;  // scatterv, gatherv: virtual processor v's bytes [table[v], table[v+1])
+  segment_offsets offset;          // the table, or equal parts
   std::size_t total = 0;
   const entry* row = nullptr;
   loggp_params model{};
 };
 
 // Checks what scatter(v) and gather(v) share; `many` is the root's whole buffer, `one`
-// this rank's part. False after a refusal.
-bool prepare(call_start& call, std::size_t many, std::size_t one, const std::vector<std::int64_t>& given, std::size_t elem,
-             int root, scatter_setup& s) {
+// this rank's part, `given` the counts (none: every rank's part is `one`, as long as
+// its own). False after a refusal.
+bool prepare(call_start& call, std::size_t many, std::size_t one, const std::optional<std::vector<std::int64_t>>& given,
+             std::size_t elem, int root, scatter_setup& s) {
   communicator& c = call.comm;
   const int p = c.size();
   call.sig.elem = static_cast<std::uint32_t>(elem);
   if (!call.check_root(root)) return false;
-  const auto counts = call.counts(given);
-  if (!call.ok()) return false;
+  std::vector<std::size_t> counts;
+  if (given) {
+    counts = call.counts(*given);
+    if (!call.ok()) return false;
+  } else {
+    call.equal_counts(one / elem);
+  }
   if (!call.accepts(call.traits())) return false;
   s.row = call.resolve(call.traits(), {}, {}).row;
-  const rooted ranks{p, root};
-  s.offset.assign(static_cast<std::size_t>(p) + 1, 0);
-  for (int v = 0; v < p; ++v)
-    s.offset[static_cast<std::size_t>(v) + 1] =
-        s.offset[static_cast<std::size_t>(v)] + counts[static_cast<std::size_t>(ranks.real(v))] * elem;
+  s.offset.p = static_cast<std::size_t>(p);
+  if (given) {
+    const rooted ranks{p, root};
+    s.table.assign(static_cast<std::size_t>(p) + 1, 0);
+    for (int v = 0; v < p; ++v)
+      s.table[static_cast<std::size_t>(v) + 1] =
+          s.table[static_cast<std::size_t>(v)] + counts[static_cast<std::size_t>(ranks.real(v))] * elem;
+    s.offset.table = s.table;
+    const auto mine = counts[static_cast<std::size_t>(c.rank())] * elem;
+    if (one != mine)
+      return call.refuse("rank " + std::to_string(c.rank()) + "'s part has " + std::to_string(one / elem) +
+                         " elements, counts say " + std::to_string(mine / elem));
+  } else {
+    s.offset.each = one;
+  }
   s.total = s.offset.back();
-  const auto mine = counts[static_cast<std::size_t>(c.rank())] * elem;
-  if (one != mine)
-    return call.refuse("rank " + std::to_string(c.rank()) + "'s part has " + std::to_string(one / elem) +
-                       " elements, counts say " + std::to_string(mine / elem));
   if (c.rank() == root && many != s.total)
     return call.refuse("the root's buffer has " + std::to_string(many / elem) + " elements, the counts add up to " +
                        std::to_string(s.total / elem));
@@ -67,10 +81,9 @@ bool overlap(std::span<const std::byte> a, std::span<const std::byte> b) {
   return !a.empty() && !b.empty() && a.data() < b.data() + b.size() && b.data() < a.data() + a.size();
 }
 
-}  // namespace
-
-task<result<void>> scatterv_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
-                                  std::vector<std::int64_t> counts, std::size_t elem, int root, collective_options opts) {
+task<result<void>> scatter_any(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+                               std::optional<std::vector<std::int64_t>> counts, std::size_t elem, int root,
+                               collective_options opts) {
   call_start call(c, collective::scatter, opts);
   scatter_setup s;
   if (!call.ok() || !prepare(call, in.size(), out.size(), counts, elem, root, s)) co_return call.early;
@@ -87,8 +100,9 @@ task<result<void>> scatterv_bytes(communicator& c, std::span<const std::byte> in
       {&c.get_fabric(), call.seq, all, out, root, s.offset, elem, s.model, opts.split_sets}));
 }
 
-task<result<void>> gatherv_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
-                                 std::vector<std::int64_t> counts, std::size_t elem, int root, collective_options opts) {
+task<result<void>> gather_any(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+                              std::optional<std::vector<std::int64_t>> counts, std::size_t elem, int root,
+                              collective_options opts) {
   call_start call(c, collective::gather, opts);
   scatter_setup s;
   if (!call.ok() || !prepare(call, out.size(), in.size(), counts, elem, root, s)) co_return call.early;
@@ -104,6 +118,28 @@ task<result<void>> gatherv_bytes(communicator& c, std::span<const std::byte> in,
       s.row->runner_for<scatter_call>()({&c.get_fabric(), call.seq, in, all, root, s.offset, elem, s.model, false}));
   if (r && c.rank() == root && rotated.size() > 0) rotate(rotated.span(), out, s, c.size(), root, false);
   co_return r;
+}
+
+}  // namespace
+
+task<result<void>> scatterv_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+                                  std::vector<std::int64_t> counts, std::size_t elem, int root, collective_options opts) {
+  return scatter_any(c, in, out, std::move(counts), elem, root, opts);
+}
+
+task<result<void>> scatter_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out, std::size_t elem,
+                                 int root, collective_options opts) {
+  return scatter_any(c, in, out, std::nullopt, elem, root, opts);
+}
+
+task<result<void>> gatherv_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+                                 std::vector<std::int64_t> counts, std::size_t elem, int root, collective_options opts) {
+  return gather_any(c, in, out, std::move(counts), elem, root, opts);
+}
+
+task<result<void>> gather_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out, std::size_t elem,
+                                int root, collective_options opts) {
+  return gather_any(c, in, out, std::nullopt, elem, root, opts);
 }
 
 }  // namespace optcast::detail
