@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,13 @@ struct broadcast_choice {
 // `blocks` > 0 fixes the block count (the caller's), 0 lets the rule choose it.
 broadcast_choice choose_broadcast(int p, std::size_t bytes, const loggp_params& m, int ports, std::size_t min_block_bytes,
                                   int blocks = 0);
+
+namespace detail {
+// The same choice as held in the cache, unshared: every rank of a world asks the same
+// question, and a rank that only reads the answer need not copy its candidates.
+std::shared_ptr<const broadcast_choice> choose_broadcast_shared(int p, std::size_t bytes, const loggp_params& m, int ports,
+                                                                std::size_t min_block_bytes, int blocks);
+}  // namespace detail
 
 // The rule's prediction for one algorithm and block count (see above).
 double predict_broadcast(algorithm alg, int p, std::size_t bytes, int blocks, const loggp_params& m, int ports);

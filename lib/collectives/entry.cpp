@@ -238,9 +238,18 @@ task<result<void>> call_start::run(task<result<void>> body) {
 
 }  // namespace detail
 
-result<broadcast_choice> plan_broadcast(communicator& c, std::size_t bytes, const broadcast_options& opts, std::string* why) {
+namespace {
+
+// plan_broadcast's checks and choice, without copying the cached choice: every rank of a
+// world calls this with the same question (see broadcast_body).
+struct broadcast_pick {
+  std::shared_ptr<const broadcast_choice> all;  // the automatic choice and its candidates
+  broadcast_choice::candidate chosen;
+};
+
+result<broadcast_pick> pick_broadcast(communicator& c, std::size_t bytes, const broadcast_options& opts, std::string* why) {
   std::string w;
-  const auto refused = [&](std::string text) -> result<broadcast_choice> {
+  const auto refused = [&](std::string text) -> result<broadcast_pick> {
     if (why) *why = std::move(text);
     return fail(errc::invalid_argument);
   };
@@ -253,29 +262,42 @@ result<broadcast_choice> plan_broadcast(communicator& c, std::size_t bytes, cons
                    std::string(c.get_fabric().name()) + " fabric has " + std::to_string(c.get_fabric().ports()));
   if (auto no = refusal(collective::broadcast, alg, {c.ports()}); !no.empty()) return refused(std::move(no));
   // optcast/choose.hpp: every candidate's LogGP prediction with its best block count.
-  auto ch = choose_broadcast(c.size(), bytes, *model, c.ports(), c.options().min_block_bytes, opts.blocks);
-  if (alg == algorithm::automatic) return ch;
+  broadcast_pick out{detail::choose_broadcast_shared(c.size(), bytes, *model, c.ports(), c.options().min_block_bytes, opts.blocks), {}};
+  const broadcast_choice& ch = *out.all;
+  out.chosen = {ch.alg, ch.blocks, ch.predicted};
+  if (alg == algorithm::automatic) return out;
   // A fixed algorithm: its own best block count (or the caller's) by its row's rule.
   const auto& row = *detail::find_entry(collective::broadcast, alg);
-  ch.alg = alg;
-  ch.predicted = 0;
+  auto& pick = out.chosen;
+  pick.alg = alg;
+  pick.predicted = 0;
   if (row.blocks == detail::block_rule::one)
-    ch.blocks = 1;
+    pick.blocks = 1;
   else if (row.blocks == detail::block_rule::kitem_linear)
-    ch.blocks = opts.blocks ? opts.blocks : automatic_block_count(bytes, c.size(), c.options());
+    pick.blocks = opts.blocks ? opts.blocks : automatic_block_count(bytes, c.size(), c.options());
   bool candidate = false;
   for (const auto& cand : ch.considered)
     if (cand.alg == alg) {
-      ch.blocks = row.blocks == detail::block_rule::one ? 1 : cand.blocks, ch.predicted = cand.predicted;
+      pick.blocks = row.blocks == detail::block_rule::one ? 1 : cand.blocks, pick.predicted = cand.predicted;
       candidate = true;
     }
   if (!candidate && row.blocks == detail::block_rule::broadcast_model) {
     // Not a candidate of the automatic choice: its own best count by its prediction.
-    const auto own = opts.blocks ? broadcast_choice::candidate{alg, opts.blocks, predict_broadcast(alg, c.size(), bytes, opts.blocks, *model, c.ports())}
-                                 : best_broadcast_blocks(alg, c.size(), bytes, *model, c.ports(), c.options().min_block_bytes);
-    ch.blocks = own.blocks;
-    ch.predicted = own.predicted;
+    pick = opts.blocks ? broadcast_choice::candidate{alg, opts.blocks, predict_broadcast(alg, c.size(), bytes, opts.blocks, *model, c.ports())}
+                       : best_broadcast_blocks(alg, c.size(), bytes, *model, c.ports(), c.options().min_block_bytes);
   }
+  return out;
+}
+
+}  // namespace
+
+result<broadcast_choice> plan_broadcast(communicator& c, std::size_t bytes, const broadcast_options& opts, std::string* why) {
+  auto p = pick_broadcast(c, bytes, opts, why);
+  if (!p) return fail(p.error());
+  broadcast_choice ch = *p->all;
+  ch.alg = p->chosen.alg;
+  ch.blocks = p->chosen.blocks;
+  ch.predicted = p->chosen.predicted;
   return ch;
 }
 
@@ -310,16 +332,17 @@ std::optional<task<result<void>>> broadcast_body(detail::call_start& call, commu
                                                  int root, const broadcast_options& opts) {
   if (!call.ok() || !call.check_root(root)) return std::nullopt;
   std::string why;
-  const auto chosen = plan_broadcast(c, data.size(), opts, &why);
-  if (!chosen) {
+  const auto picked = pick_broadcast(c, data.size(), opts, &why);
+  if (!picked) {
     call.early = detail::refuse(c, why);
     return std::nullopt;
   }
+  const auto* chosen = &picked->chosen;
   const auto model = call.model();  // valid: plan_broadcast checked it
   if (log_enabled(log_level::debug) && c.rank() == root && opts.alg == algorithm::automatic &&
       c.options().broadcast_algorithm == algorithm::automatic)
     log(log_level::debug, "broadcast of " + std::to_string(data.size()) + " B on " + std::to_string(c.size()) +
-                              " ranks: automatic chose " + chosen->explain());
+                              " ranks: automatic chose " + picked->all->explain());
   const auto& row = *detail::find_entry(collective::broadcast, chosen->alg);
   call.ran(chosen->alg, chosen->blocks);
   call.sig.bytes = data.size();

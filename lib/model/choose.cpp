@@ -115,22 +115,27 @@ broadcast_choice::candidate best_broadcast_blocks(algorithm alg, int p, std::siz
   return best;
 }
 
-broadcast_choice choose_broadcast(int p, std::size_t bytes, const loggp_params& m, int ports, std::size_t min_block_bytes,
-                                  int blocks) {
+std::shared_ptr<const broadcast_choice> detail::choose_broadcast_shared(int p, std::size_t bytes, const loggp_params& m,
+                                                                        int ports, std::size_t min_block_bytes, int blocks) {
   // Every rank of an in-process world asks the same question: answer it once.
   using key = std::tuple<int, std::size_t, double, double, double, double, double, int, std::size_t, int>;
   static std::mutex mu;
-  static std::map<key, broadcast_choice> recent;
+  static std::map<key, std::shared_ptr<const broadcast_choice>> recent;
   const key k{p, bytes, m.L, m.o, m.g, m.G, m.sharing, ports, min_block_bytes, blocks};
   {
     std::lock_guard lock(mu);
     if (auto it = recent.find(k); it != recent.end()) return it->second;
   }
-  auto c = compute_choice(p, bytes, m, ports, min_block_bytes, blocks);
+  auto c = std::make_shared<const broadcast_choice>(compute_choice(p, bytes, m, ports, min_block_bytes, blocks));
   std::lock_guard lock(mu);
   if (recent.size() >= 256) recent.clear();
   recent.emplace(k, c);
   return c;
+}
+
+broadcast_choice choose_broadcast(int p, std::size_t bytes, const loggp_params& m, int ports, std::size_t min_block_bytes,
+                                  int blocks) {
+  return *detail::choose_broadcast_shared(p, bytes, m, ports, min_block_bytes, blocks);
 }
 
 double predict_circulant(circulant_collective what, int p, std::size_t bytes, std::size_t largest, std::size_t smallest,
