@@ -406,6 +406,26 @@ TEST_CASE("recorded messages carry the times of each phase, as the rules give th
     REQUIRE(r.local.size() == 1);
     CHECK((r.local[0].rank == 2 && !r.local[0].compute && r.local[0].start == 0 && r.local[0].end == 1));
   }
+  SECTION("rounds: a run of idle rounds lasts as many rounds, recorded one by one") {
+    // Rank 1 idles 3 rounds in one wait, then receives: the message, sent in round 0
+    // (done at 1), waits for it and is taken when the receive is posted, at 3.
+    const auto r = simulate(2, sim::model::rounds(), 8, [](fabric& f, std::vector<std::byte>& buf) -> task<result<void>> {
+      if (f.rank() == 0) co_return ok(co_await f.send(1, {0, 0}, buf));
+      if (auto x = co_await f.idle_rounds(3); !x) co_return fail(x.error());
+      co_return ok(co_await f.recv(0, {0, 0}, buf));
+    }, nullptr, rec);
+    CHECK(finishes(r) == std::vector<double>{1, 3});
+    REQUIRE(r.local.size() == 3);
+    for (int i = 0; i < 3; ++i) {
+      const auto& l = r.local[static_cast<std::size_t>(i)];
+      CHECK((l.rank == 1 && !l.compute && l.start == i && l.end == i + 1));
+    }
+    // Under LogP an idle round takes no time.
+    const auto q = simulate(1, sim::model::logp(6, 2, 4), 0, [](fabric& f, std::vector<std::byte>&) -> task<result<void>> {
+      co_return ok(co_await f.idle_rounds(5));
+    });
+    CHECK(finishes(q) == std::vector<double>{0});
+  }
   SECTION("off by default") {
     const auto r = simulate(3, sim::model::logp(6, 2, 4), 8, star);
     CHECK(r.log.empty());

@@ -99,9 +99,9 @@ constexpr std::uint32_t p2p(std::uint32_t id, std::uint32_t user_tag) noexcept {
 }
 }  // namespace seq_layout
 
-// idle: a round in which the rank neither sends nor receives. Only the simulator's
-// rounds model gives it a duration (the rest of the round); everywhere else it finishes
-// at once. Round loops await it for an empty round, so that under the rounds model a
+// idle: a round in which the rank neither sends nor receives (its size: how many such
+// rounds in a row). Only the simulator's rounds model gives it a duration (the rest of
+// the round, and every further round whole); everywhere else it finishes at once. Round loops await it for an empty round, so that under the rounds model a
 // rank does not run ahead into the next round's sends.
 // compute: local work that the cost model charges (Karp et al.'s unit-time additions),
 // or a wait an algorithm's schedule asks for. The simulator lets that much virtual time
@@ -305,7 +305,13 @@ public:
   operation recv(int peer, tag t, std::span<std::byte> bytes) noexcept {
     return {*this, op_kind::recv, peer, t, bytes.data(), bytes.size()};
   }
-  operation idle_round() noexcept { return {*this, op_kind::idle, rank(), {}, nullptr, 0}; }
+  operation idle_round() noexcept { return idle_rounds(1); }
+  // `rounds` (>= 1) idle rounds in a row as one operation: a round loop with nothing to
+  // do until a later round waits once instead of once a round (in the simulator, most
+  // of a large world's events were such rounds).
+  operation idle_rounds(int rounds) noexcept {
+    return {*this, op_kind::idle, rank(), {}, nullptr, static_cast<std::size_t>(rounds < 1 ? 1 : rounds)};
+  }
   // `units` of model time (>= 0) pass for this rank; see op_kind::compute.
   operation compute(double units) noexcept {
     return {*this, op_kind::compute, rank(), {}, nullptr, std::bit_cast<std::size_t>(units)};

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <vector>
 
 #include "algorithms.hpp"
@@ -10,7 +11,8 @@ namespace optcast::algorithms {
 // starts that round's sends and receives together (at most k of each on a k-port
 // schedule) and waits for all of them; a round without any is an idle round, so that
 // under the simulator's rounds model every transfer happens in its planned round and a
-// schedule that breaks the port rule is reported, not hidden.
+// schedule that breaks the port rule is reported, not hidden. A run of idle rounds is
+// one wait (idle_rounds), as long as the rounds it stands for.
 task<result<void>> broadcast_packets(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root,
                                      const packets::schedule& plan) {
   const int P = f.size();
@@ -31,7 +33,13 @@ task<result<void>> broadcast_packets(fabric& f, std::uint32_t seq, std::span<std
       ops.push_back(f.send(ranks.real(sends[si].peer), {seq, static_cast<std::uint32_t>(sends[si].packet)}, packet(sends[si].packet)));
     for (; ri < recvs.size() && recvs[ri].round == r; ++ri)
       ops.push_back(f.recv(ranks.real(recvs[ri].peer), {seq, static_cast<std::uint32_t>(recvs[ri].packet)}, packet(recvs[ri].packet)));
-    if (ops.empty()) ops.push_back(f.idle_round());
+    if (ops.empty()) {
+      // Idle until the next round with a transfer: one wait for all of them.
+      const int next = std::min(si < sends.size() ? sends[si].round : last + 1, ri < recvs.size() ? recvs[ri].round : last + 1);
+      if (auto res = co_await f.idle_rounds(next - r); !res) co_return fail(res.error());
+      r = next - 1;
+      continue;
+    }
     if (auto res = co_await op_span_awaiter(ops); !res) co_return res;
   }
   co_return result<void>{};

@@ -51,13 +51,19 @@ public:
   bool start_local(operation& op) noexcept override {
     auto& w = *w_;
     if (failure()) return op.finish_now(failure());
-    const double span = op.kind == op_kind::compute ? std::bit_cast<double>(op.size) : (w.rounds() ? 1.0 : 0.0);
+    const bool compute = op.kind == op_kind::compute;
+    const double span = compute ? std::bit_cast<double>(op.size) : (w.rounds() ? static_cast<double>(std::max<std::size_t>(op.size, 1)) : 0.0);
     if (!(span >= 0) || !std::isfinite(span)) {
       op.size = 0;
       return fail_now(op, make_error_code(errc::invalid_argument), "a computation of negative or unbounded time");
     }
     if (span == 0) return op.finish_now({});
-    if (w.opts.record) w.local.push_back({rank_, op.kind == op_kind::compute, w.now, w.now + span});
+    if (w.opts.record) {
+      if (compute)
+        w.local.push_back({rank_, true, w.now, w.now + span});
+      else  // a run of idle rounds is recorded as the rounds it stands for
+        for (double t = w.now; t < w.now + span; ++t) w.local.push_back({rank_, false, t, t + 1});
+    }
     const std::uint32_t idx = w.new_message();
     auto& mg = w.msgs[idx];
     mg.src = mg.dst = rank_;

@@ -148,7 +148,8 @@ struct report {
   std::vector<rank_stats> ranks;
   std::error_code error;         // port_violation or deadlock, with the details
   std::string error_detail;
-  // With world_options::record: every message and local span, in the order sent.
+  // With world_options::record: every message in the order sent, every local span in the
+  // order posted (a run of idle rounds as the rounds it stands for, posted together).
   std::vector<message_record> log;
   std::vector<local_record> local;
 
