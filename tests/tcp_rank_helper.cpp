@@ -1,13 +1,16 @@
 // One rank of a multi-process test job (started by process_test through --np), over
 // TCP or libfabric (--fabric ofi; the provider from FI_PROVIDER).
 // Broadcasts a pattern, checks every byte, and writes "ok" or "error <code> <text>" to
-// <report>/rank-<r>.txt. With --die-rank D --die-after K, rank D exits abruptly (no
+// <report>/rank-<r>.txt. --roots and --bytes may list several (or --roots all): the job
+// then runs one broadcast for each root and size in turn, in one world, every one
+// checked (a job's start-up, libfabric's above all, costs more than its broadcasts). With --die-rank D --die-after K, rank D exits abruptly (no
 // goodbye, sockets dropped by the kernel) just before its K-th fabric operation; with
 // --odd-rank K --odd-root R rank K names root R (a mismatched call); with --stall-rank S
 // --stall-ms T rank S sleeps T ms first. The report's second line: milliseconds from
-// start to exit. A rank reports "ok" only if the whole job succeeded (comm.leave()).
+// start to exit, the third (after "ok") how many broadcasts it checked. A rank reports "ok" only if the whole job succeeded (comm.leave()).
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <fstream>
 #include <optional>
@@ -24,13 +27,14 @@
 int main(int argc, char** argv) try {
   CLI::App app{"A rank of a multi-process broadcast test.", "tcp_rank_helper"};
   const auto started = std::chrono::steady_clock::now();
-  int np = 0, root = 0, blocks = 0, die_rank = -1, die_after = 0, timeout_ms = 60000;
+  int np = 0, blocks = 0, die_rank = -1, die_after = 0, timeout_ms = 60000;
   int odd_rank = -1, odd_root = 0, stall_rank = -1, stall_ms = 0;
-  std::size_t bytes = 1000;
+  std::vector<std::string> root_names{"0"};
+  std::vector<std::size_t> sizes{1000};
   std::string alg_name = "circulant", report_dir = ".", fabric = "tcp";
   app.add_option("--np", np, "ranks to start on this machine")->check(CLI::Range(1, 4096));
-  app.add_option("--root", root, "root")->check(CLI::NonNegativeNumber);
-  app.add_option("--bytes", bytes, "bytes")->transform(CLI::AsSizeValue(true));
+  app.add_option("--root,--roots", root_names, "root, a list of them (0,3), or all")->delimiter(',');
+  app.add_option("--bytes", sizes, "bytes, or a list of sizes")->delimiter(',')->transform(CLI::AsSizeValue(true));
   app.add_option("--blocks", blocks, "blocks")->check(CLI::Range(0, 1 << 20));
   app.add_option("--algorithm", alg_name, "algorithm");
   app.add_option("--report", report_dir, "where each rank writes its outcome");
@@ -52,22 +56,45 @@ int main(int argc, char** argv) try {
   }
   if (auto status = optcast::launch_local(argc, argv)) return *status;
   auto cfg = optcast::ofi::config::from_env();
+  std::vector<int> roots;
+  for (const auto& name : root_names) {
+    if (name == "all") {
+      for (int r = 0; r < cfg.size; ++r) roots.push_back(r);
+      continue;
+    }
+    char* end = nullptr;
+    const long r = std::strtol(name.c_str(), &end, 10);
+    if (name.empty() || *end || r < 0 || r >= cfg.size) {
+      std::fprintf(stderr, "tcp_rank_helper: --root %s: the job has ranks 0 to %d\n", name.c_str(), cfg.size - 1);
+      return 2;
+    }
+    roots.push_back(static_cast<int>(r));
+  }
   auto fab = fabric == "ofi" ? optcast::ofi::connect(cfg) : optcast::tcp::connect(cfg);
   if (cfg.rank == die_rank)
     fab = std::make_shared<optcast::testing::fault_fabric>(fab, die_after,
                                                             [] { ::_exit(3); });
   optcast::communicator comm(fab);
-  if (root >= cfg.size) {
-    std::fprintf(stderr, "tcp_rank_helper: --root %d: the job has %d ranks\n", root, cfg.size);
-    return 2;
-  }
-  std::vector<std::byte> buf(bytes);
-  auto pattern = [&](std::size_t i) { return static_cast<std::byte>((i * 7 + static_cast<std::size_t>(root) * 13 + (i >> 11)) & 0xff); };
-  if (cfg.rank == root)
-    for (std::size_t i = 0; i < bytes; ++i) buf[i] = pattern(i);
   if (cfg.rank == stall_rank) std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms));
-  auto r = optcast::run(comm, optcast::broadcast(comm, std::span(buf), cfg.rank == odd_rank ? odd_root : root,
-                                                 {.alg = *alg, .blocks = blocks, .timeout = std::chrono::milliseconds(timeout_ms)}));
+  std::vector<std::byte> buf;
+  std::string wrong;  // the first broadcast whose bytes differ
+  int checked = 0;    // broadcasts whose every byte was right
+  optcast::result<void> r;
+  for (const int root : roots)
+    for (const std::size_t bytes : sizes) {
+      // Every byte a rank holds before the broadcast differs from the one it must hold after.
+      auto pattern = [&](std::size_t i) { return static_cast<std::byte>((i * 7 + static_cast<std::size_t>(root) * 13 + (i >> 11) + bytes) & 0xff); };
+      buf.resize(bytes);
+      for (std::size_t i = 0; i < bytes; ++i) buf[i] = cfg.rank == root ? pattern(i) : ~pattern(i);
+      r = optcast::run(comm, optcast::broadcast(comm, std::span(buf), cfg.rank == odd_rank ? odd_root : root,
+                                                {.alg = *alg, .blocks = blocks, .timeout = std::chrono::milliseconds(timeout_ms)}));
+      if (!r) break;
+      for (std::size_t i = 0; i < bytes && wrong.empty(); ++i)
+        if (buf[i] != pattern(i))
+          wrong = "byte " + std::to_string(i) + " differs (root " + std::to_string(root) + ", " + std::to_string(bytes) + " B)";
+      if (!wrong.empty()) break;
+      ++checked;
+    }
   std::ofstream report(report_dir + "/rank-" + std::to_string(cfg.rank) + ".txt");
   if (r) r = comm.leave();  // the job's outcome, not only this rank's
   const auto elapsed = [&] {
@@ -77,12 +104,11 @@ int main(int argc, char** argv) try {
     report << "error " << r.error().value() << " " << optcast::describe(r.error(), comm.failure_detail()) << "\n" << elapsed() << "\n";
     return 1;
   }
-  for (std::size_t i = 0; i < bytes; ++i)
-    if (buf[i] != pattern(i)) {
-      report << "error 0 byte " << i << " differs\n";
-      return 1;
-    }
-  report << "ok\n" << elapsed() << "\n";
+  if (!wrong.empty()) {
+    report << "error 0 " << wrong << "\n";
+    return 1;
+  }
+  report << "ok\n" << elapsed() << "\n" << checked << "\n";
   return 0;
 } catch (const optcast::setup_error& e) {
   std::fprintf(stderr, "tcp_rank_helper: %s\n", e.what());
