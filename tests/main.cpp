@@ -15,7 +15,7 @@
 int main(int argc, char** argv) {
   if (optcast::testing::ofi_run()) {
     if (!optcast::ofi::available()) {
-      std::printf("skipped: optcast was built without libfabric (libfabric-dev >= 1.17 not found)\n");
+      std::printf("skipped: optcast was built without libfabric (libfabric-dev >= 1.17 not found), or cannot load it\n");
       return 77;
     }
     for (const auto& prov : optcast::testing::ofi_providers())

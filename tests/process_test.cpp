@@ -170,6 +170,17 @@ TEST_CASE("broadcast among real processes over libfabric, roots 0 and p - 1", "[
 
 TEST_CASE("broadcast among real processes over libfabric, every root", "[ofi][process][full]") { ofi_broadcasts(true); }
 
+// liboptcast loads libfabric when a rank first makes a libfabric fabric: one that cannot
+// be loaded fails every rank at start-up, saying which and why, and the job with them.
+TEST_CASE("a libfabric that cannot be loaded fails the job with the reason", "[ofi][process]") {
+  auto out = run_job(2, "--fabric ofi --bytes 1000", "OPTCAST_LIBFABRIC=/nonexistent/libfabric.so.1");
+  CHECK(out.launcher_status != 0);
+  CHECK(out.launcher_stderr.find("cannot load libfabric (/nonexistent/libfabric.so.1)") != std::string::npos);
+  // The same program over TCP never loads it.
+  out = run_job(2, "--fabric tcp --bytes 1000", "OPTCAST_LIBFABRIC=/nonexistent/libfabric.so.1");
+  CHECK(out.launcher_status == 0);
+}
+
 TEST_CASE("a rank that exits mid-broadcast over libfabric fails the others, no hang", "[ofi][process]") {
   for (const auto& env : ofi_envs()) {
     const int p = 6;

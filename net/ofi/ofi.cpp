@@ -12,7 +12,7 @@ namespace impl {
 namespace {
 
 info_ptr make_hints(const std::string& prov, bool ordered) {
-  info_ptr h(fi_allocinfo());
+  info_ptr h(lf().dupinfo(nullptr));  // fi_allocinfo
   h->ep_attr->type = FI_EP_RDM;
   h->caps = FI_TAGGED | FI_MSG | FI_DIRECTED_RECV;
   h->mode = FI_CONTEXT | FI_CONTEXT2;  // every operation carries an fi_context2
@@ -40,7 +40,7 @@ info_ptr find_info(const std::string& prov, const std::string& host, std::string
   for (bool ordered : {true, false}) {
     fi_info* out = nullptr;
     auto hints = make_hints(prov, ordered);
-    if (const int ret = fi_getinfo(api_version, nullptr, nullptr, 0, hints.get(), &out)) {
+    if (const int ret = lf().getinfo(api_version, nullptr, nullptr, 0, hints.get(), &out)) {
       why = fi_error(ret);
       continue;
     }
@@ -53,10 +53,10 @@ info_ptr find_info(const std::string& prov, const std::string& host, std::string
       continue;
     }
     if (!ordered) log(log_level::info, std::string("libfabric provider ") + pick->fabric_attr->prov_name + " gives no send-after-send order");
-    if (!ip_addressed(pick) || host.empty()) return info_ptr(fi_dupinfo(pick));
+    if (!ip_addressed(pick) || host.empty()) return info_ptr(lf().dupinfo(pick));
     auto bound_hints = make_hints(pick->fabric_attr->prov_name, ordered);
     fi_info* bound = nullptr;
-    if (const int ret = fi_getinfo(api_version, host.c_str(), nullptr, FI_SOURCE, bound_hints.get(), &bound)) {
+    if (const int ret = lf().getinfo(api_version, host.c_str(), nullptr, FI_SOURCE, bound_hints.get(), &bound)) {
       why = "cannot bind " + std::string(pick->fabric_attr->prov_name) + " to " + host + ": " + fi_error(ret);
       continue;
     }
@@ -128,7 +128,7 @@ void ofi_fabric::bootstrap() {
                                std::string("libfabric ") + what + " (" + provider_ + "): " + fi_error(ret));
   };
   fid_fabric* fab = nullptr;
-  check(fi_fabric(info_->fabric_attr, &fab, nullptr), "fi_fabric");
+  check(lf().fabric(info_->fabric_attr, &fab, nullptr), "fi_fabric");
   fabric_.reset(fab);
   fid_domain* dom = nullptr;
   check(fi_domain(fabric_.get(), info_.get(), &dom, nullptr), "fi_domain");
@@ -254,18 +254,19 @@ using impl::ofi_fabric;
 using impl::api_version;
 using impl::make_hints;
 
-bool available() noexcept { return true; }
+bool available() noexcept { return impl::try_lf(nullptr) != nullptr; }
 
 std::vector<std::string> providers() {
   std::vector<std::string> out;
+  if (!available()) return out;
   fi_info* list = nullptr;
   auto hints = make_hints("", false);
-  if (fi_getinfo(api_version, nullptr, nullptr, 0, hints.get(), &list) == 0) {
+  if (impl::lf().getinfo(api_version, nullptr, nullptr, 0, hints.get(), &list) == 0) {
     for (fi_info* i = list; i; i = i->next) {
       std::string n = i->fabric_attr->prov_name;
       if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
     }
-    fi_freeinfo(list);
+    impl::lf().freeinfo(list);
   }
   return out;
 }

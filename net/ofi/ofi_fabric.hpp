@@ -40,7 +40,24 @@ namespace impl {
 
 constexpr auto api_version = FI_VERSION(1, 17);
 
-inline std::string fi_error(int ret) { return std::string(fi_strerror(ret < 0 ? -ret : ret)); }
+// The functions libfabric exports that optcast calls (the rest of its interface is
+// inline, through the objects' operation tables), from the library loaded on first use
+// (libfabric.cpp): liboptcast does not link libfabric.
+struct libfabric_api {
+  decltype(&::fi_getinfo) getinfo;
+  decltype(&::fi_freeinfo) freeinfo;
+  decltype(&::fi_dupinfo) dupinfo;
+  decltype(&::fi_fabric) fabric;
+  decltype(&::fi_strerror) strerror;
+};
+// Loads libfabric ($OPTCAST_LIBFABRIC, else its soname) once; nullptr and the reason
+// where it cannot.
+const libfabric_api* try_lf(std::string* why) noexcept;
+// The same, throwing setup_error with the reason. Anything holding a libfabric object
+// got it through here, so its clean-up may call it without a check.
+const libfabric_api& lf();
+
+inline std::string fi_error(int ret) { return std::string(lf().strerror(ret < 0 ? -ret : ret)); }
 
 template <class T>
 struct fid_deleter {
@@ -51,7 +68,9 @@ struct fid_deleter {
 template <class T>
 using fid_ptr = std::unique_ptr<T, fid_deleter<T>>;
 struct info_deleter {
-  void operator()(fi_info* i) const noexcept { fi_freeinfo(i); }
+  void operator()(fi_info* i) const noexcept {
+    if (i) try_lf(nullptr)->freeinfo(i);
+  }
 };
 using info_ptr = std::unique_ptr<fi_info, info_deleter>;
 

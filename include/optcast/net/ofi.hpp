@@ -34,7 +34,9 @@ struct config : job_config {
   static config from_env();
 };
 
-// True when optcast was built with libfabric.
+// True when optcast was built with libfabric and can load it: liboptcast loads
+// libfabric when it first needs it ($OPTCAST_LIBFABRIC, else the soname of the
+// libfabric it was built with); connect() says why where it cannot.
 bool available() noexcept;
 // RDM providers with tagged messages on this machine, in libfabric's order.
 std::vector<std::string> providers();

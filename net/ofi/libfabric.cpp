@@ -1,0 +1,74 @@
+// libfabric, loaded on first use instead of linked. Loading libfabric runs the library
+// constructors of its providers' dependencies (on Debian 12, libinfinipath calibrates a
+// clock with about 0.2 s of usleep), which every program linked with optcast paid at
+// every start, whether it made a libfabric fabric or not. The functions are looked up
+// by the symbol versions a link against the build's libfabric would have bound
+// (libfabric_symbols.sh), so a newer libfabric serves the same interface as before.
+#include "ofi_fabric.hpp"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+#include "net/libfabric_symbols.h"
+
+namespace optcast::ofi::impl {
+
+namespace {
+
+struct loaded {
+  libfabric_api api{};
+  std::string why;  // empty: loaded
+};
+
+template <class F>
+bool find(void* lib, F& out, const char* name, const char* version, std::string& why) {
+  out = reinterpret_cast<F>(dlvsym(lib, name, version));
+  if (!out) why = std::string("libfabric has no ") + name + "@" + version + " (" + OPTCAST_FI_SONAME + " is older than the build's)";
+  return out != nullptr;
+}
+
+loaded load() {
+  loaded l;
+  const char* path = std::getenv("OPTCAST_LIBFABRIC");
+  if (!path || !*path) path = OPTCAST_FI_SONAME;
+  // Never closed: providers keep threads and handlers inside it.
+  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char* e = dlerror();
+    l.why = std::string("cannot load libfabric (") + path + "): " + (e ? e : "unknown error") +
+            " (Debian: apt install libfabric1; OPTCAST_LIBFABRIC names another)";
+    return l;
+  }
+  auto& a = l.api;
+  (void)(find(lib, a.getinfo, "fi_getinfo", OPTCAST_FI_GETINFO_VERSION, l.why) &&
+         find(lib, a.freeinfo, "fi_freeinfo", OPTCAST_FI_FREEINFO_VERSION, l.why) &&
+         find(lib, a.dupinfo, "fi_dupinfo", OPTCAST_FI_DUPINFO_VERSION, l.why) &&
+         find(lib, a.fabric, "fi_fabric", OPTCAST_FI_FABRIC_VERSION, l.why) &&
+         find(lib, a.strerror, "fi_strerror", OPTCAST_FI_STRERROR_VERSION, l.why));
+  return l;
+}
+
+const loaded& library() {
+  static const loaded l = load();  // once, thread-safe
+  return l;
+}
+
+}  // namespace
+
+const libfabric_api* try_lf(std::string* why) noexcept {
+  const auto& l = library();
+  if (!l.why.empty()) {
+    if (why) *why = l.why;
+    return nullptr;
+  }
+  return &l.api;
+}
+
+const libfabric_api& lf() {
+  std::string why;
+  if (const auto* a = try_lf(&why)) return *a;
+  throw setup_error(make_error_code(errc::invalid_argument), why);
+}
+
+}  // namespace optcast::ofi::impl
