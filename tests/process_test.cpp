@@ -176,6 +176,10 @@ TEST_CASE("a libfabric that cannot be loaded fails the job with the reason", "[o
   auto out = run_job(2, "--fabric ofi --bytes 1000", "OPTCAST_LIBFABRIC=/nonexistent/libfabric.so.1");
   CHECK(out.launcher_status != 0);
   CHECK(out.launcher_stderr.find("cannot load libfabric (/nonexistent/libfabric.so.1)") != std::string::npos);
+  // A library that loads but is not libfabric (or an older one) lacks the functions.
+  out = run_job(2, "--fabric ofi --bytes 1000", "OPTCAST_LIBFABRIC=libm.so.6");
+  CHECK(out.launcher_status != 0);
+  CHECK(out.launcher_stderr.find("libfabric (libm.so.6) has no fi_getinfo@") != std::string::npos);
   // The same program over TCP never loads it.
   out = run_job(2, "--fabric tcp --bytes 1000", "OPTCAST_LIBFABRIC=/nonexistent/libfabric.so.1");
   CHECK(out.launcher_status == 0);

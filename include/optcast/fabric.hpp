@@ -101,8 +101,9 @@ constexpr std::uint32_t p2p(std::uint32_t id, std::uint32_t user_tag) noexcept {
 
 // idle: a round in which the rank neither sends nor receives (its size: how many such
 // rounds in a row). Only the simulator's rounds model gives it a duration (the rest of
-// the round, and every further round whole); everywhere else it finishes at once. Round loops await it for an empty round, so that under the rounds model a
-// rank does not run ahead into the next round's sends.
+// the round, and every further round whole); everywhere else it finishes at once.
+// Round loops await it for an empty round, so that under the rounds model a rank does
+// not run ahead into the next round's sends.
 // compute: local work that the cost model charges (Karp et al.'s unit-time additions),
 // or a wait an algorithm's schedule asks for. The simulator lets that much virtual time
 // pass for the rank; real fabrics finish it at once, the work itself having been done

@@ -338,7 +338,7 @@ std::optional<task<result<void>>> broadcast_body(detail::call_start& call, commu
     return std::nullopt;
   }
   const auto* chosen = &picked->chosen;
-  const auto model = call.model();  // valid: plan_broadcast checked it
+  const auto model = call.model();  // valid: pick_broadcast checked it
   if (log_enabled(log_level::debug) && c.rank() == root && opts.alg == algorithm::automatic &&
       c.options().broadcast_algorithm == algorithm::automatic)
     log(log_level::debug, "broadcast of " + std::to_string(data.size()) + " B on " + std::to_string(c.size()) +

@@ -11,7 +11,6 @@
 #include <map>
 #include <mutex>
 #include <queue>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <tuple>

@@ -8,8 +8,6 @@
 
 #include <dlfcn.h>
 
-#include <mutex>
-
 #include "net/libfabric_symbols.h"
 
 namespace optcast::ofi::impl {
@@ -22,9 +20,9 @@ struct loaded {
 };
 
 template <class F>
-bool find(void* lib, F& out, const char* name, const char* version, std::string& why) {
+bool find(void* lib, const char* path, F& out, const char* name, const char* version, std::string& why) {
   out = reinterpret_cast<F>(dlvsym(lib, name, version));
-  if (!out) why = std::string("libfabric has no ") + name + "@" + version + " (" + OPTCAST_FI_SONAME + " is older than the build's)";
+  if (!out) why = std::string("libfabric (") + path + ") has no " + name + "@" + version + ": older than the one optcast was built with";
   return out != nullptr;
 }
 
@@ -41,11 +39,11 @@ loaded load() {
     return l;
   }
   auto& a = l.api;
-  (void)(find(lib, a.getinfo, "fi_getinfo", OPTCAST_FI_GETINFO_VERSION, l.why) &&
-         find(lib, a.freeinfo, "fi_freeinfo", OPTCAST_FI_FREEINFO_VERSION, l.why) &&
-         find(lib, a.dupinfo, "fi_dupinfo", OPTCAST_FI_DUPINFO_VERSION, l.why) &&
-         find(lib, a.fabric, "fi_fabric", OPTCAST_FI_FABRIC_VERSION, l.why) &&
-         find(lib, a.strerror, "fi_strerror", OPTCAST_FI_STRERROR_VERSION, l.why));
+  (void)(find(lib, path, a.getinfo, "fi_getinfo", OPTCAST_FI_GETINFO_VERSION, l.why) &&
+         find(lib, path, a.freeinfo, "fi_freeinfo", OPTCAST_FI_FREEINFO_VERSION, l.why) &&
+         find(lib, path, a.dupinfo, "fi_dupinfo", OPTCAST_FI_DUPINFO_VERSION, l.why) &&
+         find(lib, path, a.fabric, "fi_fabric", OPTCAST_FI_FABRIC_VERSION, l.why) &&
+         find(lib, path, a.strerror, "fi_strerror", OPTCAST_FI_STRERROR_VERSION, l.why));
   return l;
 }
 
