@@ -400,12 +400,16 @@ private:
   std::string last_error_;
   scratch_pool scratch_;
   std::shared_ptr<trace_log> trace_;
-  // Collectives in flight on this rank: few, so a vector searched from the newest.
-  std::vector<std::pair<std::uint32_t, call_signature>> signed_;
-  // The latest collectives this rank finished (up to 32, a ring once full), for messages
-  // of theirs that come late. Grown as calls finish: a simulated world of a million
-  // ranks that each make one call keeps one entry per rank, not 32.
-  std::vector<std::pair<std::uint32_t, call_signature>> finished_;
+  using signed_call = std::pair<std::uint32_t, call_signature>;  // empty signature: none
+  // Collectives in flight on this rank: few, so searched from the newest; the first in
+  // place, the others in a vector (a simulated world's million ranks, each making one
+  // call, allocate nothing for them).
+  signed_call signed_one_;
+  std::vector<signed_call> signed_more_;
+  // The latest collectives this rank finished (up to 32), for messages of theirs that
+  // come late: the newest in place, the older in a ring grown as calls finish.
+  signed_call finished_newest_;
+  std::vector<signed_call> finished_;
   std::size_t finished_next_ = 0;
 };
 

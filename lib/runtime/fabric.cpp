@@ -102,23 +102,39 @@ std::string call_signature::describe() const {
 }
 
 void fabric::sign(std::uint32_t seq, const call_signature& s) {
-  if (!s.empty()) signed_.emplace_back(seq, s);
+  if (s.empty()) return;
+  if (signed_one_.second.empty())
+    signed_one_ = {seq, s};
+  else
+    signed_more_.emplace_back(seq, s);
 }
 
 void fabric::unsign(std::uint32_t seq) noexcept {
-  for (auto it = signed_.rbegin(); it != signed_.rend(); ++it)
-    if (it->first == seq) {
-      constexpr std::size_t kept = 32;
-      if (finished_.size() < kept) finished_.push_back(*it);
-      else finished_[finished_next_++ % kept] = *it;
-      signed_.erase(std::next(it).base());
-      return;
-    }
+  signed_call done;
+  if (auto it = std::find_if(signed_more_.rbegin(), signed_more_.rend(), [&](const signed_call& c) { return c.first == seq; });
+      it != signed_more_.rend()) {
+    done = *it;
+    signed_more_.erase(std::next(it).base());
+  } else if (signed_one_.first == seq && !signed_one_.second.empty()) {
+    done = std::exchange(signed_one_, {});
+  } else {
+    return;
+  }
+  constexpr std::size_t kept = 31;  // and the newest
+  if (!finished_newest_.second.empty()) {
+    if (finished_.empty()) finished_.reserve(kept);  // once, not at every doubling
+    if (finished_.size() < kept)
+      finished_.push_back(finished_newest_);
+    else
+      finished_[finished_next_++ % kept] = finished_newest_;
+  }
+  finished_newest_ = done;
 }
 
 call_signature fabric::signature_of(std::uint32_t seq) const noexcept {
-  for (auto it = signed_.rbegin(); it != signed_.rend(); ++it)
+  for (auto it = signed_more_.rbegin(); it != signed_more_.rend(); ++it)
     if (it->first == seq) return it->second;
+  if (signed_one_.first == seq) return signed_one_.second;
   return {};
 }
 
@@ -151,6 +167,10 @@ bool fabric::unexpected_consistent(int src, std::uint32_t seq, const call_signat
   }
   // Every message of a collective is received within it: one for a collective this rank
   // has finished was sent by a call that differs from this rank's.
+  if (finished_newest_.first == seq && !finished_newest_.second.empty()) {
+    note_unreceived(src, seq, theirs, finished_newest_.second);
+    return false;
+  }
   for (const auto& [s, sig] : finished_)
     if (s == seq && !sig.empty()) {
       note_unreceived(src, seq, theirs, sig);
