@@ -173,6 +173,7 @@ T run(communicator& c, task<T> t) {
     return std::move(*out);
   }
   bool done = false;
+  detail::frame_scope frames(c.get_fabric().frames());
   spawn(std::move(t), [&](std::optional<T> v, std::exception_ptr e) {
     out = std::move(v);
     error = e;
@@ -203,6 +204,7 @@ auto run_all(std::vector<communicator>& comms, F make) {
   std::vector<std::optional<value_t>> out(comms.size());
   std::exception_ptr error;
   std::size_t done = 0;
+  detail::frame_scope frames(comms.front().get_fabric().frames());
   for (std::size_t r = 0; r < comms.size(); ++r)
     spawn(make(comms[r]), [&, r](std::optional<value_t> v, std::exception_ptr e) {
       out[r] = std::move(v);

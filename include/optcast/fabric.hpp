@@ -46,6 +46,10 @@ class io_context;
 
 namespace optcast {
 
+namespace detail {
+class frame_arena;  // lib/runtime/frame_arena.hpp: see fabric::frames()
+}
+
 // The LogGP parameters of a fabric (Alexandrov et al.; LogP when G = 0): latency L,
 // overhead o, gap g, gap per byte G, in the fabric's time unit.
 struct loggp_params {
@@ -287,6 +291,10 @@ public:
   // drives a loop of its own in run_until (join(), a local world with its own loop, the
   // simulator).
   virtual asio::io_context* borrowed_loop() const noexcept { return nullptr; }
+  // Where the coroutine frames of collectives started on this fabric come from while
+  // its loop runs them (task.hpp's frame_scope): the simulator's world keeps an arena;
+  // nullptr, the heap.
+  virtual detail::frame_arena* frames() const noexcept { return nullptr; }
 
   // Fails every pending operation with `ec`, and every later one too.
   virtual void abort(std::error_code ec, std::string detail) noexcept = 0;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cassert>
+#include <cstddef>
 #include <coroutine>
 #include <exception>
 #include <optional>
@@ -25,7 +26,31 @@ class task;
 
 namespace detail {
 
-struct promise_base {
+class frame_arena;  // lib/runtime/frame_arena.hpp
+
+// Every optcast coroutine's frame comes from here: from the heap, or, while this thread
+// is inside a frame_scope of an arena (a simulated world's run loop), from that arena.
+void* frame_allocate(std::size_t n);
+void frame_free(void* p, std::size_t n) noexcept;
+
+class frame_scope {
+public:
+  explicit frame_scope(frame_arena* a) noexcept;  // nullptr: the heap
+  ~frame_scope();
+  frame_scope(const frame_scope&) = delete;
+  frame_scope& operator=(const frame_scope&) = delete;
+
+private:
+  frame_arena* mine_;
+  frame_arena* prev_;
+};
+
+struct frame_allocation {
+  static void* operator new(std::size_t n) { return frame_allocate(n); }
+  static void operator delete(void* p, std::size_t n) noexcept { frame_free(p, n); }
+};
+
+struct promise_base : frame_allocation {
   std::coroutine_handle<> continuation = std::noop_coroutine();
   std::exception_ptr exception;
 
@@ -124,7 +149,7 @@ namespace detail {
 // An eager, self-destroying coroutine: the root of a chain of tasks started from
 // ordinary code. It hands the task's value to a callback when done.
 struct detached {
-  struct promise_type {
+  struct promise_type : frame_allocation {
     detached get_return_object() noexcept { return {}; }
     std::suspend_never initial_suspend() noexcept { return {}; }
     std::suspend_never final_suspend() noexcept { return {}; }

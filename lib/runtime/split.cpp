@@ -51,6 +51,7 @@ public:
   void disarm_deadline(std::uint64_t token) noexcept override { base_->disarm_deadline(token); }
   void run_until(stop_predicate done) override { base_->run_until(done); }
   asio::io_context* borrowed_loop() const noexcept override { return base_->borrowed_loop(); }
+  detail::frame_arena* frames() const noexcept override { return base_->frames(); }
   void abort(std::error_code ec, std::string detail) noexcept override { base_->abort(ec, std::move(detail)); }
   void sign(std::uint32_t seq, const call_signature& s) override { base_->sign(seq, s); }
   void unsign(std::uint32_t seq) noexcept override { base_->unsign(seq); }

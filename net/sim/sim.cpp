@@ -108,7 +108,10 @@ public:
   std::uint64_t arm_deadline(std::uint32_t, std::chrono::nanoseconds) override { return 0; }
   void disarm_deadline(std::uint64_t) noexcept override {}
 
+  detail::frame_arena* frames() const noexcept override { return w_->frames.get(); }
+
   void run_until(stop_predicate done) override {
+    detail::frame_scope in_world(w_->frames.get());
     while (!done()) {
       if (w_->step()) continue;
       // Nothing pending anywhere: the ranks that still wait can never be served.

@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "optcast/net/sim.hpp"
+#include "optcast/task.hpp"
 #include "../common/buffer_pool.hpp"
 #include "../common/op_queue.hpp"
+#include "runtime/frame_arena.hpp"
 
 namespace optcast::sim {
 
@@ -43,6 +45,30 @@ struct message {
   detail::message_buffer payload;
   std::uint32_t next = none, prev = none;  // the receiver's list of unmatched messages
   std::uint32_t rec = none;     // its entry in world_state::log, when recording
+};
+
+// Messages by index, in pages that never move: a vector's doubling copied every message
+// in flight and faulted in fresh pages each time (the wavefront of a 10^5-rank broadcast
+// holds most of its messages at once).
+template <class T, std::uint32_t Page = 4096>
+class paged_store {
+public:
+  T& operator[](std::uint32_t i) noexcept { return pages_[i / Page][i % Page]; }
+  const T& operator[](std::uint32_t i) const noexcept { return pages_[i / Page][i % Page]; }
+  std::uint32_t size() const noexcept { return size_; }
+  // A new default element; its index.
+  std::uint32_t add() {
+    if (size_ == pages_.size() * Page) pages_.push_back(std::make_unique<T[]>(Page));
+    return size_++;
+  }
+  void clear() noexcept {
+    pages_.clear();
+    size_ = 0;
+  }
+
+private:
+  std::vector<std::unique_ptr<T[]>> pages_;
+  std::uint32_t size_ = 0;
 };
 
 enum class ev : std::uint8_t { send_done, arrive, available, port_free, serve };
@@ -157,14 +183,30 @@ class sim_fabric;
 inline std::string fmt_time(double t) { return format_time(t); }
 
 
+// The world's coroutine frames (frame_arena.hpp), held for the world's lifetime.
+class frame_hold {
+public:
+  frame_hold() : a_(detail::frame_arena::create()) {}
+  ~frame_hold() {
+    if (a_) a_->release();
+  }
+  frame_hold(const frame_hold&) = delete;
+  frame_hold& operator=(const frame_hold&) = delete;
+  detail::frame_arena* get() const noexcept { return a_; }
+
+private:
+  detail::frame_arena* a_;
+};
+
 struct world_state {
+  frame_hold frames;  // first: destroyed last
   sim::model m;
   world_options opts;
   std::vector<rank_state> ranks;
   std::vector<channel> channels;          // every rank's out ports, then every rank's in ports
   std::vector<std::uint32_t> port_msgs;   // rounds model: the same for busy_with and in_with
   std::vector<sim_fabric*> fabrics;
-  std::vector<message> msgs;
+  paged_store<message> msgs;
   std::vector<std::uint32_t> free_msgs;
   event_queue events;
   detail::op_queue ready;  // completions decided outside the event loop (abort)
@@ -217,8 +259,7 @@ struct world_state {
       free_msgs.pop_back();
       return i;
     }
-    msgs.emplace_back();
-    return static_cast<std::uint32_t>(msgs.size() - 1);
+    return msgs.add();
   }
   void free_message(std::uint32_t i) {
     auto& mg = msgs[i];

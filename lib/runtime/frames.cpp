@@ -1,0 +1,150 @@
+// Coroutine frames: from the heap, or from the frame_arena of the frame_scope this
+// thread is in (task.hpp, runtime/frame_arena.hpp).
+#include "runtime/frame_arena.hpp"
+
+#include <sys/mman.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+
+#include "optcast/task.hpp"
+
+namespace optcast::detail {
+
+namespace {
+
+thread_local frame_arena* current = nullptr;
+
+// Before every frame: the arena it came from, nullptr for the heap (freed frames are
+// handed back to where they came from, whichever scope is current then).
+constexpr std::size_t header = frame_arena::align;
+static_assert(sizeof(frame_arena*) <= header);
+
+constexpr std::size_t rounded(std::size_t n) { return (n + frame_arena::align - 1) & ~(frame_arena::align - 1); }
+
+std::atomic<std::size_t> arenas{0};
+
+constexpr std::size_t huge_page = std::size_t{2} << 20;
+constexpr std::size_t biggest_chunk = std::size_t{32} << 20;
+
+}  // namespace
+
+frame_arena* frame_arena::create() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The sanitizers see each frame only as a heap block of its own.
+  return nullptr;
+#else
+  auto* a = new frame_arena;
+  arenas.fetch_add(1, std::memory_order_relaxed);
+  return a;
+#endif
+}
+
+std::size_t frame_arena::alive() noexcept { return arenas.load(std::memory_order_relaxed); }
+
+void frame_arena::release() noexcept {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+}
+
+frame_arena::~frame_arena() {
+  arenas.fetch_sub(1, std::memory_order_relaxed);
+  for (const auto& c : chunks_) {
+    if (c.mapped)
+      ::munmap(c.base, c.size);
+    else
+      std::free(c.base);
+  }
+}
+
+void* frame_arena::allocate(std::size_t n) {
+  acquire();
+  if (free_block*& f = free_[n / align]; f) {
+    free_block* b = f;
+    f = b->next;
+    return b;
+  }
+  if (static_cast<std::size_t>(end_ - next_) < n) return refill(n);
+  void* p = next_;
+  next_ += n;
+  return p;
+}
+
+void frame_arena::recycle(void* p, std::size_t n) noexcept {
+  auto* b = static_cast<free_block*>(p);
+  b->next = free_[n / align];
+  free_[n / align] = b;
+}
+
+// Chunks double from 64 KiB (a small world costs little), and from 2 MiB on they are
+// mapped at a 2 MiB boundary and offered to the kernel as huge pages: a page fault per
+// 2 MiB instead of per 4 KiB while a large world starts its ranks.
+void* frame_arena::refill(std::size_t n) {
+  const std::size_t size = next_chunk_;
+  next_chunk_ = std::min(next_chunk_ * 2, biggest_chunk);
+  chunks_.reserve(chunks_.size() + 1);  // before the chunk: nothing leaks if this throws
+  chunk c{nullptr, size, size >= huge_page};
+  if (c.mapped) {
+    void* m = ::mmap(nullptr, size + huge_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+      refs_.fetch_sub(1, std::memory_order_relaxed);  // allocate's, never the last
+      throw std::bad_alloc();
+    }
+    const auto at = reinterpret_cast<std::uintptr_t>(m);
+    const auto aligned = (at + huge_page - 1) & ~(huge_page - 1);
+    if (aligned > at) ::munmap(m, aligned - at);
+    if (const auto tail = at + size + huge_page - (aligned + size)) ::munmap(reinterpret_cast<void*>(aligned + size), tail);
+    c.base = reinterpret_cast<void*>(aligned);
+#ifdef MADV_HUGEPAGE
+    ::madvise(c.base, size, MADV_HUGEPAGE);  // advice: without it, 4 KiB pages
+#endif
+  } else {
+    c.base = std::malloc(size);
+    if (!c.base) {
+      refs_.fetch_sub(1, std::memory_order_relaxed);
+      throw std::bad_alloc();
+    }
+  }
+  chunks_.push_back(c);
+  next_ = static_cast<char*>(c.base) + n;
+  end_ = static_cast<char*>(c.base) + size;
+  return c.base;
+}
+
+void* frame_allocate(std::size_t n) {
+  const std::size_t total = rounded(n + header);
+  char* b;
+  frame_arena* from = current;
+  if (from && total <= frame_arena::largest) {
+    b = static_cast<char*>(from->allocate(total));
+  } else {
+    b = static_cast<char*>(::operator new(total));
+    from = nullptr;
+  }
+  *reinterpret_cast<frame_arena**>(b) = from;
+  return b + header;
+}
+
+void frame_free(void* p, std::size_t n) noexcept {
+  char* b = static_cast<char*>(p) - header;
+  frame_arena* from = *reinterpret_cast<frame_arena**>(b);
+  const std::size_t total = rounded(n + header);
+  if (!from) {
+    ::operator delete(b, total);
+    return;
+  }
+  if (from == current) from->recycle(b, total);
+  from->release();
+}
+
+frame_scope::frame_scope(frame_arena* a) noexcept : mine_(a), prev_(current) {
+  if (a) a->acquire();
+  current = a;
+}
+
+frame_scope::~frame_scope() {
+  current = prev_;
+  if (mine_) mine_->release();
+}
+
+}  // namespace optcast::detail
