@@ -18,6 +18,12 @@
 
 namespace optcast::detail {
 
+// Fresh zeroed memory from the kernel; `huge`: at a 2 MiB boundary and offered as
+// transparent huge pages (a page fault per 2 MiB, not per 4 KiB, for memory that a large
+// simulated world fills in one sweep). nullptr when the kernel refuses.
+void* map_pages(std::size_t size, bool huge) noexcept;
+void unmap_pages(void* p, std::size_t size) noexcept;
+
 class frame_arena {
 public:
   // One reference, the owner's.

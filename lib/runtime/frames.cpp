@@ -51,22 +51,24 @@ frame_arena::~frame_arena() {
   arenas.fetch_sub(1, std::memory_order_relaxed);
   for (const auto& c : chunks_) {
     if (c.mapped)
-      ::munmap(c.base, c.size);
+      unmap_pages(c.base, c.size);
     else
       std::free(c.base);
   }
 }
 
 void* frame_arena::allocate(std::size_t n) {
-  acquire();
+  void* p;
   if (free_block*& f = free_[n / align]; f) {
-    free_block* b = f;
-    f = b->next;
-    return b;
+    p = f;
+    f = f->next;
+  } else if (static_cast<std::size_t>(end_ - next_) < n) {
+    p = refill(n);
+  } else {
+    p = next_;
+    next_ += n;
   }
-  if (static_cast<std::size_t>(end_ - next_) < n) return refill(n);
-  void* p = next_;
-  next_ += n;
+  acquire();
   return p;
 }
 
@@ -84,32 +86,31 @@ void* frame_arena::refill(std::size_t n) {
   next_chunk_ = std::min(next_chunk_ * 2, biggest_chunk);
   chunks_.reserve(chunks_.size() + 1);  // before the chunk: nothing leaks if this throws
   chunk c{nullptr, size, size >= huge_page};
-  if (c.mapped) {
-    void* m = ::mmap(nullptr, size + huge_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) {
-      refs_.fetch_sub(1, std::memory_order_relaxed);  // allocate's, never the last
-      throw std::bad_alloc();
-    }
-    const auto at = reinterpret_cast<std::uintptr_t>(m);
-    const auto aligned = (at + huge_page - 1) & ~(huge_page - 1);
-    if (aligned > at) ::munmap(m, aligned - at);
-    if (const auto tail = at + size + huge_page - (aligned + size)) ::munmap(reinterpret_cast<void*>(aligned + size), tail);
-    c.base = reinterpret_cast<void*>(aligned);
-#ifdef MADV_HUGEPAGE
-    ::madvise(c.base, size, MADV_HUGEPAGE);  // advice: without it, 4 KiB pages
-#endif
-  } else {
-    c.base = std::malloc(size);
-    if (!c.base) {
-      refs_.fetch_sub(1, std::memory_order_relaxed);
-      throw std::bad_alloc();
-    }
-  }
+  c.base = c.mapped ? map_pages(size, true) : std::malloc(size);
+  if (!c.base) throw std::bad_alloc();
   chunks_.push_back(c);
   next_ = static_cast<char*>(c.base) + n;
   end_ = static_cast<char*>(c.base) + size;
   return c.base;
 }
+
+void* map_pages(std::size_t size, bool huge) noexcept {
+  const std::size_t extra = huge ? huge_page : 0;
+  void* m = ::mmap(nullptr, size + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  if (!huge) return m;
+  // At a 2 MiB boundary (the tails given back), where the kernel can place huge pages.
+  const auto at = reinterpret_cast<std::uintptr_t>(m);
+  const auto aligned = (at + huge_page - 1) & ~(huge_page - 1);
+  if (aligned > at) ::munmap(m, aligned - at);
+  if (const auto tail = at + size + extra - (aligned + size)) ::munmap(reinterpret_cast<void*>(aligned + size), tail);
+#ifdef MADV_HUGEPAGE
+  ::madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);  // advice: without it, 4 KiB pages
+#endif
+  return reinterpret_cast<void*>(aligned);
+}
+
+void unmap_pages(void* p, std::size_t size) noexcept { ::munmap(p, size); }
 
 void* frame_allocate(std::size_t n) {
   const std::size_t total = rounded(n + header);

@@ -49,25 +49,41 @@ struct message {
 
 // Messages by index, in pages that never move: a vector's doubling copied every message
 // in flight and faulted in fresh pages each time (the wavefront of a 10^5-rank broadcast
-// holds most of its messages at once).
-template <class T, std::uint32_t Page = 4096>
+// holds most of its messages at once). Pages come from the kernel, touched only as they
+// fill; after the first, as huge pages (runtime/frame_arena.hpp).
+template <class T>
 class paged_store {
 public:
-  T& operator[](std::uint32_t i) noexcept { return pages_[i / Page][i % Page]; }
-  const T& operator[](std::uint32_t i) const noexcept { return pages_[i / Page][i % Page]; }
+  static constexpr std::uint32_t per_page = 16384;
+  paged_store() = default;
+  paged_store(const paged_store&) = delete;
+  paged_store& operator=(const paged_store&) = delete;
+  ~paged_store() { clear(); }
+
+  T& operator[](std::uint32_t i) noexcept { return pages_[i / per_page][i % per_page]; }
+  const T& operator[](std::uint32_t i) const noexcept { return pages_[i / per_page][i % per_page]; }
   std::uint32_t size() const noexcept { return size_; }
   // A new default element; its index.
   std::uint32_t add() {
-    if (size_ == pages_.size() * Page) pages_.push_back(std::make_unique<T[]>(Page));
+    if (size_ == pages_.size() * per_page) {
+      pages_.reserve(pages_.size() + 1);
+      void* page = detail::map_pages(page_bytes, !pages_.empty());
+      if (!page) throw std::bad_alloc();
+      pages_.push_back(static_cast<T*>(page));
+    }
+    new (&(*this)[size_]) T();
     return size_++;
   }
   void clear() noexcept {
+    for (std::uint32_t i = 0; i < size_; ++i) (*this)[i].~T();
+    for (T* page : pages_) detail::unmap_pages(page, page_bytes);
     pages_.clear();
     size_ = 0;
   }
 
 private:
-  std::vector<std::unique_ptr<T[]>> pages_;
+  static constexpr std::size_t page_bytes = std::size_t{per_page} * sizeof(T);
+  std::vector<T*> pages_;
   std::uint32_t size_ = 0;
 };
 
