@@ -64,7 +64,7 @@ struct comm_space {
 class communicator {
 public:
   explicit communicator(std::shared_ptr<fabric> f, communicator_options o = {})
-      : fabric_(std::move(f)), options_(o), space_(std::make_shared<detail::comm_space>()) {}
+      : fabric_(std::move(f)), options_(o) {}
   // A sub-communicator on `view` (split.cpp), holding id `id` of `space`.
   communicator(std::shared_ptr<fabric> view, communicator_options o, std::shared_ptr<detail::comm_space> space,
                std::uint32_t id) noexcept
@@ -104,7 +104,12 @@ public:
   std::uint32_t p2p_seq(std::uint32_t user_tag) const noexcept { return seq_layout::p2p(id_, user_tag); }
   // 0 for a job's communicator; a sub-communicator's id (seq_layout).
   std::uint32_t id() const noexcept { return id_; }
-  const std::shared_ptr<detail::comm_space>& space() const noexcept { return space_; }
+  // Made when first needed (a split): a simulated world's million communicators mostly
+  // never split, and each space is a 256-byte bitset and a mutex.
+  const std::shared_ptr<detail::comm_space>& space() {
+    if (!space_) space_ = std::make_shared<detail::comm_space>();
+    return space_;
+  }
 
   // Broken after any failed collective; every later collective fails with errc::broken.
   bool broken() const noexcept { return static_cast<bool>(fabric_->failure()); }
