@@ -204,3 +204,27 @@ TEST_CASE("Theorem 4.9 and the choice of d: never above m + log n + 3 log log n 
   CHECK(fibonacci::rounds(fibonacci::choose(1, 5), 5) == 0);
   CHECK_THROWS_AS(fibonacci::layouts(10, 4), std::invalid_argument);
 }
+
+TEST_CASE("rounds_at_least bounds every layout's rounds, so choose() skips only layouts that cannot win", "[fibonacci]") {
+  std::vector<int> ns;
+  for (int n = 2; n <= 400; ++n) ns.push_back(n);
+  for (int n : {1000, 4097, 20000, 100000}) ns.push_back(n);
+  std::string failure;
+  for (int n : ns) {
+    int fewest = -1;
+    for (int d = 1; d <= 15 && failure.empty(); d += 2) {
+      if (d > 1 && n < d + 1) break;
+      for (const auto& lay : fibonacci::layouts(n, d)) {
+        const int r = fibonacci::rounds(lay, 1), bound = fibonacci::rounds_at_least(lay, 1);
+        if (bound > r)
+          failure = "n " + std::to_string(n) + " d " + std::to_string(d) + " s " + std::to_string(lay.s) + ": bound " +
+                    std::to_string(bound) + " above its " + std::to_string(r) + " rounds";
+        if (fewest < 0 || r < fewest) fewest = r;
+      }
+    }
+    if (failure.empty() && fibonacci::rounds(fibonacci::choose(n, 1), 1) != fewest)
+      failure = "n " + std::to_string(n) + ": choose() misses the layout of " + std::to_string(fewest) + " rounds";
+    if (!failure.empty()) break;
+  }
+  CHECK(failure == "");
+}

@@ -83,6 +83,9 @@ std::vector<layout> layouts(int n, int d);
 // The rounds m packets take on `lay` (the last round used, plus one), from the labels
 // alone: what schedule(lay, m).rounds is, without writing the schedule out.
 int rounds(const layout& lay, int m);
+// A lower bound on rounds(lay, m) in O(d log n), without building the trees (choose()
+// passes over the layouts it shows cannot beat the best so far).
+int rounds_at_least(const layout& lay, int m);
 // Lemma 4.8's bound m + f_d(ceil((n-1)/d)) + 2d - 2 (n >= d^2 + d + 1, d odd >= 3).
 int lemma_4_8(int n, int m, int d);
 

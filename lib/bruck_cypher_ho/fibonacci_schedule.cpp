@@ -176,6 +176,27 @@ int rounds(const layout& lay, int m) {
   return depth(lay) + m;
 }
 
+// depth() counts every leaf of T but the first d rounds past its label, and T (s nodes,
+// closed under parents, inside FT_d(f_d(s))) has a leaf labelled at least the smallest
+// l for which FT_d(f_d(s)) has s nodes labelled <= l: those counts take O(d log s).
+int rounds_at_least(const layout& lay, int m) {
+  check_layout(lay);
+  if (m == 0 || lay.processors() == 1) return 0;
+  if (lay.d == 1 || lay.s < 2) return m;
+  const int d = lay.d, t = f(d, lay.s);
+  // upto[l][o]: the nodes of FT_d(o) labelled <= l (a node of order o >= d has children
+  // of orders o - 1 .. o - d, labelled 1 .. d more), capped at s.
+  std::vector<std::vector<std::int64_t>> upto;
+  for (int l = 0;; ++l) {
+    auto& row = upto.emplace_back(static_cast<std::size_t>(t + 1), 1);
+    for (int o = d; o <= t; ++o)
+      for (int i = 1; i <= d && i <= l; ++i)
+        row[static_cast<std::size_t>(o)] =
+            std::min<std::int64_t>(lay.s, row[static_cast<std::size_t>(o)] + upto[static_cast<std::size_t>(l - i)][static_cast<std::size_t>(o - i)]);
+    if (row[static_cast<std::size_t>(t)] >= lay.s) return l + d + m;
+  }
+}
+
 int lemma_4_8(int n, int m, int d) { return m + f(d, (n - 1 + d - 1) / d) + 2 * d - 2; }
 
 layout choose(int n, int m) {
@@ -196,6 +217,8 @@ layout choose(int n, int m) {
   for (int d = 3; d <= 15 && d + 1 <= n; d += 2)
     for (const auto& lay : layouts(n, d)) {
       check_layout(lay);
+      // Only a strictly better layout replaces the best: one that cannot be is not built.
+      if (rounds_at_least(lay, 1) - 1 >= fewest) continue;
       if (const int r = depth(lay); r < fewest) {
         fewest = r;
         best = lay;
