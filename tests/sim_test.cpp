@@ -432,3 +432,20 @@ TEST_CASE("recorded messages carry the times of each phase, as the rules give th
     CHECK(r.messages == 2);
   }
 }
+
+TEST_CASE("run_all: when making a task throws, the tasks already started fail and finish before it rethrows", "[sim]") {
+  sim::world w(4, sim::model::rounds());
+  auto comms = optcast::communicators_of(w);
+  std::vector<std::vector<std::byte>> bufs(4, std::vector<std::byte>(16));
+  int made = 0;
+  CHECK_THROWS_AS(optcast::run_all(comms,
+                                   [&](communicator& c) {
+                                     if (c.rank() == 2) throw std::runtime_error("no task for rank 2");
+                                     ++made;
+                                     return broadcast(c, std::span(bufs[static_cast<std::size_t>(c.rank())]), 0, {});
+                                   }),
+                  std::runtime_error);
+  CHECK(made == 2);
+  // Ranks 0 and 1 had operations queued: failed, not left to point into freed frames.
+  for (int r : {0, 1}) CHECK(comms[static_cast<std::size_t>(r)].failure() == make_error_code(errc::cancelled));
+}

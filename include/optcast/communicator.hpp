@@ -205,23 +205,45 @@ std::vector<communicator> communicators_of(const World& w, communicator_options 
 template <class F>
 auto run_all(std::vector<communicator>& comms, F make) {
   using task_t = decltype(make(comms.front()));
-  using value_t = decltype(std::declval<typename task_t::promise_type&>().take());
-  std::vector<std::optional<value_t>> out(comms.size());
-  std::exception_ptr error;
+  using value_t = decltype(std::declval<task_t&>().take());
+  auto& loop = comms.front().get_fabric();
+  detail::frame_scope frames(loop.frames());
+  // One counter is every task's continuation: no coroutine per rank to await each one
+  // (a simulated world may have a million ranks). Declared before the tasks, it outlives
+  // them.
   std::size_t done = 0;
-  detail::frame_scope frames(comms.front().get_fabric().frames());
-  for (std::size_t r = 0; r < comms.size(); ++r)
-    spawn(make(comms[r]), [&, r](std::optional<value_t> v, std::exception_ptr e) {
-      out[r] = std::move(v);
-      if (e && !error) error = e;
-      ++done;
-    });
-  auto all_done = [&] { return done == comms.size(); };
-  comms.front().get_fabric().run_until(all_done);
-  if (error) std::rethrow_exception(error);
+  auto count = detail::count_into(done);
+  count.handle().resume();  // now waiting for the first task to finish
+  std::vector<task_t> tasks;
+  tasks.reserve(comms.size());
+  try {
+    for (auto& c : comms) {
+      tasks.push_back(make(c));
+      tasks.back().start(count.handle());
+    }
+    auto all_done = [&] { return done == comms.size(); };
+    loop.run_until(all_done);
+  } catch (...) {
+    // The tasks started may have operations queued in the fabrics: fail those and let
+    // the tasks finish before their frames go.
+    for (auto& c : comms) c.get_fabric().abort(make_error_code(errc::cancelled), "run_all left early: an exception");
+    auto started_done = [&] { return done == tasks.size(); };
+    try {
+      loop.run_until(started_done);
+    } catch (...) {  // nothing left pending: what still waits awaits no fabric
+    }
+    throw;
+  }
+  // The values in order; the first exception (by rank) rethrown once all have finished.
   std::vector<value_t> values;
-  values.reserve(out.size());
-  for (auto& v : out) values.push_back(std::move(*v));
+  values.reserve(tasks.size());
+  std::exception_ptr error;
+  for (auto& t : tasks) try {
+      values.push_back(t.take());
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  if (error) std::rethrow_exception(error);
   return values;
 }
 

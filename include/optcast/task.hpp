@@ -118,6 +118,16 @@ public:
 
   bool valid() const noexcept { return static_cast<bool>(h_); }
 
+  // For a driver that starts many tasks itself (run_all): starts the task; `then` is
+  // resumed when it has finished, and take() then gives its value (or rethrows).
+  void start(std::coroutine_handle<> then) {
+    assert(h_);
+    h_.promise().continuation = then;
+    h_.resume();
+  }
+  bool done() const noexcept { return h_ && h_.done(); }
+  T take() { return h_.promise().take(); }
+
   auto operator co_await() && noexcept {
     struct awaiter {
       handle h;
@@ -157,6 +167,37 @@ struct detached {
     void unhandled_exception() noexcept { std::terminate(); }
   };
 };
+
+// A coroutine that counts how often it is resumed, into `n`: the continuation of many
+// tasks at once (run_all), instead of a coroutine frame of its own for each task.
+class counter {
+public:
+  struct promise_type : frame_allocation {
+    counter get_return_object() noexcept { return counter(std::coroutine_handle<promise_type>::from_promise(*this)); }
+    std::suspend_always initial_suspend() noexcept { return {}; }
+    std::suspend_always final_suspend() noexcept { return {}; }
+    void return_void() noexcept {}
+    void unhandled_exception() noexcept { std::terminate(); }
+  };
+  explicit counter(std::coroutine_handle<promise_type> h) noexcept : h_(h) {}
+  counter(counter&& o) noexcept : h_(std::exchange(o.h_, {})) {}
+  counter& operator=(counter&&) = delete;
+  ~counter() {
+    if (h_) h_.destroy();
+  }
+  std::coroutine_handle<> handle() const noexcept { return h_; }
+
+private:
+  std::coroutine_handle<promise_type> h_;
+};
+
+// Resumed once, it waits; every later resumption adds one to n.
+inline counter count_into(std::size_t& n) {
+  for (;;) {
+    co_await std::suspend_always{};
+    ++n;
+  }
+}
 
 template <class T, class F>
 detached run_detached(task<T> t, F on_done) {
