@@ -125,11 +125,11 @@ TEST_CASE("a simulated world's coroutine frames come from its arena, reused call
   allocations_of_one();
   const long used = allocations_of_one();
   INFO(used << " allocations for " << p << " ranks");
-  // Each rank starts four frames (run_all's, the entry's, the call's, the tree's).
+  // Each rank starts three frames (the entry's, the call's, the tree's).
   if (arenas_in_use())
     CHECK(used < p);
   else
-    CHECK(used >= 4 * p);
+    CHECK(used >= 3 * p);
 }
 
 TEST_CASE("a task made in a simulated world may outlive the world, and die on another thread", "[sim][alloc]") {
