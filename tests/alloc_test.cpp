@@ -99,6 +99,8 @@ TEST_CASE("through the completion-token API, on the caller's loops, still no all
   CHECK(large - small <= 16);
 }
 
+namespace {
+
 // The sanitizer builds give every frame a heap block of its own (frames.cpp).
 bool arenas_in_use() {
   auto* a = detail::frame_arena::create();
@@ -106,6 +108,8 @@ bool arenas_in_use() {
   a->release();
   return true;
 }
+
+}  // namespace
 
 TEST_CASE("a simulated world's coroutine frames come from its arena, reused call after call", "[sim][alloc]") {
   const int p = 64;
