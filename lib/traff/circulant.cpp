@@ -75,24 +75,76 @@ struct allblocks_search {
 
 namespace {
 
-// The first `stop` entries of r's receive schedule, as Algorithms 4-5 find them in
-// order (before the shift to negative blocks); returns the baseblock.
-int find_recv(const skips& s, int r, int b, int* recv, int stop) noexcept {
-  const int q = s.q();
-  const std::uint64_t all = ((std::uint64_t{1} << (q + 1)) - 1) & ~(std::uint64_t{1} << b);
-  allblocks_search search{s.data(), stop, all, recv, static_cast<std::int64_t>(s.p()) + r};
-  [[maybe_unused]] const int found = search.run(0, 2 * static_cast<std::int64_t>(s.p()), q, 0);
-  assert(found == stop);
-  return b;
+// r's canonical skip sequence as Algorithm 3 walks it: the baseblock b and the indices
+// taken above it, highest first.
+struct canonical_walk {
+  int b = 0;
+  int m = 0;  // indices in above[0 .. m-1]
+  std::array<int, max_q> above;  // NOLINT: entries past m are never read
+};
+
+canonical_walk walk(const skips& s, int r) noexcept {
+  canonical_walk w;
+  std::int64_t rr = 0;
+  for (int k = s.q() - 1; k >= 0; --k) {
+    const std::int64_t c = rr + s[k];
+    if (c == r) {
+      w.b = k;
+      return w;
+    }
+    if (c < r) {
+      rr = c;
+      w.above[static_cast<unsigned>(w.m++)] = k;
+    }
+  }
+  w.b = s.q();
+  return w;
 }
 
+// The first `stop` entries of r's receive schedule, as Algorithms 4-5 find them in
+// order (before the shift to negative blocks).
+//
+// Until it finds its first block, ALLBLOCKS (called for p + r) only descends: each
+// frame takes the largest remaining skip that keeps it below p + r - 1 and recurses.
+// That descent is r's canonical skip sequence after skip[q] = p (a skip is taken iff the
+// walk's sum stays below r; the one reaching r exactly is the baseblock, excluded from
+// the list), and it sets nothing: no block found, the bound still 2p. So the search is
+// begun in the deepest frame, prefix p + r - skip[b], and the frames above it are
+// resumed one by one, from the walk, where each one's recursive call returns: the same
+// steps as the whole search less its descent, which Algorithm 3's walk has already paid
+// for. A send-schedule violation, which needs only the first few blocks of the
+// to-processor, then costs one walk and a short search near the bottom.
+void find_recv(const skips& s, int r, const canonical_walk& w, int* recv, int stop) noexcept {
+  const int q = s.q(), b = w.b;
+  const std::uint64_t all = ((std::uint64_t{1} << (q + 1)) - 1) & ~(std::uint64_t{1} << b);
+  const std::int64_t target = static_cast<std::int64_t>(s.p()) + r;
+  allblocks_search search{s.data(), stop, all, recv, target};
+  if (r == 0) {  // no canonical sequence: the whole search (from skip index q - 1, as q is excluded)
+    [[maybe_unused]] const int found = search.run(0, 2 * static_cast<std::int64_t>(s.p()), q, 0);
+    assert(found == stop);
+    return;
+  }
+  std::int64_t rp = target - s[b];
+  // The deepest frame exists only if ALLBLOCKS recursed into it (skip[b] >= 2); the
+  // skips between its own index and b overshoot r, so it starts below b.
+  int k = b > 0 ? search.run(rp, 2 * static_cast<std::int64_t>(s.p()), b - 1, 0) : 0;
+  for (int j = w.m - 1; j >= -1 && k < stop; --j) {
+    const int e = j >= 0 ? w.above[static_cast<unsigned>(j)] : q;  // the top frame took skip[q]
+    rp -= s[e];  // the frame that took skip[e], its recursive call just returned k
+    if (rp > target - s[k + 1]) continue;  // it returns too
+    recv[static_cast<unsigned>(k++)] = e;
+    search.unlink(e);
+    k = search.run(rp, rp + s[e], search.next(e), k);
+  }
+  assert(k == stop);
+}
 
-// Both schedules with r's baseblock b computed once (schedule_for).
-void recv_with(const skips& s, int r, int b, std::span<int> recv) noexcept {
-  const int q = s.q();
+// Both schedules with r's canonical walk done once (schedule_for).
+void recv_with(const skips& s, int r, const canonical_walk& w, std::span<int> recv) noexcept {
+  const int q = s.q(), b = w.b;
   assert(static_cast<int>(recv.size()) >= q);
   if (q == 0) return;
-  find_recv(s, r, b, recv.data(), q);
+  find_recv(s, r, w, recv.data(), q);
   // Only the baseblock stays non-negative (Condition 3).
   for (int k = 0; k < q; ++k) {
     auto& v = recv[static_cast<unsigned>(k)];
@@ -114,11 +166,11 @@ void send_with(const skips& s, int r, int b, std::span<int> send, int* violation
   auto from_receiver = [&](int k) {
     std::array<int, max_q> block;  // NOLINT: find_recv fills the entries read
     const int to = s.to(r, k);
-    const int tb = baseblock(s, to);
-    find_recv(s, to, tb, block.data(), k + 1);  // only up to entry k
+    const auto tw = walk(s, to);
+    find_recv(s, to, tw, block.data(), k + 1);  // only up to entry k
     if (violations) ++*violations;
     const int v = block[static_cast<unsigned>(k)];
-    return v == q ? tb : v - q;
+    return v == q ? tw.b : v - q;
   };
   std::int64_t rv = r, e = s.p();  // virtual processor r' and the invariant bound r' < e
   int c = b;
@@ -148,7 +200,7 @@ void send_with(const skips& s, int r, int b, std::span<int> send, int* violation
 }  // namespace
 
 void recv_schedule(const skips& s, int r, std::span<int> recv) noexcept {
-  recv_with(s, r, s.q() ? baseblock(s, r) : 0, recv);
+  if (s.q()) recv_with(s, r, walk(s, r), recv);
 }
 
 void send_schedule(const skips& s, int r, std::span<int> send, int* violations) noexcept {
@@ -158,8 +210,12 @@ void send_schedule(const skips& s, int r, std::span<int> send, int* violations) 
 rank_schedule schedule_for(const skips& s, int r) noexcept {
   rank_schedule out;
   out.q = s.q();
-  out.baseblock = baseblock(s, r);
-  recv_with(s, r, out.baseblock, out.recv);
+  std::fill(out.recv.begin() + out.q, out.recv.end(), 0);
+  std::fill(out.send.begin() + out.q, out.send.end(), 0);
+  if (out.q == 0) return out;
+  const auto w = walk(s, r);
+  out.baseblock = w.b;
+  recv_with(s, r, w, out.recv);
   send_with(s, r, out.baseblock, out.send, nullptr);
   return out;
 }
