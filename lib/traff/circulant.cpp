@@ -41,33 +41,45 @@ namespace {
 struct allblocks_search {
   const std::int64_t* skip;  // skip[0..q+1]
   int stop;                  // the search ends once recv[0..stop-1] are found (stop <= q)
-  std::uint64_t remaining;   // bit e: skip index e is still in the list
+  int q;
   int* recv;
   std::int64_t r;  // p + r: Observation 2 keeps every intermediate processor positive
 
-  int next(int e) const noexcept {
+  static int next(std::uint64_t remaining, int e) noexcept {
     const std::uint64_t below = remaining & ((std::uint64_t{1} << e) - 1);
     return below ? static_cast<int>(std::bit_width(below)) - 1 : -1;
   }
-  void unlink(int e) noexcept { remaining &= ~(std::uint64_t{1} << e); }
+  // The list (bit e: skip index e still in it) travels with the blocks found so far, in
+  // registers: kept in the object, every unlink and step through it went through memory.
+  struct state {
+    int k;
+    std::uint64_t remaining;
+  };
 
   // Algorithm 4, with the recursive call continuing at next[e] (ERRATA.md): the same
-  // schedules, and Lemma 6's bound on the loop holds.
-  int run(std::int64_t rp, std::int64_t sbound, int e, int k) {
+  // schedules, and Lemma 6's bound on the loop holds. Stores blocks (index - q): the
+  // index q, the baseblock's, is only ever found by the top frame (find_recv).
+  state run(std::int64_t rp, std::int64_t sbound, int e, state st) const {
+    int k = st.k;
+    std::uint64_t rem = st.remaining;
     while (e != -1) {
-      if (k == stop) return k;
+      if (k == stop) return {k, rem};
       const std::int64_t cand = rp + skip[e];
       if (cand <= r - skip[k] && cand < sbound) {
-        if (cand <= r - skip[k + 1]) k = run(cand, sbound, next(e), k);
-        if (k == stop || rp > r - skip[k + 1]) return k;
+        if (cand <= r - skip[k + 1]) {
+          const state in = run(cand, sbound, next(rem, e), {k, rem});
+          k = in.k;
+          rem = in.remaining;
+        }
+        if (k == stop || rp > r - skip[k + 1]) return {k, rem};
         sbound = cand;  // canonical skip sequence found; the next must end below it
-        recv[static_cast<unsigned>(k)] = e;
+        recv[static_cast<unsigned>(k)] = e - q;
         ++k;
-        unlink(e);
+        rem &= ~(std::uint64_t{1} << e);
       }
-      e = next(e);
+      e = next(rem, e);
     }
-    return k;
+    return {k, rem};
   }
 };
 
@@ -92,17 +104,19 @@ canonical_walk walk(const skips& s, int r) noexcept {
       w.b = k;
       return w;
     }
-    if (c < r) {
-      rr = c;
-      w.above[static_cast<unsigned>(w.m++)] = k;
-    }
+    // Without a branch: whether a skip is taken is a coin toss to the predictor.
+    const bool taken = c < r;
+    w.above[static_cast<unsigned>(w.m)] = k;
+    w.m += taken;
+    rr = taken ? c : rr;
   }
   w.b = s.q();
   return w;
 }
 
 // The first `stop` entries of r's receive schedule, as Algorithms 4-5 find them in
-// order (before the shift to negative blocks).
+// order, shifted as Algorithm 5 ends: index e is block e - q, except that the round in
+// which r hears from the root brings its baseblock (Condition 3).
 //
 // Until it finds its first block, ALLBLOCKS (called for p + r) only descends: each
 // frame takes the largest remaining skip that keeps it below p + r - 1 and recurses.
@@ -118,38 +132,35 @@ void find_recv(const skips& s, int r, const canonical_walk& w, int* recv, int st
   const int q = s.q(), b = w.b;
   const std::uint64_t all = ((std::uint64_t{1} << (q + 1)) - 1) & ~(std::uint64_t{1} << b);
   const std::int64_t target = static_cast<std::int64_t>(s.p()) + r;
-  allblocks_search search{s.data(), stop, all, recv, target};
+  const allblocks_search search{s.data(), stop, q, recv, target};
   if (r == 0) {  // no canonical sequence: the whole search (from skip index q - 1, as q is excluded)
-    [[maybe_unused]] const int found = search.run(0, 2 * static_cast<std::int64_t>(s.p()), q, 0);
-    assert(found == stop);
+    [[maybe_unused]] const auto found = search.run(0, 2 * static_cast<std::int64_t>(s.p()), q, {0, all});
+    assert(found.k == stop);
     return;
   }
   std::int64_t rp = target - s[b];
+  allblocks_search::state st{0, all};
   // The deepest frame exists only if ALLBLOCKS recursed into it (skip[b] >= 2); the
   // skips between its own index and b overshoot r, so it starts below b.
-  int k = b > 0 ? search.run(rp, 2 * static_cast<std::int64_t>(s.p()), b - 1, 0) : 0;
+  if (b > 0) st = search.run(rp, 2 * static_cast<std::int64_t>(s.p()), b - 1, st);
+  int& k = st.k;
   for (int j = w.m - 1; j >= -1 && k < stop; --j) {
     const int e = j >= 0 ? w.above[static_cast<unsigned>(j)] : q;  // the top frame took skip[q]
     rp -= s[e];  // the frame that took skip[e], its recursive call just returned k
     if (rp > target - s[k + 1]) continue;  // it returns too
-    recv[static_cast<unsigned>(k++)] = e;
-    search.unlink(e);
-    k = search.run(rp, rp + s[e], search.next(e), k);
+    recv[static_cast<unsigned>(k++)] = e == q ? b : e - q;  // from the root: the baseblock
+    st.remaining &= ~(std::uint64_t{1} << e);
+    st = search.run(rp, rp + s[e], allblocks_search::next(st.remaining, e), st);
   }
   assert(k == stop);
 }
 
 // Both schedules with r's canonical walk done once (schedule_for).
 void recv_with(const skips& s, int r, const canonical_walk& w, std::span<int> recv) noexcept {
-  const int q = s.q(), b = w.b;
+  const int q = s.q();
   assert(static_cast<int>(recv.size()) >= q);
   if (q == 0) return;
   find_recv(s, r, w, recv.data(), q);
-  // Only the baseblock stays non-negative (Condition 3).
-  for (int k = 0; k < q; ++k) {
-    auto& v = recv[static_cast<unsigned>(k)];
-    v = v == q ? b : v - q;
-  }
 }
 
 void send_with(const skips& s, int r, int b, std::span<int> send, int* violations) noexcept {
@@ -169,8 +180,7 @@ void send_with(const skips& s, int r, int b, std::span<int> send, int* violation
     const auto tw = walk(s, to);
     find_recv(s, to, tw, block.data(), k + 1);  // only up to entry k
     if (violations) ++*violations;
-    const int v = block[static_cast<unsigned>(k)];
-    return v == q ? tw.b : v - q;
+    return block[static_cast<unsigned>(k)];
   };
   std::int64_t rv = r, e = s.p();  // virtual processor r' and the invariant bound r' < e
   int c = b;
