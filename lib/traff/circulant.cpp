@@ -2,6 +2,7 @@
 #include "runtime/plan_cache.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -217,11 +218,25 @@ void send_schedule(const skips& s, int r, std::span<int> send, int* violations) 
   send_with(s, r, s.q() ? baseblock(s, r) : 0, send, violations);
 }
 
+namespace {
+
+// Zeroes a whole schedule array with 16-byte stores: a loop or std::fill becomes a call
+// to memset or a rep stos, which cost a tenth of the time of a whole schedule near
+// p = 2^10 (GCC and Clang both have the vector extension).
+void zero(std::array<int, max_q>& a) noexcept {
+  using v4 = int __attribute__((vector_size(16)));
+  constexpr v4 z{};
+  for (std::size_t i = 0; i + 4 <= a.size(); i += 4) std::memcpy(&a[i], &z, sizeof z);
+  for (std::size_t i = a.size() / 4 * 4; i < a.size(); ++i) a[i] = 0;
+}
+
+}  // namespace
+
 rank_schedule schedule_for(const skips& s, int r) noexcept {
   rank_schedule out;
   out.q = s.q();
-  std::fill(out.recv.begin() + out.q, out.recv.end(), 0);
-  std::fill(out.send.begin() + out.q, out.send.end(), 0);
+  zero(out.recv);
+  zero(out.send);
   if (out.q == 0) return out;
   const auto w = walk(s, r);
   out.baseblock = w.b;

@@ -63,8 +63,7 @@ void recv_schedule(const skips& s, int r, std::span<int> recv) noexcept;
 void send_schedule(const skips& s, int r, std::span<int> send, int* violations = nullptr) noexcept;
 
 // Both schedules of one rank, as Algorithm 1 uses them.
-// Entries from q on are 0. (Filled by schedule_for past q only: value-initialising both
-// arrays whole was a tenth of the time to compute a schedule near p = 2^10.)
+// Entries from q on are 0.
 struct rank_schedule {
   int q = 0;
   int baseblock = 0;
