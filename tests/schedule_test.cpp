@@ -3,9 +3,11 @@
 // p up to 2048 and a sample of larger p.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
+#include "tools.hpp"
 #include "traff/circulant.hpp"
 #include "traff/circulant_check.hpp"
 
@@ -104,6 +106,44 @@ TEST_CASE("schedules equal the paper's Tables 1-3", "[schedule]") {
   SECTION("Table 2, p = 9") { check_table(table2_p9); }
   SECTION("Table 1, p = 17") { check_table(table1_p17); }
   SECTION("Table 3, p = 18") { check_table(table3_p18); }
+}
+
+namespace {
+
+// The library computes in its own order what Algorithms 3-6 compute (DESIGN.md,
+// "Computing Träff's schedules"); the transcription as printed is the yardstick.
+void same_as_printed(int p, int stride) {
+  const skips s(p);
+  std::array<int, max_q> recv{}, send{};
+  auto one = [&](int r) {
+    const auto ours = schedule_for(s, r);
+    optcast::tools::reference_schedule(p, r, recv, send);
+    const auto q = static_cast<std::size_t>(s.q());
+    const bool same = ours.baseblock == baseblock(s, r) && std::equal(recv.begin(), recv.begin() + q, ours.recv.begin()) &&
+                      std::equal(send.begin(), send.begin() + q, ours.send.begin()) &&
+                      std::all_of(ours.recv.begin() + q, ours.recv.end(), [](int v) { return v == 0; }) &&
+                      std::all_of(ours.send.begin() + q, ours.send.end(), [](int v) { return v == 0; });
+    if (!same) {
+      CAPTURE(p, r, ours.recv, recv, ours.send, send);
+      FAIL("the library's schedules differ from the transcription");
+    }
+  };
+  for (int r = 0; r < p; r += stride) one(r);
+  for (int r : {1, 2, 3, p - 2, p - 1})  // the walk's edge cases: r = 1 has no deep frame, r = 0 no walk
+    if (r > 0 && r < p) one(r);
+}
+
+}  // namespace
+
+TEST_CASE("schedules are those of Algorithms 3-6 as printed", "[schedule]") {
+  SECTION("every rank of every p <= 1100") {
+    for (int p = 1; p <= 1100; ++p) same_as_printed(p, 1);
+  }
+  SECTION("near powers of two up to 2^20, every 97th rank") {
+    for (int k = 11; k <= 20; ++k)
+      for (int d : {-3, -1, 0, 1, 5})
+        same_as_printed((1 << k) + d, 97);
+  }
 }
 
 TEST_CASE("the four correctness conditions hold for every p <= 2048", "[schedule]") {
