@@ -143,7 +143,50 @@ public:
     width_ = len_.front();
     for (auto l : len_)
       if (l != width_) width_ = 0;
+    jstride_ = seg_;
+    bstride_ = width_;
   }
+
+  // Blocks of one small width W (1, 2, 4, 8 or 16 bytes): in the caller's segment-major buffer a
+  // message's parts, one block of each of p - 1 segments, lie a segment apart, a cache
+  // line or more each (p = 1000 with 64 one-byte blocks: the 64 KiB of every segment's
+  // row touched per message, and by each of the thousand simulated ranks in turn). The
+  // rounds then work on a block-major copy, block b of every segment side by side: a
+  // round's blocks are a few values of b (row k of the table, shifted and capped), so
+  // its parts fall in a few rows of p W bytes. Copying in and out is two passes.
+  bool small() const noexcept { return width_ == 1 || width_ == 2 || width_ == 4 || width_ == 8 || width_ == 16; }
+  void use_block_major(int p) noexcept {
+    jstride_ = width_;
+    bstride_ = width_ * static_cast<std::size_t>(p);
+  }
+  // Segment j (or all p, j < 0) from the caller's buffer into the block-major copy (In)
+  // or back.
+  template <bool In>
+  void transpose(std::byte* buf, std::byte* major, int p, int j) const {
+    switch (width_) {
+      case 1: return transpose<In, 1>(buf, major, p, j);
+      case 2: return transpose<In, 2>(buf, major, p, j);
+      case 4: return transpose<In, 4>(buf, major, p, j);
+      case 8: return transpose<In, 8>(buf, major, p, j);
+      default: return transpose<In, 16>(buf, major, p, j);  // small(): W <= 16
+    }
+  }
+  template <bool In, std::size_t W>
+  void transpose(std::byte* buf, std::byte* major, int p, int j) const {
+    const int lo = j < 0 ? 0 : j, hi = j < 0 ? p : j + 1;
+    const auto n = off_.size();
+    for (int s = lo; s < hi; ++s) {
+      std::byte* seg = buf + static_cast<std::size_t>(s) * seg_;
+      std::byte* col = major + static_cast<std::size_t>(s) * W;
+      for (std::size_t b = 0; b < n; ++b) {
+        if constexpr (In)
+          std::memcpy(col + b * bstride_, seg + b * W, W);
+        else
+          std::memcpy(seg + b * W, col + b * bstride_, W);
+      }
+    }
+  }
+
   // fn(part, bytes) for each non-empty part of the message to `to`, in the order above.
   template <class Fn>
   void each(const all_roots::round_blocks& block, int p, int to, std::byte* buf, Fn&& fn) const {
@@ -153,7 +196,7 @@ public:
       const int b = block(v);
       if (b < 0) continue;
       const auto ub = static_cast<std::size_t>(b);
-      if (len_[ub]) fn(buf + static_cast<std::size_t>(j) * seg_ + off_[ub], len_[ub]);
+      if (len_[ub]) fn(buf + static_cast<std::size_t>(j) * jstride_ + (width_ ? ub * bstride_ : off_[ub]), len_[ub]);
     }
   }
   std::size_t pack(const all_roots::round_blocks& block, int p, int to, std::byte* buf, std::byte* out) const {
@@ -196,7 +239,7 @@ private:
       if (--j < 0) j = p - 1;
       const int b = block(v);
       if (b < 0) continue;
-      std::byte* part = buf + static_cast<std::size_t>(j) * seg_ + static_cast<std::size_t>(b) * W;
+      std::byte* part = buf + static_cast<std::size_t>(j) * jstride_ + static_cast<std::size_t>(b) * bstride_;
       if constexpr (Pack)
         std::memcpy(at, part, W);
       else
@@ -208,6 +251,7 @@ private:
 
   std::size_t seg_ = 0;                 // one segment's bytes
   std::size_t width_ = 0;               // every block's bytes, or 0 where they differ
+  std::size_t jstride_ = 0, bstride_ = 0;  // with width_: block b of segment j at j jstride_ + b bstride_
   std::vector<std::size_t> off_, len_;  // block b's offset and bytes within a segment
 };
 
@@ -272,6 +316,16 @@ task<result<void>> allgatherv_circulant(fabric& f, std::uint32_t seq, std::uint3
   const bool data = f.carries_data();  // else timing only: the same messages, nothing packed
   std::optional<uniform_parts> u;
   if (data && uniform_parts::applies(lay, p)) u.emplace(lay);
+  // Small blocks: the rounds work on a block-major copy; only this rank's own segment
+  // goes in (every other block is received before it is sent), all of it comes out.
+  scratch_pool::lease major_lease;
+  std::byte* work = buf.data();
+  if (u && u->small()) {
+    major_lease = f.scratch().take(buf.size());
+    work = major_lease.span().data();
+    u->use_block_major(p);
+    u->transpose<true>(buf.data(), work, p, r);
+  }
 
   for (int i = sch.first_round(); i < sch.end_round(); ++i) {
     const int k = i % sch.q;
@@ -285,7 +339,7 @@ task<result<void>> allgatherv_circulant(fabric& f, std::uint32_t seq, std::uint3
       sending = tin.first(sz.out);
       receiving = tout.first(sz.in);
     } else if (u) {
-      sending = tin.first(u->pack(block, p, t, buf.data(), tin.data()));
+      sending = tin.first(u->pack(block, p, t, work, tin.data()));
       receiving = tout.first(sizes_of(lay, sch, block, k, r, t).in);
     } else {
       gather_round(lay, buf, sch, block, r, t, out, in);
@@ -299,10 +353,11 @@ task<result<void>> allgatherv_circulant(fabric& f, std::uint32_t seq, std::uint3
     if (round.empty()) round.add(f.idle_round());
     if (auto res = co_await round; !res) co_return res;
     if (u && !receiving.empty())
-      u->unpack(block, p, r, buf.data(), tout.data());
+      u->unpack(block, p, r, work, tout.data());
     else if (data && !u && in.bytes() && !in.single())
       in.unpack(tout);
   }
+  if (work != buf.data()) u->transpose<false>(buf.data(), work, p, -1);
   co_return result<void>{};
 }
 
@@ -320,6 +375,20 @@ task<result<void>> reduce_scatter_circulant(fabric& f, std::uint32_t seq, std::u
   const bool data = f.carries_data();  // else timing only: the same messages, nothing packed or combined
   std::optional<uniform_parts> u;
   if (data && uniform_parts::applies(lay, p)) u.emplace(lay);
+  // Small blocks: the rounds work on a block-major copy (all of it goes in, only this
+  // rank's segment, the result, comes out), and a round's partials from t are combined
+  // with this rank's packed alike (`mine`): three passes without a list of parts.
+  scratch_pool::lease major_lease, mine_lease;
+  std::byte* work = buf.data();
+  std::span<std::byte> mine;
+  if (u && u->small()) {
+    major_lease = f.scratch().take(buf.size());
+    work = major_lease.span().data();
+    mine_lease = f.scratch().take(tout.size());
+    mine = mine_lease.span();
+    u->use_block_major(p);
+    u->transpose<true>(buf.data(), work, p, -1);
+  }
 
   // The all-broadcast's rounds from last to first, every message reversed: what a rank
   // received in round i it now sends back (its partial result, complete by then, since
@@ -334,6 +403,9 @@ task<result<void>> reduce_scatter_circulant(fabric& f, std::uint32_t seq, std::u
       const auto sz = sizes_of(lay, sch, block, k, r, t);
       sending = tin.first(sz.in);
       receiving = tout.first(sz.out);
+    } else if (!mine.empty()) {
+      sending = tin.first(u->pack(block, p, r, work, tin.data()));
+      receiving = tout.first(u->pack(block, p, t, work, mine.data()));
     } else if (u) {
       // `back` packed straight from the buffer; `forth` lists the parts to reduce into.
       forth.collect(*u, block, p, t, buf.data());
@@ -350,8 +422,16 @@ task<result<void>> reduce_scatter_circulant(fabric& f, std::uint32_t seq, std::u
     if (!receiving.empty()) round.add(f.recv(t, tg, receiving));
     if (round.empty()) round.add(f.idle_round());
     if (auto res = co_await round; !res) co_return res;
-    if (data && forth.bytes()) op.apply_parts(op.self, tout.data(), forth.parts().data(), forth.parts().size());
+    if (!mine.empty()) {
+      if (!receiving.empty()) {
+        op(tout.data(), mine.data(), mine.data(), receiving.size() / op.elem);  // received (+) own, as apply_parts
+        u->unpack(block, p, t, work, mine.data());
+      }
+    } else if (data && forth.bytes()) {
+      op.apply_parts(op.self, tout.data(), forth.parts().data(), forth.parts().size());
+    }
   }
+  if (work != buf.data()) u->transpose<false>(buf.data(), work, p, r);
   co_return result<void>{};
 }
 
