@@ -308,6 +308,38 @@ TEST_CASE("circulant family: every result checked element by element", "[local][
   }
 }
 
+// Tasks are lazy: a collective's task that is never awaited takes no sequence number and
+// makes no check (broadcast's entry is not a coroutine of its own; its checks run when
+// the task starts). Rank 0 drops three tasks; then every rank's calls still match.
+TEST_CASE("a collective's task does nothing until it is awaited", "[local][collectives]") {
+  const int p = 3;
+  testing::local_test_world w(p);
+  std::vector<std::vector<std::int32_t>> got(p, std::vector<std::int32_t>(6)), sums(p, std::vector<std::int32_t>(6));
+  std::vector<std::string> errors(p);
+  auto res = w.run_all([&](communicator& c) -> task<result<void>> {
+    const auto R = static_cast<std::size_t>(c.rank());
+    const collective_options o{.timeout = std::chrono::milliseconds(5000)};  // a mismatch fails, never hangs
+    if (R == 0) {
+      std::vector<std::int32_t> spare(6);
+      { auto dropped = broadcast(c, std::span(spare), 1, o); }
+      { auto refused = broadcast(c, std::span(spare), 7, o); }  // root 7: refused, if it ran
+      { auto dropped = allreduce(c, std::span<const std::int32_t>(spare), std::span(spare), ops::sum, o); }
+    }
+    errors[R] = c.last_error();
+    if (R == 1) std::iota(got[R].begin(), got[R].end(), 40);
+    if (auto r = co_await broadcast(c, std::span(got[R]), 1, o); !r) co_return r;
+    std::vector<std::int32_t> mine(6, static_cast<std::int32_t>(R + 1));
+    co_return co_await allreduce(c, std::span<const std::int32_t>(mine), std::span(sums[R]), ops::sum, o);
+  });
+  for (std::size_t r = 0; r < static_cast<std::size_t>(p); ++r) {
+    INFO("rank " << r);
+    REQUIRE(res[r]);
+    CHECK(errors[r].empty());
+    CHECK(got[r] == std::vector<std::int32_t>{40, 41, 42, 43, 44, 45});
+    CHECK(sums[r] == std::vector<std::int32_t>(6, 1 + 2 + 3));
+  }
+}
+
 TEST_CASE("bad arguments: clear errors, and the communicator still works", "[local][collectives]") {
   const int p = 4;
   testing::local_test_world w(p);

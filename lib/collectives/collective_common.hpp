@@ -111,16 +111,12 @@ public:
   // Records the algorithm and block count the call runs.
   void ran(algorithm alg, int blocks) noexcept;
   // Runs `body` (the round loop) under the call's deadline, and breaks the communicator
-  // if it fails.
+  // if it fails. The task keeps a copy of what it needs of the call: it may outlive this
+  // call_start (and the options it refers to).
   task<result<void>> run(task<result<void>> body);
 
   // Also records the operator and element type in the signature.
   call_traits traits(const erased_reduction* op = nullptr) noexcept;
-
-private:
-  std::uint32_t begin_trace();
-  // The call's leftovers checked, its trace slice closed, and finish() (the body's end).
-  result<void> end(std::uint32_t traced, result<void> r);
 };
 
 resolved resolve(const communicator& c, collective coll, const collective_options& o, const call_traits& traits,

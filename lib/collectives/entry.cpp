@@ -206,9 +206,11 @@ task<result<void>> compare_calls(communicator& comm, std::uint32_t seq, const ca
 
 }  // namespace
 
-// The trace's slice for the call (0: not traced). Outside run(): a coroutine's frame
+namespace {
+
+// The trace's slice for the call (0: not traced). Outside run_call(): a coroutine's frame
 // keeps every temporary of its body for as long as the call waits.
-std::uint32_t call_start::begin_trace() {
+std::uint32_t begin_trace(communicator& comm, collective coll, std::uint32_t seq, const call_signature& sig) {
   auto& f = comm.get_fabric();
   trace_log* trace = f.call_trace();
   if (!trace) return 0;
@@ -218,7 +220,8 @@ std::uint32_t call_start::begin_trace() {
                                .blocks = static_cast<int>(sig.blocks), .ranks = comm.size(), .rank = comm.rank()});
 }
 
-result<void> call_start::end(std::uint32_t traced, result<void> r) {
+// The call's leftovers checked, its trace slice closed, and finish() (the body's end).
+result<void> end_call(communicator& comm, std::uint32_t seq, std::uint32_t traced, result<void> r) {
   auto& f = comm.get_fabric();
   if (r)
     if (auto ec = f.leftover(seq)) r = fail(ec);
@@ -226,14 +229,43 @@ result<void> call_start::end(std::uint32_t traced, result<void> r) {
   return finish(comm, std::move(r));
 }
 
-task<result<void>> call_start::run(task<result<void>> body) {
-  const std::uint32_t traced = begin_trace();
-  deadline_scope deadline(comm.get_fabric(), seq, opts.timeout.value_or(comm.options().timeout));
-  signature_scope signature(comm.get_fabric(), seq, sig);
+// What the call's coroutine needs of a call once its checks, its choice and its body
+// are done.
+struct prepared_call {
+  result<void> early;  // unless there is a body: the refusal, returned as it is
+  collective coll{};
+  std::uint32_t seq = 0;
+  call_signature sig;
+  std::chrono::milliseconds timeout{};
+  std::optional<task<result<void>>> body;
+};
+
+prepared_call prepared(const call_start& call, std::optional<task<result<void>>> body) {
+  return {call.early, call.coll, call.seq, call.sig, call.opts.timeout.value_or(call.comm.options().timeout), std::move(body)};
+}
+
+// A collective call's coroutine. `prepare` (a plain function, run when the task is first
+// resumed: tasks stay lazy) makes the call_start, does the checks and the choice and
+// makes the body; its temporaries stay on the stack. So an entry point whose checks fit
+// in `prepare` need not be a coroutine itself (broadcast: one frame of 376 B fewer on
+// each rank of a simulated world, and one resumption fewer per call).
+template <class Prepare>
+task<result<void>> run_call(communicator& comm, Prepare prepare) {
+  auto&& call = prepare();  // call_start::run's lambda hands out its own: no second copy in the frame
+  if (!call.body) co_return std::move(call.early);
+  const std::uint32_t traced = begin_trace(comm, call.coll, call.seq, call.sig);
+  deadline_scope deadline(comm.get_fabric(), call.seq, call.timeout);
+  signature_scope signature(comm.get_fabric(), call.seq, call.sig);
   result<void> r;
-  if (comm.options().check && comm.size() > 1) r = co_await compare_calls(comm, seq, sig);
-  if (r) r = co_await std::move(body);
-  co_return end(traced, std::move(r));
+  if (comm.options().check && comm.size() > 1) r = co_await compare_calls(comm, call.seq, call.sig);
+  if (r) r = co_await std::move(*call.body);
+  co_return end_call(comm, call.seq, traced, std::move(r));
+}
+
+}  // namespace
+
+task<result<void>> call_start::run(task<result<void>> body) {
+  return run_call(comm, [call = prepared(*this, std::move(body))]() mutable -> prepared_call& { return call; });
 }
 
 }  // namespace detail
@@ -351,11 +383,13 @@ std::optional<task<result<void>>> broadcast_body(detail::call_start& call, commu
 
 }  // namespace
 
+// Not a coroutine: run_call's task does it all when first awaited.
 task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int root, broadcast_options opts) {
-  detail::call_start call(c, collective::broadcast, opts);
-  auto body = broadcast_body(call, c, data, root, opts);
-  if (!body) co_return call.early;
-  co_return co_await call.run(std::move(*body));
+  return detail::run_call(c, [&c, data, root, opts] {
+    detail::call_start call(c, collective::broadcast, opts);
+    auto body = broadcast_body(call, c, data, root, opts);
+    return detail::prepared(call, std::move(body));
+  });
 }
 
 namespace {
