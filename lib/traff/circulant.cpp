@@ -24,16 +24,6 @@ skips::skips(int p) : p_(p), q_(ceil_log2(p)) {
   skip_[static_cast<unsigned>(q_ + 1)] = 2 * static_cast<std::int64_t>(p);
 }
 
-int baseblock(const skips& s, int r) noexcept {
-  // Algorithm 3: walk the canonical skip sequence greedily from the largest skip.
-  std::int64_t rr = 0;
-  for (int k = s.q() - 1; k >= 0; --k) {
-    if (rr + s[k] == r) return k;
-    if (rr + s[k] < r) rr += s[k];
-  }
-  return s.q();
-}
-
 namespace {
 
 // Algorithm 5's doubly linked list of remaining skip indices, in decreasing order, is
@@ -88,8 +78,8 @@ struct allblocks_search {
 
 namespace {
 
-// r's canonical skip sequence as Algorithm 3 walks it: the baseblock b and the indices
-// taken above it, highest first.
+// r's canonical skip sequence as Algorithm 3 walks it (greedily from the largest skip):
+// the baseblock b and the indices taken above it, highest first.
 struct canonical_walk {
   int b = 0;
   int m = 0;  // indices in above[0 .. m-1]
@@ -114,6 +104,12 @@ canonical_walk walk(const skips& s, int r) noexcept {
   w.b = s.q();
   return w;
 }
+
+}  // namespace
+
+int baseblock(const skips& s, int r) noexcept { return walk(s, r).b; }
+
+namespace {
 
 // The first `stop` entries of r's receive schedule, as Algorithms 4-5 find them in
 // order, shifted as Algorithm 5 ends: index e is block e - q, except that the round in
