@@ -433,3 +433,42 @@ TEST_CASE("leave() and the destructor from any thread while 4 threads run the ca
     for (auto& t : loops) t.join();
   }
 }
+
+TEST_CASE("run() on an io_context that no thread runs ends at the deadline, saying why", "[tcp][asio]") {
+  // The spelling that worked before optcast borrowed the caller's loop: join on the
+  // program's own io_context, then the blocking run(), with no thread running the loop.
+  const int p = 2;
+  store::server server("127.0.0.1", 0, p, 0x5eedull, secret_of_three);
+  asio::io_context io;
+  auto comms = ranks_on(io, server, p);
+  for (auto& c : comms) c.options().timeout = 1s;
+  std::vector<std::thread> ranks;
+  std::vector<result<void>> got(p);
+  std::vector<double> took(p);
+  for (int r = 0; r < p; ++r)
+    ranks.emplace_back([&, r] {
+      const auto R = static_cast<std::size_t>(r);
+      std::vector<std::int64_t> in(100, r), out(100);
+      const auto t0 = std::chrono::steady_clock::now();
+      got[R] = run(comms[R], allreduce(comms[R], std::span<const std::int64_t>(in), std::span(out), ops::sum));
+      took[R] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < p; ++r) {
+    const auto R = static_cast<std::size_t>(r);
+    INFO("rank " << r << ": " << comms[R].last_error());
+    REQUIRE_FALSE(got[R]);
+    CHECK(got[R].error() == errc::timeout);
+    CHECK(took[R] >= 0.9);
+    CHECK(took[R] < 10);
+    CHECK_THAT(comms[R].last_error(), Catch::Contains("nothing ran the communicator's io_context") && Catch::Contains("never started"));
+  }
+  // The loop run afterwards does not start the abandoned calls (their run() has
+  // returned).
+  std::thread loop([&] {
+    auto guard = asio::make_work_guard(io);
+    io.run_for(300ms);
+  });
+  loop.join();
+  comms.clear();
+}

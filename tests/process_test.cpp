@@ -28,8 +28,9 @@ struct job_outcome {
   std::string launcher_stderr;
 };
 
-job_outcome run_job(int np, const std::string& extra, const std::string& env = {}) {
-  const char* helper = std::getenv("OPTCAST_TEST_HELPER");
+// `helper_var` names the environment variable that holds the helper program's path.
+job_outcome run_job(int np, const std::string& extra, const std::string& env = {}, const char* helper_var = "OPTCAST_TEST_HELPER") {
+  const char* helper = std::getenv(helper_var);
   REQUIRE(helper);
   static int counter = 0;
   const fs::path dir = fs::temp_directory_path() / ("optcast-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
@@ -244,6 +245,73 @@ TEST_CASE("no rank exits 0 from a failed job; rank 0 leaves within one deadline"
       // just told; not two deadlines.
       CHECK(out.exit_ms[0] > 0);
       CHECK(out.exit_ms[0] < deadline + 1500 + 1000);
+    }
+  }
+}
+
+// Users' jobs are never in step: a root runs ahead, finishes its last call and leaves
+// while the others still forward its data to a slow rank. Its goodbye is not a loss: no
+// rank may fail for it (every collective, roots moving so each rank in turn runs ahead,
+// rank 3 sleeping 20 ms after each call; every result checked on every rank).
+static void uneven_job(const std::string& fabric, const std::string& env) {
+  const int p = 8;
+  INFO("fabric " << fabric << " " << env);
+  struct {
+    const char* what;
+    std::string args;
+    int calls;
+  } const cases[] = {
+      {"one root broadcasting up to 4 MiB", "--collectives broadcast --root 0 --repeat 60 --bytes 1000,1MiB,4MiB", 60},
+      {"every collective, 6 calls of each in a row", "--repeat 6 --bytes 1000,1MiB,64KiB", 13 * 6},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    auto out = run_job(p, "--fabric " + fabric + " " + c.args + " --slow-rank 3 --slow-ms 20", env, "OPTCAST_UNEVEN_HELPER");
+    CHECK(out.launcher_status == 0);
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r);
+      CHECK(out.reports[static_cast<std::size_t>(r)] == "ok " + std::to_string(c.calls));
+    }
+  }
+}
+
+TEST_CASE("a rank that finishes first and leaves does not fail the others (TCP)", "[tcp][process]") {
+  uneven_job("tcp", "");
+  uneven_job("tcp", "OPTCAST_ENCRYPT=1");
+}
+
+TEST_CASE("a rank that finishes first and leaves does not fail the others (libfabric)", "[ofi][process]") {
+  for (const auto& env : ofi_envs()) uneven_job("ofi", env);
+}
+
+// A gather whose ranks name different roots is a call mismatch, and every rank says so,
+// whichever rank differs: not "peer lost" because a rank that finished first has left
+// (its goodbye names its call, or the rank sending to it asks the store), nor a timeout
+// when the differing calls wait on each other (the store compares the stalled calls).
+TEST_CASE("a gather with different roots is reported as a mismatch, not a lost peer", "[tcp][process]") {
+  for (const std::string fabric : {"tcp", "ofi"}) {
+    if (fabric == "ofi" && !optcast::testing::ofi_run()) continue;
+    const std::string env = fabric == "ofi" ? "FI_PROVIDER='tcp;ofi_rxm'" : "";
+    for (int odd : {7, 3, 2}) {
+      INFO("fabric " << fabric << ", rank " << odd << " names root 1, the others root 0");
+      auto out = run_job(8,
+                         "--fabric " + fabric + " --collectives gather --root 0 --odd-rank " + std::to_string(odd) +
+                             " --odd-root 1 --bytes 80000 --timeout-ms 3000",
+                         env + " OPTCAST_CHECK=0", "OPTCAST_UNEVEN_HELPER");
+      CHECK(out.launcher_status != 0);
+      const std::string mismatch = "error " + std::to_string(static_cast<int>(optcast::errc::call_mismatch)) + " ";
+      for (int r = 0; r < 8; ++r) {
+        const auto& rep = out.reports[static_cast<std::size_t>(r)];
+        INFO("rank " << r << ": " << rep);
+        CHECK(rep.rfind(mismatch, 0) == 0);
+        CHECK(rep.find("called differently: ") != std::string::npos);
+        // Both calls named, where the messages carry them whole (libfabric's carry a hash:
+        // a message that was never received names only the receiver's call).
+        if (fabric == "tcp" || rep.find("was never received") == std::string::npos) {
+          CHECK(rep.find("root 1") != std::string::npos);
+          CHECK(rep.find("root 0") != std::string::npos);
+        }
+      }
     }
   }
 }

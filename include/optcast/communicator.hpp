@@ -147,8 +147,10 @@ private:
 namespace detail {
 // start(finished) on the fabric's executor, this thread waiting until finished() is
 // called (lib/runtime/borrowed_loop.cpp). Throws std::logic_error when this thread runs
-// the loop, or the loop is stopped.
-void block_on_loop(fabric& f, const std::function<void(std::function<void()> finished)>& start);
+// the loop, or the loop is stopped. Returns false, with why in *why, when nothing has run
+// start within `deadline` (no thread runs the loop): start will then never run.
+bool block_on_loop(fabric& f, const std::function<void(std::function<void()> finished)>& start,
+                   std::chrono::milliseconds deadline, std::string* why);
 // For the fabrics' close: runs fn with the fabric's strand held, from any thread, and
 // returns when it has run: at once on the fabric's own loop, on its strand, or on a
 // stopped loop; else through the strand, waited for (a thread of the loop runs the loop
@@ -157,23 +159,45 @@ void block_on_loop(fabric& f, const std::function<void(std::function<void()> fin
 void on_strand(fabric& f, const std::function<void()>& fn) noexcept;
 }  // namespace detail
 
+namespace detail {
+template <class T>
+struct is_result : std::false_type {};
+template <class V>
+struct is_result<result<V>> : std::true_type {};
+}  // namespace detail
+
 // The blocking entry point. On a fabric with a loop of its own (join()), drives it on
 // this thread until `t` has finished; on the caller's io_context (join(io)), hands `t` to
 // the threads that run it and waits, from a thread that does not (std::logic_error
-// otherwise, and when the io_context is stopped).
+// otherwise, and when the io_context is stopped). If no thread runs that io_context, the
+// task never starts: after the communicator's deadline (options().timeout) a task
+// returning a result fails with errc::timeout and last_error() saying why (any other
+// throws std::runtime_error with it).
 template <class T>
 T run(communicator& c, task<T> t) {
   std::optional<T> out;
   std::exception_ptr error;
   if (c.get_fabric().borrowed_loop()) {
     auto held = std::make_shared<task<T>>(std::move(t));
-    detail::block_on_loop(c.get_fabric(), [&, held](std::function<void()> finished) {
-      spawn(std::move(*held), [&, finished](std::optional<T> v, std::exception_ptr e) {
-        out = std::move(v);
-        error = e;
-        finished();
-      });
-    });
+    std::string why;
+    const bool ran = detail::block_on_loop(
+        c.get_fabric(),
+        [&, held](std::function<void()> finished) {
+          spawn(std::move(*held), [&, finished](std::optional<T> v, std::exception_ptr e) {
+            out = std::move(v);
+            error = e;
+            finished();
+          });
+        },
+        c.options().timeout, &why);
+    if (!ran) {
+      if constexpr (detail::is_result<T>::value) {
+        c.record_error(why);
+        return fail(errc::timeout);
+      } else {
+        throw std::runtime_error(why);
+      }
+    }
     if (error) std::rethrow_exception(error);
     return std::move(*out);
   }

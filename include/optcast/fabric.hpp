@@ -393,6 +393,16 @@ protected:
   // The outcome of leave(), from the job's (`job`, `job_detail`) and this rank's own
   // failure before it closed (`own`, a closing's `cancelled` not counted).
   result<void> settle_outcome(const result<void>& job, const std::string& job_detail, std::error_code own, const std::string& own_detail);
+  // The newest collective this rank finished (seq, signature; an empty signature: none),
+  // which a goodbye to the peers names.
+  std::pair<std::uint32_t, call_signature> newest_finished() const noexcept { return finished_newest_; }
+  // This rank's signature of collective `seq`, running or among the latest it finished
+  // (empty: neither), for the store's inquiry into a stall.
+  call_signature call_made(std::uint32_t seq) const noexcept;
+  // Receive `op` waits on a peer that has left the job in good order, whose newest
+  // finished collective was `their_seq`, signed `theirs`: nothing more will come from it.
+  // Records why (the calls that differ, where it can tell) and returns call_mismatch.
+  std::error_code peer_left(const operation& op, std::uint32_t their_seq, const call_signature& theirs);
   // For a fabric that can start over (the simulator's reset).
   void clear_failure() noexcept {
     failure_ = {};

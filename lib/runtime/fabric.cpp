@@ -138,6 +138,14 @@ call_signature fabric::signature_of(std::uint32_t seq) const noexcept {
   return {};
 }
 
+call_signature fabric::call_made(std::uint32_t seq) const noexcept {
+  if (auto s = signature_of(seq); !s.empty()) return s;
+  if (finished_newest_.first == seq) return finished_newest_.second;
+  for (const auto& [q, sig] : finished_)
+    if (q == seq) return sig;
+  return {};
+}
+
 bool fabric::signature_matches(const operation& op, const call_signature& theirs) {
   const auto mine = signature_of(op.tg.seq);
   if (mine == theirs) return true;
@@ -184,6 +192,19 @@ void fabric::note_unreceived(int src, std::uint32_t seq, const call_signature& t
                                   theirs.describe() + ") that rank " + std::to_string(rank()) +
                                   " finished without receiving it: the ranks' calls differ"
                             : called_differently(seq, calls_of(src, theirs, rank(), mine)));
+}
+
+std::error_code fabric::peer_left(const operation& op, std::uint32_t their_seq, const call_signature& theirs) {
+  const auto mine = signature_of(op.tg.seq);
+  const std::string them = "rank " + std::to_string(op.peer);
+  if (!theirs.empty() && their_seq == op.tg.seq && !mine.empty() && mine != theirs)
+    note_error(called_differently(op.tg.seq, calls_of(op.peer, theirs, rank(), mine)));
+  else
+    note_error(them + " has left the job (closed its communicator) " +
+               (theirs.empty() ? std::string("without finishing a collective")
+                               : "after collective " + std::to_string(their_seq) + ", " + theirs.describe() + ",") +
+               " while " + describe_op(op) + " waits for it: the ranks' calls differ (not every rank made this call, or not alike)");
+  return make_error_code(errc::call_mismatch);
 }
 
 std::error_code fabric::leftover(std::uint32_t) { return {}; }

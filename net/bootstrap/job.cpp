@@ -507,9 +507,14 @@ void job::report_failure(int code, std::string why) {
 void job::report_stall(std::uint32_t seq, std::string why, std::function<void()> nobody_stuck) {
   if (left_) return;
   if (cfg_.pmix) return asio::post(*pmix_events_, std::move(nobody_stuck));
-  if (!kv_) return client_->report_stall(seq, std::move(why), std::move(nobody_stuck));
+  if (!kv_) return client_->report_stall(seq, std::move(why), std::move(nobody_stuck), call_of_ ? call_of_(seq) : std::string());
   // Nobody to ask whether the others are alive: the collective's deadline decides.
   asio::post(kv_->events, std::move(nobody_stuck));
+}
+
+void job::answer_inquiries(std::function<std::string(std::uint32_t)> call_of) {
+  call_of_ = call_of;
+  if (client_) client_->answer_inquiries(std::move(call_of));
 }
 
 result<void> job::leave_kv(std::chrono::milliseconds wait, bool failed) {
@@ -579,7 +584,7 @@ result<void> job::leave_pmix(std::chrono::milliseconds wait, bool failed) {
   return {};
 }
 
-result<void> job::leave(std::chrono::milliseconds wait, bool failed) noexcept {
+result<void> job::leave(std::chrono::milliseconds wait, bool failed, last_call last) noexcept {
   if (left_) return outcome_;
   left_ = true;
   if (cfg_.pmix) {
@@ -603,7 +608,7 @@ result<void> job::leave(std::chrono::milliseconds wait, bool failed) noexcept {
     return outcome_;
   }
   client_->on_events(nullptr, nullptr);
-  outcome_ = client_->bye(wait, &outcome_detail_);
+  outcome_ = client_->bye(wait, &outcome_detail_, last.seq, std::move(last.signature));
   // The store stays while the other ranks finish (up to the deadline), and take the
   // outcome; when the job failed, they have been told: a little longer for those told
   // just now, not a deadline for a stalled one.

@@ -406,6 +406,7 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
   std::function<void(std::error_code)> closed;
   std::function<void(std::uint64_t, std::string)> failed;
   std::function<void()> verdict;
+  std::function<std::string(std::uint32_t)> call_of;  // answer_inquiries'
   // What the store said before the rank set its callbacks (a job can fail while a slow
   // rank is still joining): held, and told once on_events sets them.
   bool events_set = false;
@@ -477,9 +478,10 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
         continue;
       }
       if (m->type == m_ping) {  // the store asks who is alive: answered once this rank's loop runs
-        self->to_rank([self, id = m->id] {
-          asio::post(self->io, [self, id] {
-            if (self->sock.is_open()) self->send({m_pong, id, 0, {}, {}});
+        self->to_rank([self, id = m->id, seq = m->arg, call_of = self->call_of] {
+          std::string call = call_of ? call_of(seq) : std::string();
+          asio::post(self->io, [self, id, call = std::move(call)] {
+            if (self->sock.is_open()) self->send({m_pong, id, 0, call, {}});
           });
         });
         continue;
@@ -749,13 +751,17 @@ void client::on_events(std::function<void(int)> lost, std::function<void(std::er
   });
 }
 
-void client::report_stall(std::uint32_t seq, std::string why, std::function<void()> nobody_stuck) {
+void client::report_stall(std::uint32_t seq, std::string why, std::function<void()> nobody_stuck, std::string call) {
   why.resize(std::min(why.size(), max_failure_text));
-  asio::post(impl_->io, [s = impl_, seq, why = std::move(why), nobody_stuck = std::move(nobody_stuck)]() mutable {
+  asio::post(impl_->io, [s = impl_, seq, why = std::move(why), nobody_stuck = std::move(nobody_stuck), call = std::move(call)]() mutable {
     if (s->leaving || !s->sock.is_open()) return;
     s->verdict = std::move(nobody_stuck);
-    s->send({m_stalled, 0, seq, {}, std::move(why)});
+    s->send({m_stalled, 0, seq, std::move(call), std::move(why)});
   });
+}
+
+void client::answer_inquiries(std::function<std::string(std::uint32_t)> call_of) {
+  asio::post(impl_->io, [s = impl_, call_of = std::move(call_of)]() mutable { s->call_of = std::move(call_of); });
 }
 
 void client::report_failure(std::uint32_t code, std::string why) {
@@ -766,20 +772,20 @@ void client::report_failure(std::uint32_t code, std::string why) {
   });
 }
 
-result<void> client::bye(std::chrono::milliseconds wait, std::string* why) {
+result<void> client::bye(std::chrono::milliseconds wait, std::string* why, std::uint32_t last_seq, std::string last_call) {
   auto& s = *impl_;
   {
     std::unique_lock lock(s.mu);
     if (!s.outcome) {
       lock.unlock();
-      asio::post(s.io, [self = impl_] {
+      asio::post(s.io, [self = impl_, last_seq, last_call = std::move(last_call)] {
         if (self->leaving) return;
         self->leaving = true;
         if (!self->sock.is_open()) {
           self->settle(fail(errc::peer_lost), "the connection to the store on rank 0 was lost");
           return;
         }
-        self->send({m_bye, 0, 0, {}, {}});
+        self->send({m_bye, 0, last_seq, last_call, {}});
         self->out.on_drained([self] {
           std::lock_guard l(self->mu);
           self->bye_sent = true;

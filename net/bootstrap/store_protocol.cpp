@@ -1,5 +1,7 @@
 #include "store_protocol.hpp"
 
+#include "optcast/fabric.hpp"
+
 #include <charconv>
 
 #include <cstring>
@@ -98,7 +100,9 @@ table::table(int size, sender send)
       bye_(static_cast<std::size_t>(size)),
       ever_joined_(static_cast<std::size_t>(size)),
       stalled_(static_cast<std::size_t>(size)),
-      answered_(static_cast<std::size_t>(size)) {}
+      answered_(static_cast<std::size_t>(size)),
+      call_(static_cast<std::size_t>(size)),
+      last_call_(static_cast<std::size_t>(size)) {}
 
 void table::join(int rank) {
   joined_[static_cast<std::size_t>(rank)] = true;
@@ -163,6 +167,7 @@ bool table::on_message(int rank, const message& m) {
     case m_bye:
       if (bye_[static_cast<std::size_t>(rank)]) return false;
       bye_[static_cast<std::size_t>(rank)] = true;
+      if (m.key.size() == call_signature::wire_bytes) last_call_[static_cast<std::size_t>(rank)] = {m.arg, m.key};
       if (failure_) {
         send_(rank, *failure_);
       } else if (++byes_ == size()) {
@@ -181,11 +186,15 @@ bool table::on_message(int rank, const message& m) {
         ++inquiry_;
         stalled_seq_ = m.arg;
         for (int r = 0; r < size(); ++r)
-          if (joined(r) && !stalled_[static_cast<std::size_t>(r)]) send_(r, {m_ping, inquiry_, 0, {}, {}});
+          if (joined(r) && !stalled_[static_cast<std::size_t>(r)]) send_(r, {m_ping, inquiry_, stalled_seq_, {}, {}});
       }
+      if (m.arg == stalled_seq_ && m.key.size() == call_signature::wire_bytes) call_[static_cast<std::size_t>(rank)] = m.key;
       break;
     case m_pong:
-      if (inquiring_ && m.id == inquiry_) answered_[static_cast<std::size_t>(rank)] = true;
+      if (inquiring_ && m.id == inquiry_) {
+        answered_[static_cast<std::size_t>(rank)] = true;
+        if (m.key.size() == call_signature::wire_bytes) call_[static_cast<std::size_t>(rank)] = m.key;
+      }
       break;
     default:
       return false;
@@ -200,9 +209,35 @@ bool table::on_message(int rank, const message& m) {
   return true;
 }
 
+std::string table::differing_calls() const {
+  int first = -1;
+  std::string seen;
+  const auto sig = [](const std::string& b) { return call_signature::decode(reinterpret_cast<const std::byte*>(b.data())); };
+  for (int r = 0; r < size(); ++r) {
+    const auto R = static_cast<std::size_t>(r);
+    const std::string& mine = !call_[R].empty() ? call_[R] : last_call_[R].first == stalled_seq_ ? last_call_[R].second : call_[R];
+    if (mine.empty() || sig(mine).empty()) continue;
+    if (first < 0) {
+      first = r;
+      seen = mine;
+    } else if (mine != seen) {
+      return called_differently(stalled_seq_, calls_of(r, sig(mine), first, sig(seen)) + " (found by the store when the call stalled)");
+    }
+  }
+  return {};
+}
+
 void table::conclude() {
   if (!inquiring_) return;
   inquiring_ = false;
+  const std::string differ = differing_calls();
+  std::fill(call_.begin(), call_.end(), std::string());
+  if (!differ.empty() && !failure_) {
+    fail_job(-1, message{m_job_failed, static_cast<std::uint32_t>(errc::call_mismatch), static_cast<std::uint32_t>(-1), {}, differ.substr(0, max_failure_text)}, true);
+    std::fill(stalled_.begin(), stalled_.end(), false);
+    std::fill(answered_.begin(), answered_.end(), false);
+    return;
+  }
   std::string silent, waiting;
   int first = -1;
   for (int r = 0; r < size(); ++r) {

@@ -39,13 +39,19 @@ constexpr auto lost_code = static_cast<std::uint32_t>(errc::peer_lost);
 // done says bye and keeps its connection until the job's outcome: farewell once every
 // rank has said bye, or job_failed (peer_lost for a rank that died); then it closes.
 //
+// A rank's bye may name its newest finished collective {arg: seq, key: its signature}.
+//
 // A stall: a rank whose collective nears its deadline waiting on a peer says stalled
-// {arg: seq, val: what it waits for} (net/common/stall.hpp). The store then asks every other rank ping {id: inquiry}, which a live
-// rank's event loop answers at once with pong {id}. A rank that neither answers within
-// inquiry_window nor reported a stall itself is the root cause (stopped, or not calling
-// the collective at all): job_failed {id: timeout, arg: that rank} goes to every rank.
-// When every rank answers, the ranks that reported get verdict {}: nobody is stuck, the
-// collective was just too slow for its deadline (or the calls differ).
+// {arg: seq, key: its call's signature, val: what it waits for} (net/common/stall.hpp).
+// The store then asks every other rank ping {id: inquiry, arg: seq}, which a live rank's
+// event loop answers at once with pong {id, key: its signature of that collective, if it
+// made the call}. Calls that differ (among the answers, the stalled ranks' and the
+// goodbyes naming that collective) are the root cause: job_failed {id: call_mismatch}
+// names two of them to every rank. Else a rank that neither answers within
+// inquiry_window nor reported a stall itself is (stopped, or not calling the collective
+// at all): job_failed {id: timeout, arg: that rank} goes to every rank. When every rank
+// answers alike, the ranks that reported get verdict {}: nobody is stuck, the collective
+// was just too slow for its deadline.
 enum type : std::uint8_t {
   m_hello = 1, m_welcome, m_error, m_set, m_ok, m_get, m_value, m_bye, m_peer_lost, m_challenge, m_proof,
   m_failed, m_job_failed, m_farewell, m_stalled, m_ping, m_pong, m_verdict,
@@ -127,6 +133,9 @@ public:
 
 private:
   void fail_job(int from, message m, bool tell);
+  // Two calls of the inquiry's collective that differ, as the failure's text; empty if
+  // every signature known for it is alike.
+  std::string differing_calls() const;
   sender send_;
   std::vector<bool> joined_, bye_, ever_joined_;
   int byes_ = 0;
@@ -137,6 +146,10 @@ private:
   std::uint32_t inquiry_ = 0;
   std::uint32_t stalled_seq_ = 0;
   std::vector<bool> stalled_, answered_;
+  // Per rank: its signature of the inquiry's collective (call_signature::wire_bytes, or
+  // empty), and its goodbye's newest finished collective.
+  std::vector<std::string> call_;
+  std::vector<std::pair<std::uint32_t, std::string>> last_call_;
 };
 
 }  // namespace optcast::store::proto

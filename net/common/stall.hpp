@@ -55,6 +55,13 @@ public:
     ask(*j, seq, "collective " + std::to_string(seq) + " near its deadline on " + who + ", waiting for" + waiting.substr(1));
   }
 
+  // A connection that collective seq needs broke (`why`): the store is asked at once, so
+  // that a cause it can find (calls that differ, with a peer that has left in good
+  // order) comes within the loss grace, before the loss itself is taken for the cause.
+  void connection_lost(job* j, std::uint32_t seq, const std::string& why) {
+    if (j && !waiting_for_(seq).empty()) ask(*j, seq, why);
+  }
+
   // Collective seq's deadline passed on `who`.
   void deadline_passed(job* j, std::uint32_t seq, const std::string& who) {
     std::string text = "deadline of collective " + std::to_string(seq) + " passed on " + who;

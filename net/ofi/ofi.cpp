@@ -91,6 +91,7 @@ bool from_hex(const std::string& s, std::vector<unsigned char>& out) {
 
 void ofi_fabric::bootstrap() {
   job_ = std::make_unique<job>(ex_, cfg_);
+  job_->answer_inquiries([this, alive = alive_](std::uint32_t seq) { return *alive ? detail::wire_bytes(call_made(seq)) : std::string(); });
   job_->on_failure(
       [this, alive = alive_](int r) {
         if (*alive && !closing_) told(make_error_code(errc::peer_lost), rank_name(r) + " died (its store connection closed without goodbye)");

@@ -29,6 +29,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 #include "../common/deadlines.hpp"
+#include "../common/inquiry.hpp"
 #include "../common/op_queue.hpp"
 #include "../common/owned_loop.hpp"
 #include "../common/stall.hpp"
@@ -105,11 +106,13 @@ public:
     bool first = false;
     std::error_code own;
     std::string own_detail;
+    last_call last;
     detail::on_strand(*this, [&] {
       if (closing_) return;
       first = true;
       own = failure();
       own_detail = failure_detail();
+      last = {newest_finished().first, detail::wire_bytes(newest_finished().second)};
       closing_ = true;
       abort(make_error_code(errc::cancelled), "the communicator was closed");
       std::error_code ignored;
@@ -117,7 +120,7 @@ public:
     });
     if (!first) return;
     result<void> out;
-    if (job_) out = job_->leave(wait, static_cast<bool>(own));
+    if (job_) out = job_->leave(wait, static_cast<bool>(own), std::move(last));
     detail::on_strand(*this, [&] {
       if (job_) outcome_ = settle_outcome(out, job_->outcome_detail(), own, own_detail);
       *alive_ = false;

@@ -20,6 +20,7 @@ bool tcp_fabric::start_recv(operation& op, peer_state& pe) {
     pe.unexpected.erase(it);
     return op.finish_now(ec);
   }
+  if (pe.left) return op.finish_now(peer_left(op, pe.left->first, pe.left->second));
   if (pe.in_closed && !loss_pending_)
     return fail_now(op, make_error_code(errc::peer_lost), rank_name(op.peer) + " closed its connection");
   op.fabric_state = st_posted;
@@ -196,7 +197,9 @@ void tcp_fabric::read_frame(const std::shared_ptr<in_conn>& c) {
       c->abort_code = f.abort_code;
       return read_abort(c, f.len);
     }
-    if (f.kind != frame_header::data) return protocol_error(c, "malformed frame header");
+    if (f.kind == frame_header::malformed) return protocol_error(c, "malformed frame header");
+    if (peer(c->peer).left) return protocol_error(c, "a frame after its goodbye");
+    if (f.kind == frame_header::bye) return read_bye(c, f.tg.seq, f.sig);
     const std::uint64_t len = f.len;
     const tag tg = f.tg;
     const call_signature& sig = f.sig;
@@ -322,6 +325,23 @@ void tcp_fabric::read_abort(const std::shared_ptr<in_conn>& c, std::uint64_t len
   });
 }
 
+void tcp_fabric::read_bye(const std::shared_ptr<in_conn>& c, std::uint32_t seq, const call_signature& sig) {
+  read_body(c, nullptr, 0, [this, c, seq, sig] {
+    const int p = c->peer;
+    auto& pe = peer(p);
+    pe.left.emplace(seq, sig);
+    log(log_level::debug, rank_name(cfg_.rank) + ": " + rank_name(p) + " said goodbye");
+    // Nothing more comes from it: a receive waiting on it never finishes.
+    auto alive = alive_;
+    while (operation* op = pe.posted.pop_front()) {
+      op->fabric_state = st_none;
+      op->complete(peer_left(*op, seq, sig));
+      if (!*alive) return;
+    }
+    if (c->open) read_frame(c);  // for the end of the stream, which is now no loss
+  });
+}
+
 void tcp_fabric::protocol_error(const std::shared_ptr<in_conn>& c, const std::string& what) {
   const std::string why = what + " from " + rank_name(c->peer);
   log(log_level::error, rank_name(cfg_.rank) + ": " + why);
@@ -333,6 +353,13 @@ void tcp_fabric::in_ended(const std::shared_ptr<in_conn>& c, const std::string& 
   const std::string why = error.empty() ? rank_name(p) + " closed its connection"
                                         : "the connection from " + rank_name(p) + " failed: " + error;
   auto& pe = peer(p);
+  if (pe.left && pe.in == c && error.empty()) {  // the close after its goodbye
+    pe.in_closed = true;
+    c->open = false;
+    std::error_code ignored;
+    c->sock.close(ignored);
+    return;
+  }
   if (failure() || pe.in != c) return drop_in(p, make_error_code(errc::peer_lost), why);
   // Its receives wait for the cause (lost_connection); the socket is closed, so nothing
   // more is read into the one that was being filled.
@@ -340,7 +367,8 @@ void tcp_fabric::in_ended(const std::shared_ptr<in_conn>& c, const std::string& 
   c->open = false;
   std::error_code ignored;
   c->sock.close(ignored);
-  lost_connection(why);
+  const operation* waiting = c->target ? c->target : pe.posted.front();
+  lost_connection(why, waiting ? waiting->tg.seq : 0, waiting != nullptr);
 }
 
 void tcp_fabric::drop_in(int p, std::error_code ec, const std::string& why) {

@@ -3,6 +3,7 @@
 // receiving half is in receive.cpp.
 #include "tcp_fabric.hpp"
 
+#include "../common/inquiry.hpp"
 #include "../common/owned_loop.hpp"
 #include "optcast/net/launcher.hpp"
 
@@ -13,6 +14,7 @@ namespace impl {
 void tcp_fabric::bootstrap() {
   job_ = std::make_unique<job>(ex_, cfg_);
   job_id_ = job_->id();
+  job_->answer_inquiries([this, alive = alive_](std::uint32_t seq) { return *alive ? detail::wire_bytes(call_made(seq)) : std::string(); });
   key_ = auth::key::from_secret(cfg_.secret);
   job_->on_failure(
       [this, alive = alive_](int r) {
@@ -150,12 +152,15 @@ void tcp_fabric::close(std::chrono::milliseconds wait) noexcept {
   bool first = false;
   std::error_code own;
   std::string own_detail;
+  last_call last;
   detail::on_strand(*this, [&] {
     if (closing_) return;
     first = true;
     own = failure();
     own_detail = failure_detail();
+    last = {newest_finished().first, detail::wire_bytes(newest_finished().second)};
     closing_ = true;
+    if (!own && idle()) say_goodbye();
     abort(make_error_code(errc::cancelled), "the communicator was closed");
     std::error_code ignored;
     acceptor_.close(ignored);
@@ -164,7 +169,10 @@ void tcp_fabric::close(std::chrono::milliseconds wait) noexcept {
   });
   if (!first) return;
   result<void> out;
-  if (job_) out = job_->leave(wait, static_cast<bool>(own));
+  if (job_) out = job_->leave(wait, static_cast<bool>(own), std::move(last));
+  // Once leave() has waited, every rank has left (or the job failed): the goodbyes that
+  // are still unsent are not needed. The destructor's close has not waited: they are.
+  finish_goodbyes(wait.count() == 0 ? cfg_.timeout : std::chrono::milliseconds(0));
   detail::on_strand(*this, [&] {
     if (job_) outcome_ = settle_outcome(out, job_->outcome_detail(), own, own_detail);
     *alive_ = false;
@@ -183,6 +191,7 @@ bool tcp_fabric::fail_now(operation& op, std::error_code ec, const std::string& 
 }
 
 bool tcp_fabric::start_send(operation& op, peer_state& pe) {
+  if (pe.left) return op.finish_now(peer_left(op, pe.left->first, pe.left->second));
   auto& out = pe.out;
   if (out.st == out_conn::state::failed && !loss_pending_)
     return fail_now(op, make_error_code(errc::peer_lost), "the connection to " + rank_name(op.peer) + " failed");
@@ -383,13 +392,17 @@ void tcp_fabric::out_lost(int p, const std::string& why) {
   out.st = out_conn::state::failed;
   std::error_code ignored;
   out.sock.close(ignored);
-  lost_connection(why);
+  const operation* waiting = out.writing ? out.writing : out.queue.front();
+  lost_connection(why, waiting ? waiting->tg.seq : 0, waiting != nullptr);
 }
 
-void tcp_fabric::lost_connection(const std::string& why) {
+void tcp_fabric::lost_connection(const std::string& why, std::uint32_t seq, bool waits) {
   // Most often the other end failed and closed its connections; its abort frame or the
   // store's word says why within a round trip. The operations on the connection wait
-  // for that (abort() then ends them with the cause) or for the grace to pass.
+  // for that (abort() then ends them with the cause) or for the grace to pass. The peer
+  // may also have left in good order, its calls having differed from this rank's: the
+  // store, asked now, can tell.
+  if (waits) stall_.connection_lost(job_.get(), seq, why);
   if (loss_pending_) return;
   loss_pending_ = true;
   loss_timer_.expires_after(loss_grace);

@@ -99,6 +99,9 @@ struct peer_state {
   out_conn out;
   std::shared_ptr<in_conn> in;
   bool in_closed = false;  // its connection to us ended: nothing more will come
+  // Its goodbye (frame_bye): the newest collective it finished, and that it left in good
+  // order; its connection's end is then no loss.
+  std::optional<std::pair<std::uint32_t, call_signature>> left;
   detail::op_queue posted;
   std::vector<unexpected_msg> unexpected;  // arrival order; short, and a deque would allocate chunks
   std::size_t unexpected_bytes = 0;        // its share of tcp_fabric::unexpected_bytes_
@@ -183,13 +186,15 @@ public:
   void told(std::error_code ec, const std::string& why) noexcept;
   // A connection broke (read or write): lost_connection after closing it.
   void out_lost(int p, const std::string& why);
-  void lost_connection(const std::string& why);
+  // `seq`: a collective that waits on the connection (0 and `waits` false: none known).
+  void lost_connection(const std::string& why, std::uint32_t seq = 0, bool waits = false);
 
   // Best effort, without blocking: an abort frame on every idle connection, so that the
   // peers' errors name the cause rather than "rank r closed its connection".
   void tell_peers(const std::string& why) noexcept;
   // Closes the fabric and leaves the job, waiting up to `wait` for its outcome (the
-  // destructor does not wait: leave() does).
+  // destructor does not wait: leave() does). A rank with no failure and nothing in flight
+  // says goodbye on every connection first (say_goodbye).
   void close(std::chrono::milliseconds wait = {}) noexcept;
 
 private:
@@ -222,6 +227,16 @@ private:
 
   // The connection to p cannot carry more: fail what waits on it.
   void fail_out(int p, std::error_code ec, const std::string& why);
+
+  // Nothing in flight: no operation posted, queued, or being read or written.
+  bool idle() const noexcept;
+  // A goodbye frame on every connection this rank opened, written now where the socket
+  // takes it (the kernel delivers it, and then the close, after the data before it);
+  // a socket that cannot take it all now is kept, with the rest, for finish_goodbyes.
+  void say_goodbye() noexcept;
+  // After the job's outcome: the goodbyes that did not fit their sockets at close are
+  // written within `within` (0: not at all, the peers having left as well), then closed.
+  void finish_goodbyes(std::chrono::milliseconds within) noexcept;
 
   // ------------------------------------------------------------------ receiving
 
@@ -264,6 +279,9 @@ private:
   }
   void stash(const std::shared_ptr<in_conn>& c);
   void read_abort(const std::shared_ptr<in_conn>& c, std::uint64_t len);
+  // A goodbye: what waits on its sender fails (peer_left), and its connection's end is
+  // read as the orderly close it is.
+  void read_bye(const std::shared_ptr<in_conn>& c, std::uint32_t seq, const call_signature& sig);
   // Reads a frame's payload (len bytes to data) and, when encrypted, its tag, and opens
   // it in place; then `then()`. A payload that fails to open is a protocol violation.
   template <class Then>
@@ -301,6 +319,11 @@ private:
   std::uint64_t arrivals_ = 0;        // messages stashed so far (unexpected_msg::arrival)
   std::uintptr_t posts_ = 0;          // receives posted so far (stamp_posted)
   connection_counts counts_;
+  struct lingering_goodbye {
+    tcp::socket sock;
+    std::vector<std::byte> rest;  // of the goodbye frame, unwritten
+  };
+  std::vector<lingering_goodbye> goodbyes_;
   bool closing_ = false;
   bool spread_ = false;  // every rank was told of this rank's failure, or it was told of theirs
   result<void> outcome_;  // the job's, once closed

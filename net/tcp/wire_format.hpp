@@ -134,13 +134,19 @@ constexpr std::uint32_t frame_data = 0x46444f43;  // "CODF"
 // code, the payload why; receivers fail with peer_lost and that reason.
 constexpr std::uint32_t frame_abort = 0x41444f43;  // "CODA"
 constexpr std::size_t max_abort_text = 2000;
+// Sent by a rank that closes its communicator in good order (no failure, nothing in
+// flight), after its last data frame: nothing more will come on this connection, and the
+// close that follows is a goodbye, not a loss. The tag's seq and the signature name the
+// newest collective it finished (all zero: none), so that a receive still waiting on it
+// fails at once, as the mismatch it is. No payload (with encryption, its tag alone).
+constexpr std::uint32_t frame_bye = 0x42444f43;  // "CODB"
 constexpr std::size_t frame_bytes = 24 + call_signature::wire_bytes;
 // The largest payload any frame may claim; a data frame must also fit what the receiver
 // expects (its posted receive, or its unexpected-message budget) before a byte is held.
 constexpr std::uint64_t max_frame = std::uint64_t{1} << 40;
 
 struct frame_header {
-  enum kind_t : std::uint8_t { malformed, data, abort } kind = malformed;
+  enum kind_t : std::uint8_t { malformed, data, abort, bye } kind = malformed;
   tag tg{};
   std::uint64_t abort_code = 0;  // abort: the sender's error code
   std::uint64_t len = 0;
@@ -148,7 +154,7 @@ struct frame_header {
 };
 
 inline void encode(std::span<std::byte, frame_bytes> b, const frame_header& f) noexcept {
-  wire::put_u32(b.data(), f.kind == frame_header::abort ? frame_abort : frame_data);
+  wire::put_u32(b.data(), f.kind == frame_header::abort ? frame_abort : f.kind == frame_header::bye ? frame_bye : frame_data);
   wire::put_u32(b.data() + 4, 0);
   wire::put_u64(b.data() + 8, f.kind == frame_header::abort ? f.abort_code : f.tg.packed());
   wire::put_u64(b.data() + 16, f.len);
@@ -164,8 +170,9 @@ inline frame_header decode_frame(std::span<const std::byte, frame_bytes> b) noex
     f.abort_code = wire::get_u64(b.data() + 8);
     return f;
   }
-  if (kind != frame_data || wire::get_u32(b.data() + 4) != 0 || f.len > max_frame) return f;
-  f.kind = frame_header::data;
+  if ((kind != frame_data && kind != frame_bye) || wire::get_u32(b.data() + 4) != 0 || f.len > max_frame) return f;
+  if (kind == frame_bye && f.len != 0) return f;
+  f.kind = kind == frame_bye ? frame_header::bye : frame_header::data;
   f.tg = tag::unpack(wire::get_u64(b.data() + 8));
   f.sig = call_signature::decode(b.data() + 24);
   return f;

@@ -106,6 +106,12 @@ struct job_config {
   void read_rank_env(const std::function<const char*(const char*)>& env);
 };
 
+// The newest collective a rank finished, which its goodbye names to the store.
+struct last_call {
+  std::uint32_t seq = 0;
+  std::string signature;  // call_signature's wire bytes; empty: none
+};
+
 // Joining a job: rank 0 starts the store; every rank connects to it, learns the job id
 // and keeps the connection, which reports dead peers. leave() says goodbye and learns
 // the job's outcome. Throws setup_error on failure. With job_config::kv, the same
@@ -139,13 +145,18 @@ public:
   // This rank's collective `seq` waits on a peer near its deadline: the store finds the root cause
   // (store::client::report_stall); `nobody_stuck` when every rank answers.
   void report_stall(std::uint32_t seq, std::string why, std::function<void()> nobody_stuck);
+  // This rank's signature of collective `seq` (call_signature's wire bytes, empty if it
+  // made no such call), for the store's inquiries into a stall: calls that differ are
+  // found there. Runs on the job's event loop.
+  void answer_inquiries(std::function<std::string(std::uint32_t seq)> call_of);
+
   // Says goodbye and waits, up to `wait`, for the job's outcome: success once every
   // rank has said goodbye, else the job's first failure (outcome_detail() says which
   // rank and why), or timeout. On rank 0 the store then closes (after the other ranks
   // have left, up to config().timeout, or a second once the job has failed). Once only;
   // later calls return the same.
   // `failed`: this rank knows the job failed (its own failure, or told of another's).
-  result<void> leave(std::chrono::milliseconds wait, bool failed = false) noexcept;
+  result<void> leave(std::chrono::milliseconds wait, bool failed = false, last_call last = {}) noexcept;
   const std::string& outcome_detail() const noexcept { return outcome_detail_; }
 
 private:
@@ -165,6 +176,7 @@ private:
   bool left_ = false;
   std::optional<std::string> pmix_failure_;  // job_config::pmix: "code why" of this rank's failure
   std::unique_ptr<asio::any_io_executor> pmix_events_;  // job_config::pmix: where lookups answer
+  std::function<std::string(std::uint32_t)> call_of_;   // answer_inquiries
   result<void> outcome_;
   std::string outcome_detail_;
 };

@@ -115,11 +115,18 @@ public:
   // This rank's collective `seq` nears its deadline waiting for `why`: the store asks
   // every rank whether it is alive, and tells every rank the root cause (job_failed, to
   // the `failed` callback) when one does not answer, or calls `nobody_stuck` when all do.
-  void report_stall(std::uint32_t seq, std::string why, std::function<void()> nobody_stuck);
+  // `call`: this rank's signature of collective seq (call_signature's wire bytes), which
+  // the store compares with the other ranks' (calls that differ are the root cause then).
+  void report_stall(std::uint32_t seq, std::string why, std::function<void()> nobody_stuck, std::string call = {});
+  // How this rank answers the store's inquiries: its signature of collective `seq`
+  // (call_signature's wire bytes, empty if it has made no such call). Runs on `events`.
+  void answer_inquiries(std::function<std::string(std::uint32_t seq)> call_of);
   // Says goodbye (this rank is done) and waits, up to `wait`, for the job's outcome:
   // success once every rank has said goodbye, else the job's first failure (with the
   // reason in *why), or timeout. Closes the connection. Later calls return the same.
-  result<void> bye(std::chrono::milliseconds wait, std::string* why = nullptr);
+  // `last_seq`, `last_call`: the newest collective this rank finished and its signature
+  // (empty: none), for the store's inquiries after this rank has gone.
+  result<void> bye(std::chrono::milliseconds wait, std::string* why = nullptr, std::uint32_t last_seq = 0, std::string last_call = {});
 
   struct impl;
 
