@@ -824,6 +824,59 @@ TEST_CASE("the store names the rank that does not answer a stall inquiry, or tel
   }
 }
 
+// Calls that differ and wait on each other never exchange a message that would show it:
+// the store, inquiring into the stall, compares the ranks' signatures of the collective
+// (the reporters', the answers', and the goodbyes that name it).
+TEST_CASE("the store finds calls that differ when a collective stalls", "[store]") {
+  namespace p = store::proto;
+  std::vector<std::vector<p::message>> got(4);
+  p::table t(4, [&](int r, const p::message& m) { got[static_cast<std::size_t>(r)].push_back(m); });
+  for (int r = 0; r < 4; ++r) t.join(r);
+  const auto sig = [](std::uint32_t root) {
+    call_signature s;
+    s.coll = static_cast<std::uint8_t>(collective::gather) + 1;
+    s.alg = 1;
+    s.root = root;
+    s.bytes = 4000;
+    s.blocks = 1;
+    std::string b(call_signature::wire_bytes, '\0');
+    s.encode(reinterpret_cast<std::byte*>(b.data()));
+    return b;
+  };
+  const auto mismatch = static_cast<std::uint32_t>(errc::call_mismatch);
+  REQUIRE(t.on_message(0, {p::m_stalled, 0, 17, sig(0), "waiting for receive from rank 2"}));
+  const std::uint32_t q = t.inquiry();
+  for (int r : {1, 2, 3}) CHECK(got[static_cast<std::size_t>(r)].back().arg == 17);  // the ping names the collective
+
+  SECTION("an answer with another root") {
+    REQUIRE(t.on_message(1, {p::m_pong, q, 0, sig(0), {}}));
+    REQUIRE(t.on_message(2, {p::m_pong, q, 0, {}, {}}));  // it has not made the call
+    REQUIRE(t.on_message(3, {p::m_pong, q, 0, sig(1), {}}));
+    REQUIRE(t.failed());
+    CHECK(t.failure()->id == mismatch);
+    CHECK_THAT(t.failure()->val, Catch::StartsWith("collective 17 was called differently: rank 3 called gather") &&
+                                     Catch::Contains("root 1") && Catch::Contains("rank 0 gather") && Catch::Contains("root 0"));
+    for (int r = 0; r < 4; ++r) CHECK(got[static_cast<std::size_t>(r)].back() == *t.failure());
+  }
+  SECTION("a goodbye that names the collective with another root; one that names another does not count") {
+    REQUIRE(t.on_message(2, {p::m_bye, 0, 16, sig(5), {}}));
+    REQUIRE(t.on_message(3, {p::m_bye, 0, 17, sig(3), {}}));
+    REQUIRE(t.on_message(1, {p::m_pong, q, 0, sig(0), {}}));
+    REQUIRE(t.failed());
+    CHECK(t.failure()->id == mismatch);
+    CHECK_THAT(t.failure()->val, Catch::Contains("rank 3 called gather") && Catch::Contains("root 3") && !Catch::Contains("root 5"));
+  }
+  SECTION("alike calls: the reporters hear that nobody is stuck") {
+    for (int r : {1, 2, 3}) REQUIRE(t.on_message(r, {p::m_pong, q, 0, sig(0), {}}));
+    CHECK_FALSE(t.failed());
+    CHECK(got[0].back().type == p::m_verdict);
+  }
+  SECTION("a signature of the wrong length is not taken for a call") {
+    for (int r : {1, 2, 3}) REQUIRE(t.on_message(r, {p::m_pong, q, 0, sig(1).substr(0, 31), {}}));
+    CHECK_FALSE(t.failed());
+  }
+}
+
 TEST_CASE("a rank that joins after the job failed is told, though it sets its callbacks later", "[store]") {
   // A slow rank (a sanitizer build, a loaded host) may reach the store after the others
   // have failed: the store tells it at once, before its fabric has set the callbacks.
