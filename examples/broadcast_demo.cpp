@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "optcast/cli.hpp"
 #include "measure.hpp"
 #include <optcast/optcast.hpp>
 
@@ -27,7 +28,7 @@ int main(int argc, char** argv) {
   int root = 0, blocks = 0, iterations = 5, np = 0;
   std::string alg_name = "automatic", fabric = "tcp";
   app.add_option("--np", np, "start N ranks on this machine (without it: one rank of a launched job)")->check(CLI::Range(1, 4096));
-  app.add_option("--bytes", bytes, "bytes to broadcast")->transform(CLI::AsSizeValue(true))->capture_default_str();
+  app.add_option("--bytes", bytes, "bytes to broadcast (up to this machine's memory)")->transform(optcast::cli::byte_size())->capture_default_str();
   app.add_option("--root", root, "the broadcasting rank")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--algorithm", alg_name, "automatic or a broadcast algorithm: " + optcast::algorithm_names(optcast::collective::broadcast))
       ->capture_default_str();
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
     if (!alg || (*alg != optcast::algorithm::automatic && !optcast::find(optcast::collective::broadcast, *alg)))
       throw CLI::ValidationError("--algorithm", "automatic or one of " + optcast::algorithm_names(optcast::collective::broadcast));
     if (np && root >= np) throw CLI::ValidationError("--root", "must be below --np");
+    if (const auto why = optcast::cli::fits_memory(np, bytes); np && !why.empty()) throw CLI::ValidationError("--bytes", why);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }

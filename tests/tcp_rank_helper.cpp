@@ -26,6 +26,7 @@
 
 #include "fault_fabric.hpp"
 #include "optcast/optcast.hpp"
+#include "optcast/cli.hpp"
 
 int main(int argc, char** argv) try {
   CLI::App app{"A rank of a multi-process broadcast test.", "tcp_rank_helper"};
@@ -37,7 +38,7 @@ int main(int argc, char** argv) try {
   std::string alg_name = "circulant", report_dir = ".", fabric = "tcp";
   app.add_option("--np", np, "ranks to start on this machine")->check(CLI::Range(1, 4096));
   app.add_option("--root,--roots", root_names, "root, a list of them (0,3), or all")->delimiter(',');
-  app.add_option("--bytes", sizes, "bytes, or a list of sizes")->delimiter(',')->transform(CLI::AsSizeValue(true));
+  app.add_option("--bytes", sizes, "bytes, or a list of sizes")->delimiter(',')->transform(optcast::cli::byte_size());
   app.add_option("--blocks", blocks, "blocks")->check(CLI::Range(0, 1 << 20));
   app.add_option("--algorithm", alg_name, "algorithm");
   app.add_option("--report", report_dir, "where each rank writes its outcome");

@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 
 #include "optcast/optcast.hpp"
+#include "optcast/cli.hpp"
 
 namespace {
 
@@ -171,7 +172,7 @@ int main(int argc, char** argv) try {
   app.add_option("--np", np, "ranks to start on this machine")->check(CLI::Range(1, 4096));
   app.add_option("--fabric", fabric, "tcp or ofi (default: OPTCAST_FABRIC, else tcp)");
   app.add_option("--collectives", kinds, "which collectives, in turn")->delimiter(',');
-  app.add_option("--bytes", sizes, "sizes, in turn")->delimiter(',')->transform(CLI::AsSizeValue(true));
+  app.add_option("--bytes", sizes, "sizes, in turn")->delimiter(',')->transform(optcast::cli::byte_size());
   app.add_option("--rounds", rounds, "times through the list of collectives")->check(CLI::Range(1, 1 << 20));
   app.add_option("--repeat", repeat, "calls of each collective in a row")->check(CLI::Range(1, 1 << 20));
   app.add_option("--root", fixed_root, "the root of every rooted call (default: moving round the ranks)")->check(CLI::Range(-1, 1 << 20));

@@ -7,6 +7,7 @@
 #include "tools.hpp"
 #include "optcast/optcast.hpp"
 #include "optcast/progress.hpp"
+#include "optcast/cli.hpp"
 
 namespace optcast::tools {
 
@@ -62,7 +63,7 @@ int cmd_calibrate(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--stream", o.stream, "messages per streaming loop")->check(CLI::Range(8, 1000000))->capture_default_str();
   app.add_option("--big", o.big_bytes, "message size for G (2 bytes to 1 GiB)")
-      ->transform(CLI::AsSizeValue(true))->check(CLI::Range(std::size_t{2}, std::size_t{1} << 30))->capture_default_str();
+      ->transform(cli::byte_size(2, std::uint64_t{1} << 30))->capture_default_str();
   app.add_option("--output", output, "write the calibration as JSON to FILE");
   app.add_flag("--json", json, "print the calibration as one JSON object");
   sim::model model = sim::model::rounds();

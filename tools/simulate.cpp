@@ -14,6 +14,7 @@
 #include "optcast/picture.hpp"
 #include "optcast/progress.hpp"
 #include "optcast/simulate.hpp"
+#include "optcast/cli.hpp"
 
 namespace optcast::tools {
 
@@ -35,7 +36,7 @@ int cmd_simulate(int argc, char** argv) {
   app.add_option("--bytes", req.bytes,
                  "message size (allgather, scatter, gather: per rank; alltoall: per pair of ranks; allgatherv, "
                  "reduce_scatter(_block): in total; summation: the operand count n; stream: per item)")
-      ->transform(CLI::AsSizeValue(true))->capture_default_str();
+      ->transform(cli::byte_size())->capture_default_str();
   app.add_option("--blocks", req.blocks, "pipelining depth (default: the library's choice under the model; stream: items, 1)")
       ->check(CLI::Range(1, 1 << 24));
   app.add_option("--root", req.root, "root rank of broadcast, scatter, gather, reduce, summation, stream")

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <optcast/cli.hpp>
 
 namespace optcast::bench {
 
@@ -37,7 +38,7 @@ inline int iterations_for(std::size_t bytes, int requested) {
 
 // The --sizes option every size sweep takes.
 inline CLI::Option* add_sizes(CLI::App& app, std::vector<std::size_t>& sizes, const char* help) {
-  return app.add_option("--sizes", sizes, help)->delimiter(',')->transform(CLI::AsSizeValue(true))->capture_default_str();
+  return app.add_option("--sizes", sizes, help)->delimiter(',')->transform(cli::byte_size())->capture_default_str();
 }
 
 }  // namespace optcast::bench

@@ -32,6 +32,7 @@
 
 #include "../measure.hpp"
 #include "bench.hpp"
+#include <optcast/cli.hpp>
 
 namespace optcast::bench {
 
@@ -198,10 +199,10 @@ int coll_cmd(int argc, char** argv) {
   app.add_option("--np", np, "start N rank processes on this machine")->check(CLI::Range(1, 4096));
   app.add_option("--ops,-o", ops, "collectives: bcast, scatter, gather, reduce, allreduce, allgather, alltoall")->delimiter(',')
       ->check(CLI::IsMember({"bcast", "scatter", "gather", "reduce", "allreduce", "allgather", "alltoall"}))->capture_default_str();
-  app.add_option("--sizes,-l", sizes, "sizes (overrides --min-bytes/--max-bytes)")->delimiter(',')->transform(CLI::AsSizeValue(true));
+  app.add_option("--sizes,-l", sizes, "sizes (overrides --min-bytes/--max-bytes)")->delimiter(',')->transform(cli::byte_size());
   app.add_option("--min-bytes,-s", min_bytes, "smallest size of the default list: 8, then powers of 4 from 16")
-      ->transform(CLI::AsSizeValue(true))->capture_default_str();
-  app.add_option("--max-bytes,-S", max_bytes, "largest size of the default list")->transform(CLI::AsSizeValue(true))->capture_default_str();
+      ->transform(cli::byte_size())->capture_default_str();
+  app.add_option("--max-bytes,-S", max_bytes, "largest size of the default list")->transform(cli::byte_size())->capture_default_str();
   app.add_option("--time,-t", budget, "seconds of repetitions per (collective, size)")->check(CLI::Range(0.0, 3600.0))->capture_default_str();
   app.add_option("--min-reps,-m", min_reps, "fewest timed repetitions")->check(CLI::Range(1, 1000000))->capture_default_str();
   app.add_option("--max-reps,-r", max_reps, "most timed repetitions")->check(CLI::Range(1, 1000000))->capture_default_str();
@@ -215,6 +216,7 @@ int coll_cmd(int argc, char** argv) {
   std::map<std::string, algorithm> chosen;  // op -> forced algorithm
   app.callback([&] {
     if (min_reps > max_reps) throw CLI::ValidationError("--min-reps", "must not exceed --max-reps");
+    if (min_bytes > max_bytes) throw CLI::ValidationError("--min-bytes", "must not exceed --max-bytes");
     for (const auto& a : algs) {
       const auto eq = a.find('=');
       const std::string name = eq == std::string::npos ? a : a.substr(eq + 1);

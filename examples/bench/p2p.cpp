@@ -16,6 +16,7 @@
 #include <optcast/optcast.hpp>
 
 #include "bench.hpp"
+#include <optcast/cli.hpp>
 
 namespace optcast::bench {
 
@@ -32,7 +33,7 @@ int p2p_cmd(int argc, char** argv) {
   bool json = false, encrypt = false;
   app.add_option("--fabric", fabric_name, "tcp or ofi (provider from FI_PROVIDER or the best available)")
       ->check(CLI::IsMember({"tcp", "ofi"}))->capture_default_str();
-  app.add_option("--bytes", bytes, "message size")->transform(CLI::AsSizeValue(true))->capture_default_str();
+  app.add_option("--bytes", bytes, "message size")->transform(cli::byte_size())->capture_default_str();
   app.add_option("--count", count, "messages per run")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.add_option("--runs", runs, "runs of each; the median is reported")->check(CLI::Range(1, 1000))->capture_default_str();
   app.add_flag("--json", json, "one JSON object");
