@@ -90,18 +90,7 @@ bool from_hex(const std::string& s, std::vector<unsigned char>& out) {
 }  // namespace
 
 void ofi_fabric::bootstrap() {
-  job_ = std::make_unique<job>(ex_, cfg_);
-  job_->answer_inquiries([this, alive = alive_](std::uint32_t seq) { return *alive ? detail::wire_bytes(call_made(seq)) : std::string(); });
-  job_->on_failure(
-      [this, alive = alive_](int r) {
-        if (*alive && !closing_) told(make_error_code(errc::peer_lost), rank_name(r) + " died (its store connection closed without goodbye)");
-      },
-      [this, alive = alive_](std::string why) {
-        if (*alive && !closing_) told(make_error_code(errc::peer_lost), why);
-      },
-      [this, alive = alive_](std::uint64_t code, std::string why) {
-        if (*alive && !closing_) told(told_error(code), why);
-      });
+  join_job();
 
   std::string prov = cfg_.provider, why = "no provider";
   if (prov.empty()) {

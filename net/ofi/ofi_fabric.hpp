@@ -28,8 +28,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
-#include "../common/deadlines.hpp"
-#include "../common/inquiry.hpp"
+#include "../common/job_fabric.hpp"
 #include "../common/op_queue.hpp"
 #include "../common/owned_loop.hpp"
 #include "../common/stall.hpp"
@@ -88,48 +87,11 @@ enum : std::uintptr_t { st_none = 0, st_retry, st_posted, st_cancelling, st_lost
 static_assert(sizeof(fi_context2) <= sizeof(operation::fabric_ctx) - sizeof(void*));
 inline fid_mr*& mr_of(operation& op) { return *reinterpret_cast<fid_mr**>(&op.fabric_ctx[9]); }
 
-class ofi_fabric final : public fabric {
+class ofi_fabric final : public detail::job_fabric {
 public:
-  ofi_fabric(asio::io_context& io, const config& cfg)
-      : io_(io), cfg_(cfg), wait_(ex_), deadlines_(
-            ex_, [this](std::uint32_t seq) { expire(seq); },
-            [this](std::uint32_t seq) {
-              if (!failure()) stall_.deadline_near(job_.get(), seq, rank_name(cfg_.rank));
-            },
-            &detail::stall_watch::lead) {}
+  ofi_fabric(asio::io_context& io, const config& cfg) : job_fabric(io), cfg_(cfg), wait_(ex_) {}
 
   ~ofi_fabric() override { close(); }
-  // Closes the fabric and leaves the job, waiting up to `wait` for its outcome (the
-  // destructor does not wait: leave() does).
-  // As tcp_fabric::close: the state on the strand, the wait for the outcome off it.
-  void close(std::chrono::milliseconds wait = {}) noexcept {
-    bool first = false;
-    std::error_code own;
-    std::string own_detail;
-    last_call last;
-    detail::on_strand(*this, [&] {
-      if (closing_) return;
-      first = true;
-      own = failure();
-      own_detail = failure_detail();
-      last = {newest_finished().first, detail::wire_bytes(newest_finished().second)};
-      closing_ = true;
-      abort(make_error_code(errc::cancelled), "the communicator was closed");
-      std::error_code ignored;
-      wait_.close(ignored);
-    });
-    if (!first) return;
-    result<void> out;
-    if (job_) out = job_->leave(wait, static_cast<bool>(own), std::move(last));
-    detail::on_strand(*this, [&] {
-      if (job_) outcome_ = settle_outcome(out, job_->outcome_detail(), own, own_detail);
-      *alive_ = false;
-    });
-  }
-  result<void> leave() override {
-    close(cfg_.timeout);
-    return outcome_;
-  }
 
   void bootstrap();
 
@@ -138,33 +100,25 @@ public:
   // receive (shm, rxm).
   void insert_all_peers();
 
-  int rank() const noexcept override { return cfg_.rank; }
-  int size() const noexcept override { return cfg_.size; }
-  int ports() const noexcept override { return cfg_.ports; }
   std::string_view name() const noexcept override { return "ofi"; }
   const std::string& provider() const noexcept { return provider_; }
 
   bool start(operation& op) noexcept override;
   void cancel(operation& op, std::error_code ec) noexcept override;
 
-  std::uint64_t arm_deadline(std::uint32_t seq, std::chrono::nanoseconds t) override { return deadlines_.arm(seq, t); }
-  void disarm_deadline(std::uint64_t token) noexcept override { deadlines_.disarm(token); }
-
-  void run_until(stop_predicate done) override;
-  asio::io_context* borrowed_loop() const noexcept override { return owns_loop_ ? nullptr : &io_; }
-  void own_loop() noexcept { owns_loop_ = true; }
-  const asio::any_io_executor* executor() const noexcept override { return &ex_; }
-
   // Takes every outstanding operation back from the provider (quiesce) before any is
   // completed here: a coroutine woken by the first may free the others' memory.
   void abort(std::error_code ec, std::string detail) noexcept override;
-  // Another rank failed (the store's word): fail with it, and do not pass it on.
-  void told(std::error_code ec, const std::string& why) noexcept;
   // A transfer failed on the peer's side: its operation waits in lost_ for the cause.
   void lost_peer(const std::string& why);
   std::error_code leftover(std::uint32_t seq) override;
 
 private:
+  const job_config& job_settings() const noexcept override { return cfg_; }
+  void on_closed() noexcept override {
+    std::error_code ignored;
+    wait_.close(ignored);
+  }
   static std::string addr_key(int r) { return "optcast/ofi/" + std::to_string(r); }
 
   bool fail_now(operation& op, std::error_code ec, const std::string& why);
@@ -194,8 +148,7 @@ private:
   // Sleeps on the CQ's fd when libfabric says nothing is pending (fi_trywait); polls
   // while operations are outstanding when there is no fd.
   void arm();
-  void expire(std::uint32_t seq);
-  std::string waiting_for(std::uint32_t seq) const;
+  std::string waiting_for(std::uint32_t seq) const override;
 
   // A message of a mismatched call that matches no receive (another root, another
   // schedule) would wait in the provider's unexpected queue until the deadline. So while
@@ -244,13 +197,7 @@ private:
     std::uint64_t value = 0;  // the confirmation: bytes received
   };
 
-  asio::io_context& io_;
-  // Everything of the fabric's runs here, one handler at a time, however many threads
-  // run io_.
-  asio::any_io_executor ex_{asio::make_strand(io_)};
-  bool owns_loop_ = false;
   config cfg_;
-  std::unique_ptr<job> job_;
   std::string provider_;
   bool register_ = false;
   std::size_t max_msg_ = 0;
@@ -265,16 +212,10 @@ private:
   asio::posix::stream_descriptor wait_;
   bool waiting_ = false;
   bool progress_posted_ = false;
-  bool closing_ = false;
-  bool spread_ = false;  // every rank was told of this rank's failure, or it was told of theirs
-  result<void> outcome_;  // the job's, once closed
   detail::op_queue posted_;  // with the provider
   detail::op_queue retry_;   // refused with -FI_EAGAIN, to post after progress
   detail::op_queue lost_;    // failed on the peer's side, waiting for the cause (lost_peer)
   detail::op_queue reaped_;  // given back by the provider, to be completed here
-  asio::steady_timer loss_timer_{ex_};
-  bool loss_timer_armed_ = false;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   fi_context2 probe_ctx_{};
   std::deque<probe> probes_;
   std::optional<probe> probing_;  // the peek with the provider
@@ -282,9 +223,6 @@ private:
   asio::steady_timer probe_timer_{ex_};
   bool probe_timer_armed_ = false;
   std::uint64_t received_ = 0, received_at_tick_ = 0;  // receive completions (data)
-  detail::deadline_table deadlines_;
-  detail::stall_watch stall_{ex_, [this](std::uint32_t seq) { return waiting_for(seq); },
-                             [this](const std::string& why) { abort(make_error_code(errc::timeout), why); }};
   std::vector<flow> flow_ = std::vector<flow>(static_cast<std::size_t>(std::max(cfg_.size, 0)));
   std::list<internal_op> internal_ops_;  // confirmations in flight, either way
 };

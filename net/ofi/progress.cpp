@@ -107,43 +107,15 @@ void ofi_fabric::cancel(operation& op, std::error_code ec) noexcept {
   op.complete(ec);
 }
 
-void ofi_fabric::run_until(stop_predicate done) {
-  if (borrowed_loop())  // run() waits for the owner's threads instead
-    throw std::logic_error("optcast: a fabric on the caller's io_context does not run it (run_until)");
-  while (!done()) {
-    if (io_.stopped()) io_.restart();
-    io_.run_one();
-  }
-}
-
 void ofi_fabric::lost_peer(const std::string& why) {
-  // Most often the peer failed and closed its endpoint; the store's word of why comes
-  // within a round trip (told() then ends these operations with the cause).
-  if (loss_timer_armed_) return;
-  loss_timer_armed_ = true;
-  loss_timer_.expires_after(loss_grace);
-  loss_timer_.async_wait([this, alive = alive_, why](std::error_code ec) {
-    if (!*alive) return;
-    loss_timer_armed_ = false;
-    if (ec || failure()) return;
-    abort(make_error_code(errc::peer_lost), why);
-  });
-}
-
-void ofi_fabric::told(std::error_code ec, const std::string& why) noexcept {
-  spread_ = true;
-  note_cause(ec, why);
-  abort(ec, why);
+  // Most often the peer failed and closed its endpoint (the store's word of why comes
+  // within a round trip).
+  start_loss_grace(why);
 }
 
 void ofi_fabric::abort(std::error_code ec, std::string detail) noexcept {
   note_failure(ec, detail);
-  if (!closing_ && !spread_ && job_) {
-    // This rank's own failure: the store tells every other rank at once (libfabric has
-    // no connection of ours to carry an abort frame).
-    spread_ = true;
-    job_->report_failure(failure().value(), rank_name(cfg_.rank) + " failed: " + failure_detail());
-  }
+  spread_failure();  // through the store: libfabric has no connection of ours to carry an abort frame
   stall_.clear();
   quiesce();
   auto alive = alive_;
@@ -157,7 +129,7 @@ void ofi_fabric::abort(std::error_code ec, std::string detail) noexcept {
     }
     return true;
   };
-  loss_timer_.cancel();
+  cancel_loss_grace();
   probe_timer_.cancel();
   probes_.clear();
   if (fail_all(posted_) && fail_all(reaped_) && fail_all(retry_)) fail_all(lost_);
@@ -546,11 +518,6 @@ std::string ofi_fabric::waiting_for(std::uint32_t seq) const {
   for (operation* op = lost_.front(); op; op = op->next)
     if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
   return waiting;
-}
-
-void ofi_fabric::expire(std::uint32_t seq) {
-  // Waiting on a peer: the store is asked for the root cause first (common/stall.hpp).
-  if (!failure()) stall_.deadline_passed(job_.get(), seq, rank_name(cfg_.rank));
 }
 
 }  // namespace optcast::ofi::impl

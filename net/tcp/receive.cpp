@@ -404,9 +404,4 @@ std::string tcp_fabric::waiting_for(std::uint32_t seq) const {
   return waiting;
 }
 
-void tcp_fabric::expire(std::uint32_t seq) {
-  // Waiting on a peer: the store is asked for the root cause first (common/stall.hpp).
-  if (!failure()) stall_.deadline_passed(job_.get(), seq, rank_name(cfg_.rank));
-}
-
 }  // namespace optcast::tcp::impl

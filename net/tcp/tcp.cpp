@@ -3,7 +3,6 @@
 // receiving half is in receive.cpp.
 #include "tcp_fabric.hpp"
 
-#include "../common/inquiry.hpp"
 #include "../common/owned_loop.hpp"
 #include "optcast/net/launcher.hpp"
 
@@ -12,20 +11,9 @@ namespace optcast::tcp {
 namespace impl {
 
 void tcp_fabric::bootstrap() {
-  job_ = std::make_unique<job>(ex_, cfg_);
+  join_job();
   job_id_ = job_->id();
-  job_->answer_inquiries([this, alive = alive_](std::uint32_t seq) { return *alive ? detail::wire_bytes(call_made(seq)) : std::string(); });
   key_ = auth::key::from_secret(cfg_.secret);
-  job_->on_failure(
-      [this, alive = alive_](int r) {
-        if (*alive && !closing_) told(make_error_code(errc::peer_lost), rank_name(r) + " died (its store connection closed without goodbye)");
-      },
-      [this, alive = alive_](std::string why) {
-        if (*alive && !closing_) told(make_error_code(errc::peer_lost), why);
-      },
-      [this, alive = alive_](std::uint64_t code, std::string why) {
-        if (*alive && !closing_) told(told_error(code), why);
-      });
   const std::string& host = job_->host();
   std::error_code ec;
   const auto addr = asio::ip::make_address(host, ec);
@@ -85,32 +73,11 @@ void tcp_fabric::cancel(operation& op, std::error_code ec) noexcept {
   if (!op.finished) op.complete(ec);
 }
 
-std::uint64_t tcp_fabric::arm_deadline(std::uint32_t seq, std::chrono::nanoseconds t) {
-  return deadlines_.arm(seq, t);
-}
-
-void tcp_fabric::run_until(stop_predicate done) {
-  if (borrowed_loop())  // run() waits for the owner's threads instead
-    throw std::logic_error("optcast: a fabric on the caller's io_context does not run it (run_until)");
-  while (!done()) {
-    if (io_.stopped()) io_.restart();
-    io_.run_one();
-  }
-}
-
 void tcp_fabric::abort(std::error_code ec, std::string detail) noexcept {
   note_failure(ec, detail);
-  loss_pending_ = false;
-  loss_timer_.cancel();
+  cancel_loss_grace();
   stall_.clear();
-  if (!closing_ && !spread_) {
-    // This rank's own failure: every other rank is told at once, by an abort frame where
-    // a connection is up and through the store (which reaches them all), so that none
-    // waits for its deadline or returns from a job that failed.
-    spread_ = true;
-    tell_peers(failure_detail());
-    if (job_) job_->report_failure(failure().value(), rank_name(cfg_.rank) + " failed: " + failure_detail());
-  }
+  spread_failure();  // an abort frame where a connection is up, and the store
   auto alive = alive_;
   for (int r = 0; r < cfg_.size && *alive; ++r) {
     if (r == cfg_.rank) continue;
@@ -118,12 +85,6 @@ void tcp_fabric::abort(std::error_code ec, std::string detail) noexcept {
     drop_in(r, ec, detail);
   }
   if (*alive) fail_posted_any(ec, detail);
-}
-
-void tcp_fabric::told(std::error_code ec, const std::string& why) noexcept {
-  spread_ = true;
-  note_cause(ec, why);
-  abort(ec, why);
 }
 
 void tcp_fabric::tell_peers(const std::string& why) noexcept {
@@ -146,43 +107,21 @@ void tcp_fabric::tell_peers(const std::string& why) noexcept {
   }
 }
 
-void tcp_fabric::close(std::chrono::milliseconds wait) noexcept {
-  // The fabric's state on its strand (other threads may run a caller's loop); the wait
-  // for the job's outcome off it, so that the loop runs on meanwhile.
-  bool first = false;
-  std::error_code own;
-  std::string own_detail;
-  last_call last;
-  detail::on_strand(*this, [&] {
-    if (closing_) return;
-    first = true;
-    own = failure();
-    own_detail = failure_detail();
-    last = {newest_finished().first, detail::wire_bytes(newest_finished().second)};
-    closing_ = true;
-    if (!own && idle()) say_goodbye();
-    abort(make_error_code(errc::cancelled), "the communicator was closed");
-    std::error_code ignored;
-    acceptor_.close(ignored);
-    for (auto& c : handshaking_) c->sock.close(ignored);
-    handshaking_.clear();
-  });
-  if (!first) return;
-  result<void> out;
-  if (job_) out = job_->leave(wait, static_cast<bool>(own), std::move(last));
+void tcp_fabric::on_closing(bool failed) noexcept {
+  if (!failed && idle()) say_goodbye();
+}
+
+void tcp_fabric::on_closed() noexcept {
+  std::error_code ignored;
+  acceptor_.close(ignored);
+  for (auto& c : handshaking_) c->sock.close(ignored);
+  handshaking_.clear();
+}
+
+void tcp_fabric::on_left(std::chrono::milliseconds wait) noexcept {
   // Once leave() has waited, every rank has left (or the job failed): the goodbyes that
   // are still unsent are not needed. The destructor's close has not waited: they are.
   finish_goodbyes(wait.count() == 0 ? cfg_.timeout : std::chrono::milliseconds(0));
-  detail::on_strand(*this, [&] {
-    if (job_) outcome_ = settle_outcome(out, job_->outcome_detail(), own, own_detail);
-    *alive_ = false;
-  });
-  job_.reset();
-}
-
-result<void> tcp_fabric::leave() {
-  close(cfg_.timeout);
-  return outcome_;
 }
 
 bool tcp_fabric::fail_now(operation& op, std::error_code ec, const std::string& why) {
@@ -403,13 +342,7 @@ void tcp_fabric::lost_connection(const std::string& why, std::uint32_t seq, bool
   // may also have left in good order, its calls having differed from this rank's: the
   // store, asked now, can tell.
   if (waits) stall_.connection_lost(job_.get(), seq, why);
-  if (loss_pending_) return;
-  loss_pending_ = true;
-  loss_timer_.expires_after(loss_grace);
-  loss_timer_.async_wait([this, alive = alive_, why](std::error_code ec) {
-    if (ec || !*alive || !loss_pending_) return;
-    abort(make_error_code(errc::peer_lost), why);
-  });
+  start_loss_grace(why);
 }
 
 void tcp_fabric::fail_out(int p, std::error_code ec, const std::string& why) {

@@ -25,7 +25,7 @@
 #include "../auth/auth.hpp"
 #include "../bootstrap/wire.hpp"
 #include "../common/buffer_pool.hpp"
-#include "../common/deadlines.hpp"
+#include "../common/job_fabric.hpp"
 #include "../common/handler_memory.hpp"
 #include "../common/op_queue.hpp"
 #include "../common/stall.hpp"
@@ -139,15 +139,9 @@ inline std::string endpoint_text(const tcp::socket& s) {
   return ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
 }
 
-class tcp_fabric final : public fabric {
+class tcp_fabric final : public detail::job_fabric {
 public:
-  tcp_fabric(asio::io_context& io, const config& cfg)
-      : io_(io), cfg_(cfg), acceptor_(ex_), deadlines_(
-            ex_, [this](std::uint32_t seq) { expire(seq); },
-            [this](std::uint32_t seq) {
-              if (!failure()) stall_.deadline_near(job_.get(), seq, rank_name(cfg_.rank));
-            },
-            &detail::stall_watch::lead) {
+  tcp_fabric(asio::io_context& io, const config& cfg) : job_fabric(io), cfg_(cfg), acceptor_(ex_) {
     peers_.reserve(static_cast<std::size_t>(cfg.size));
     for (int r = 0; r < cfg.size; ++r) peers_.emplace_back(ex_);
   }
@@ -156,9 +150,6 @@ public:
 
   void bootstrap();
 
-  int rank() const noexcept override { return cfg_.rank; }
-  int size() const noexcept override { return cfg_.size; }
-  int ports() const noexcept override { return cfg_.ports; }
   bool receives_from_any() const noexcept override { return true; }
   std::string_view name() const noexcept override { return "tcp"; }
   const std::string& listen_address() const noexcept { return listen_; }
@@ -166,13 +157,6 @@ public:
 
   bool start(operation& op) noexcept override;
   void cancel(operation& op, std::error_code ec) noexcept override;
-  std::uint64_t arm_deadline(std::uint32_t seq, std::chrono::nanoseconds t) override;
-  void disarm_deadline(std::uint64_t token) noexcept override { deadlines_.disarm(token); }
-
-  void run_until(stop_predicate done) override;
-  asio::io_context* borrowed_loop() const noexcept override { return owns_loop_ ? nullptr : &io_; }
-  void own_loop() noexcept { owns_loop_ = true; }
-  const asio::any_io_executor* executor() const noexcept override { return &ex_; }
 
   // Fails everything pending and closes every data connection, so that peers waiting
   // on this rank fail at once too (they see the connection end) rather than at their
@@ -180,24 +164,22 @@ public:
   void abort(std::error_code ec, std::string detail) noexcept override;
   void sign(std::uint32_t seq, const call_signature& s) override;
   std::error_code leftover(std::uint32_t seq) override;
-  result<void> leave() override;
-  // Another rank failed (its abort frame, the store's word): fail with it, and do not
-  // pass it on.
-  void told(std::error_code ec, const std::string& why) noexcept;
   // A connection broke (read or write): lost_connection after closing it.
   void out_lost(int p, const std::string& why);
   // `seq`: a collective that waits on the connection (0 and `waits` false: none known).
   void lost_connection(const std::string& why, std::uint32_t seq = 0, bool waits = false);
 
+private:
+  const job_config& job_settings() const noexcept override { return cfg_; }
   // Best effort, without blocking: an abort frame on every idle connection, so that the
   // peers' errors name the cause rather than "rank r closed its connection".
-  void tell_peers(const std::string& why) noexcept;
-  // Closes the fabric and leaves the job, waiting up to `wait` for its outcome (the
-  // destructor does not wait: leave() does). A rank with no failure and nothing in flight
-  // says goodbye on every connection first (say_goodbye).
-  void close(std::chrono::milliseconds wait = {}) noexcept;
+  void tell_peers(const std::string& why) noexcept override;
+  // A rank with no failure and nothing in flight says goodbye on every connection
+  // (say_goodbye); then the acceptor and half-done handshakes close.
+  void on_closing(bool failed) noexcept override;
+  void on_closed() noexcept override;
+  void on_left(std::chrono::milliseconds wait) noexcept override;
 
-private:
   static std::string addr_key(int r) { return "optcast/addr/" + std::to_string(r); }
   peer_state& peer(int r) { return peers_[static_cast<std::size_t>(r)]; }
 
@@ -293,22 +275,15 @@ private:
 
   // Nothing more will come from p: what waits for it fails with ec.
   void drop_in(int p, std::error_code ec, const std::string& why);
-  void expire(std::uint32_t seq);
   // "; send to rank 2 (collective 5, step 1); ..." for every operation of seq still waiting.
-  std::string waiting_for(std::uint32_t seq) const;
+  std::string waiting_for(std::uint32_t seq) const override;
 
   detail::message_buffer take_buffer(std::size_t n) { return pool_.take(n); }
   void give_back(detail::message_buffer&& b) { pool_.give_back(std::move(b)); }
 
-  asio::io_context& io_;
-  // Everything of the fabric's runs here, one handler at a time, however many threads
-  // run io_.
-  asio::any_io_executor ex_{asio::make_strand(io_)};
-  bool owns_loop_ = false;
   config cfg_;
   std::uint64_t job_id_ = 0;
   std::optional<auth::key> key_;
-  std::unique_ptr<job> job_;
   tcp::acceptor acceptor_;
   std::string listen_;
   std::vector<peer_state> peers_;
@@ -324,16 +299,6 @@ private:
     std::vector<std::byte> rest;  // of the goodbye frame, unwritten
   };
   std::vector<lingering_goodbye> goodbyes_;
-  bool closing_ = false;
-  bool spread_ = false;  // every rank was told of this rank's failure, or it was told of theirs
-  result<void> outcome_;  // the job's, once closed
-  // A connection broke and its operations wait up to loss_grace for the cause.
-  bool loss_pending_ = false;
-  asio::steady_timer loss_timer_{ex_};
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
-  detail::deadline_table deadlines_;
-  detail::stall_watch stall_{ex_, [this](std::uint32_t seq) { return waiting_for(seq); },
-                             [this](const std::string& why) { abort(make_error_code(errc::timeout), why); }};
 };
 
 }  // namespace impl

@@ -1,0 +1,116 @@
+// The lifecycle of a fabric with one process per rank (job_fabric.hpp).
+#include "job_fabric.hpp"
+
+#include <stdexcept>
+
+#include "inquiry.hpp"
+#include "optcast/communicator.hpp"  // detail::on_strand
+
+namespace optcast::detail {
+
+job_fabric::job_fabric(asio::io_context& io)
+    : io_(io),
+      deadlines_(
+          ex_, [this](std::uint32_t seq) { expire(seq); },
+          [this](std::uint32_t seq) {
+            if (!failure()) stall_.deadline_near(job_.get(), seq, rank_text());
+          },
+          &detail::stall_watch::lead) {}
+
+void job_fabric::run_until(stop_predicate done) {
+  if (borrowed_loop())  // run() waits for the owner's threads instead
+    throw std::logic_error("optcast: a fabric on the caller's io_context does not run it (run_until)");
+  while (!done()) {
+    if (io_.stopped()) io_.restart();
+    io_.run_one();
+  }
+}
+
+void job_fabric::join_job() {
+  job_ = std::make_unique<job>(ex_, job_settings());
+  job_->answer_inquiries([this, alive = alive_](std::uint32_t seq) { return *alive ? wire_bytes(call_made(seq)) : std::string(); });
+  job_->on_failure(
+      [this, alive = alive_](int r) {
+        if (*alive && !closing_)
+          told(make_error_code(errc::peer_lost), "rank " + std::to_string(r) + " died (its store connection closed without goodbye)");
+      },
+      [this, alive = alive_](std::string why) {
+        if (*alive && !closing_) told(make_error_code(errc::peer_lost), why);
+      },
+      [this, alive = alive_](std::uint64_t code, std::string why) {
+        if (*alive && !closing_) told(told_error(code), why);
+      });
+}
+
+void job_fabric::close(std::chrono::milliseconds wait) noexcept {
+  bool first = false;
+  std::error_code own;
+  std::string own_detail;
+  last_call last;
+  on_strand(*this, [&] {
+    if (closing_) return;
+    first = true;
+    own = failure();
+    own_detail = failure_detail();
+    last = {newest_finished().first, wire_bytes(newest_finished().second)};
+    closing_ = true;
+    on_closing(static_cast<bool>(own));
+    abort(make_error_code(errc::cancelled), "the communicator was closed");
+    on_closed();
+  });
+  if (!first) return;
+  result<void> out;
+  if (job_) out = job_->leave(wait, static_cast<bool>(own), std::move(last));
+  on_left(wait);
+  on_strand(*this, [&] {
+    if (job_) outcome_ = settle_outcome(out, job_->outcome_detail(), own, own_detail);
+    *alive_ = false;
+  });
+  job_.reset();
+}
+
+result<void> job_fabric::leave() {
+  close(job_settings().timeout);
+  return outcome_;
+}
+
+void job_fabric::told(std::error_code ec, const std::string& why) noexcept {
+  spread_ = true;
+  note_cause(ec, why);
+  abort(ec, why);
+}
+
+void job_fabric::spread_failure() noexcept {
+  // This rank's own failure: every other rank is told at once (directly where the
+  // transport can, and through the store, which reaches them all), so that none waits
+  // for its deadline or returns from a job that failed.
+  if (closing_ || spread_) return;
+  spread_ = true;
+  tell_peers(failure_detail());
+  if (job_) job_->report_failure(failure().value(), rank_text() + " failed: " + failure_detail());
+}
+
+void job_fabric::start_loss_grace(const std::string& why) {
+  // Most often the other end failed and closed its links; its report or the store's
+  // word says why within a round trip (abort() then ends the operations with the cause).
+  if (loss_pending_) return;
+  loss_pending_ = true;
+  loss_timer_.expires_after(loss_grace);
+  loss_timer_.async_wait([this, alive = alive_, why](std::error_code ec) {
+    if (ec || !*alive || !loss_pending_) return;
+    loss_pending_ = false;
+    if (!failure()) abort(make_error_code(errc::peer_lost), why);
+  });
+}
+
+void job_fabric::cancel_loss_grace() noexcept {
+  loss_pending_ = false;
+  loss_timer_.cancel();
+}
+
+void job_fabric::expire(std::uint32_t seq) {
+  // Waiting on a peer: the store is asked for the root cause first (common/stall.hpp).
+  if (!failure()) stall_.deadline_passed(job_.get(), seq, rank_text());
+}
+
+}  // namespace optcast::detail

@@ -1,0 +1,102 @@
+// The lifecycle every fabric with one process per rank shares (TCP, libfabric): its event
+// loop (owned, or borrowed from the caller), its place in the job (the store, which tells
+// it of other ranks' failures and finds a stall's root cause), its deadlines, the grace a
+// broken link gets for its cause to arrive, spreading its own failure, and closing:
+// goodbye, the job's outcome, and the end. A transport derives from it and keeps only
+// moving bytes: start, cancel, abort of its own operations, and the hooks below.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
+
+#include "deadlines.hpp"
+#include "stall.hpp"
+#include "optcast/fabric.hpp"
+#include "optcast/net/job.hpp"
+
+namespace optcast::detail {
+
+class job_fabric : public fabric {
+public:
+  job_fabric(asio::io_context& io);
+  // A transport's destructor calls close() itself: close() calls its hooks.
+  ~job_fabric() override = default;
+
+  int rank() const noexcept override { return job_settings().rank; }
+  int size() const noexcept override { return job_settings().size; }
+  int ports() const noexcept override { return job_settings().ports; }
+
+  std::uint64_t arm_deadline(std::uint32_t seq, std::chrono::nanoseconds t) override { return deadlines_.arm(seq, t); }
+  void disarm_deadline(std::uint64_t token) noexcept override { deadlines_.disarm(token); }
+
+  void run_until(stop_predicate done) override;
+  asio::io_context* borrowed_loop() const noexcept override { return owns_loop_ ? nullptr : &io_; }
+  // connect() without a caller's io_context: the loop is the fabric's (owned_loop.hpp).
+  void own_loop() noexcept { owns_loop_ = true; }
+  const asio::any_io_executor* executor() const noexcept override { return &ex_; }
+
+  // Closes the fabric and leaves the job, waiting up to `wait` for its outcome (the
+  // destructor does not wait: leave() does). The fabric's state is changed on its strand
+  // (other threads may run a caller's loop); the wait for the outcome is off it, so that
+  // the loop runs on meanwhile.
+  void close(std::chrono::milliseconds wait = {}) noexcept;
+  result<void> leave() override;
+  // Another rank failed (its own report, the store's word): fail with it, and do not pass
+  // it on.
+  void told(std::error_code ec, const std::string& why) noexcept;
+
+protected:
+  // The transport's configuration (at least the job's).
+  virtual const job_config& job_settings() const noexcept = 0;
+  // On the strand as close() begins, before the operations are cancelled; `failed`: this
+  // rank has failed. A transport says goodbye to its peers here, if it can.
+  virtual void on_closing(bool failed) noexcept { (void)failed; }
+  // On the strand after the operations are cancelled: stop accepting, stop waiting.
+  virtual void on_closed() noexcept {}
+  // Off the strand, once the job's outcome is known (or not waited for, `wait` 0).
+  virtual void on_left(std::chrono::milliseconds wait) noexcept { (void)wait; }
+  // "; receive from rank 2 (collective 5, step 1); ..." for each operation of collective
+  // seq still waiting, empty when none is.
+  virtual std::string waiting_for(std::uint32_t seq) const = 0;
+  // This rank failed: a transport that can reach its peers directly tells them here
+  // (best effort, without blocking), before the store tells everyone.
+  virtual void tell_peers(const std::string& why) noexcept { (void)why; }
+
+  // Joins the job (its store connection, or kv store, or PMIx) and listens to it.
+  void join_job();
+  // From abort(): this rank's own failure goes to every other rank, once.
+  void spread_failure() noexcept;
+  // A link to a peer broke: the operations on it wait up to loss_grace for the cause
+  // (another rank's report, the store's word) before failing with peer_lost and `why`.
+  void start_loss_grace(const std::string& why);
+  void cancel_loss_grace() noexcept;
+  // Collective seq's deadline passed: the store is asked for the root cause first.
+  void expire(std::uint32_t seq);
+  std::string rank_text() const { return "rank " + std::to_string(job_settings().rank); }
+
+  asio::io_context& io_;
+  // Everything of the fabric's runs here, one handler at a time, however many threads
+  // run io_.
+  asio::any_io_executor ex_{asio::make_strand(io_)};
+  std::unique_ptr<job> job_;
+  bool closing_ = false;
+  bool spread_ = false;       // every rank was told of this rank's failure, or it was told of theirs
+  bool loss_pending_ = false;  // a link broke and its operations wait for the cause
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  detail::stall_watch stall_{ex_, [this](std::uint32_t seq) { return waiting_for(seq); },
+                             [this](const std::string& why) { abort(make_error_code(errc::timeout), why); }};
+
+private:
+  bool owns_loop_ = false;
+  result<void> outcome_;  // the job's, once closed
+  asio::steady_timer loss_timer_{ex_};
+  detail::deadline_table deadlines_;
+};
+
+}  // namespace optcast::detail
