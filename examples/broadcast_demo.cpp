@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Broadcasts a buffer among the ranks of a job and checks every byte on every rank.", "optcast-demo"};
   std::size_t bytes = std::size_t{64} << 20;
   int root = 0, blocks = 0, iterations = 5, np = 0;
-  std::string alg_name = "automatic", fabric = "tcp";
+  std::string alg_name = "automatic", fabric(optcast::fabric_table().front().name);
   app.add_option("--np", np, "start N ranks on this machine (without it: one rank of a launched job)")->check(CLI::Range(1, 4096));
   app.add_option("--bytes", bytes, "bytes to broadcast (up to this machine's memory)")->transform(optcast::cli::byte_size())->capture_default_str();
   app.add_option("--root", root, "the broadcasting rank")->check(CLI::NonNegativeNumber)->capture_default_str();
@@ -35,8 +35,7 @@ int main(int argc, char** argv) {
   app.add_option("--blocks", blocks, "pipelining depth (0: from the cost model)")->check(CLI::Range(0, 1 << 24))->capture_default_str();
   app.add_option("--iterations", iterations, "timed broadcasts; the median is reported")->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  app.add_option("--fabric", fabric, "tcp or ofi (libfabric; provider from FI_PROVIDER or the best available)")
-      ->check(CLI::IsMember({"tcp", "ofi"}))->capture_default_str();
+  optcast::cli::add_fabric(app, fabric);
   app.footer("Start it with --np N to run N ranks on this machine, or under a launcher that sets\n"
              "OPTCAST_RANK, OPTCAST_SIZE and OPTCAST_STORE (see README).");
   optcast::result<optcast::algorithm> alg = optcast::algorithm::automatic;

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 
 #include "optcast/error.hpp"
+#include "optcast/fabrics.hpp"
 #include "optcast/net/ofi.hpp"
 #include "worlds.hpp"
 
@@ -210,12 +211,13 @@ TEST_CASE("a rank that exits mid-broadcast over libfabric fails the others, no h
 
 // A failed job fails on every rank: also on those whose own calls succeeded (the root of
 // a broadcast that only sends), which learn the job's outcome when they leave.
-TEST_CASE("no rank exits 0 from a failed job; rank 0 leaves within one deadline", "[tcp][process]") {
+TEST_CASE("no rank exits 0 from a failed job; rank 0 leaves within one deadline", "[fabrics][process]") {
   const auto code = [](optcast::errc e) { return "error " + std::to_string(static_cast<int>(e)) + " "; };
-  for (const std::string fabric : {"tcp", "ofi"}) {
-    if (fabric == "ofi" && !optcast::testing::ofi_run()) continue;
+  for (const auto& row : optcast::fabric_table()) {
+    const auto job_env = optcast::testing::job_env_for(row.name);
+    if (!job_env) continue;
+    const std::string fabric(row.name), env = *job_env;
     INFO("fabric " << fabric);
-    const std::string env = fabric == "ofi" ? "FI_PROVIDER='tcp;ofi_rxm'" : "";
     {
       INFO("rank 2 names root 1, the others root 0");
       auto out = run_job(4, "--fabric " + fabric + " --bytes 100000 --odd-rank 2 --odd-root 1 --timeout-ms 20000", env);
@@ -288,10 +290,11 @@ TEST_CASE("a rank that finishes first and leaves does not fail the others (libfa
 // whichever rank differs: not "peer lost" because a rank that finished first has left
 // (its goodbye names its call, or the rank sending to it asks the store), nor a timeout
 // when the differing calls wait on each other (the store compares the stalled calls).
-TEST_CASE("a gather with different roots is reported as a mismatch, not a lost peer", "[tcp][process]") {
-  for (const std::string fabric : {"tcp", "ofi"}) {
-    if (fabric == "ofi" && !optcast::testing::ofi_run()) continue;
-    const std::string env = fabric == "ofi" ? "FI_PROVIDER='tcp;ofi_rxm'" : "";
+TEST_CASE("a gather with different roots is reported as a mismatch, not a lost peer", "[fabrics][process]") {
+  for (const auto& row : optcast::fabric_table()) {
+    const auto job_env = optcast::testing::job_env_for(row.name);
+    if (!job_env) continue;
+    const std::string fabric(row.name), env = *job_env;
     for (int odd : {7, 3, 2}) {
       INFO("fabric " << fabric << ", rank " << odd << " names root 1, the others root 0");
       auto out = run_job(8,

@@ -45,7 +45,7 @@ int main(int argc, char** argv) try {
   app.add_option("--die-rank", die_rank, "rank that dies")->check(CLI::Range(-1, 1 << 20));
   app.add_option("--die-after", die_after, "operations before it dies")->check(CLI::Range(0, 1 << 30));
   app.add_option("--timeout-ms", timeout_ms, "collective deadline")->check(CLI::Range(1, 1 << 30));
-  app.add_option("--fabric", fabric, "tcp or ofi")->check(CLI::IsMember({"tcp", "ofi"}));
+  optcast::cli::add_fabric(app, fabric);
   app.add_option("--odd-rank", odd_rank, "rank that names another root (a mismatched call)")->check(CLI::Range(-1, 1 << 20));
   app.add_option("--odd-root", odd_root, "the root --odd-rank names")->check(CLI::NonNegativeNumber);
   app.add_option("--stall-rank", stall_rank, "rank that sleeps before its broadcast")->check(CLI::Range(-1, 1 << 20));
@@ -59,7 +59,7 @@ int main(int argc, char** argv) try {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (auto status = optcast::launch_local(argc, argv)) return *status;
-  auto cfg = optcast::ofi::config::from_env();
+  const auto cfg = optcast::job_config::from_env();
   std::vector<int> roots;
   for (const auto& name : root_names) {
     if (name == "all") {
@@ -74,7 +74,7 @@ int main(int argc, char** argv) try {
     }
     roots.push_back(static_cast<int>(r));
   }
-  auto fab = fabric == "ofi" ? optcast::ofi::connect(cfg) : optcast::tcp::connect(cfg);
+  auto fab = optcast::find_fabric(fabric)->connect(nullptr, cfg, {});
   if (cfg.rank == die_rank)
     fab = std::make_shared<optcast::testing::fault_fabric>(fab, die_after,
                                                             [] { ::_exit(3); });

@@ -170,7 +170,7 @@ int main(int argc, char** argv) try {
                                  "reduce_scatter_block", "reduce_scatter", "summation"};
   std::string report_dir = ".", fabric;
   app.add_option("--np", np, "ranks to start on this machine")->check(CLI::Range(1, 4096));
-  app.add_option("--fabric", fabric, "tcp or ofi (default: OPTCAST_FABRIC, else tcp)");
+  optcast::cli::add_fabric(app, fabric);
   app.add_option("--collectives", kinds, "which collectives, in turn")->delimiter(',');
   app.add_option("--bytes", sizes, "sizes, in turn")->delimiter(',')->transform(optcast::cli::byte_size());
   app.add_option("--rounds", rounds, "times through the list of collectives")->check(CLI::Range(1, 1 << 20));

@@ -22,6 +22,7 @@
 
 #include "optcast/collectives.hpp"
 #include "optcast/net/local.hpp"
+#include "optcast/fabrics.hpp"
 #include "optcast/net/ofi.hpp"
 #include "optcast/net/sim.hpp"
 #include "optcast/net/store.hpp"
@@ -124,7 +125,8 @@ constexpr std::uint64_t test_job_id = 0x0b7c457ull;
 // (TCP sockets or a libfabric provider), and a store this world hosts.
 class process_test_world final : public test_world {
 public:
-  // kind: "tcp", "tcp:encrypt" (OPTCAST_ENCRYPT), or "ofi:<provider>".
+  // kind: a fabric table row and its variant: "tcp", "tcp:encrypt", or "ofi:<provider>"
+  // (optcast/fabrics.hpp).
   process_test_world(const std::string& kind, int p, communicator_options o = {}, const job_options& jo = {})
       : server_("127.0.0.1", 0, p, test_job_id, jo.secret), ios_(static_cast<std::size_t>(p)), caller_loops_(jo.caller_loops) {
     std::vector<std::shared_ptr<fabric>> fabrics(static_cast<std::size_t>(p));
@@ -145,21 +147,16 @@ public:
         c.host_store = false;
         c.ports = jo.ports;
         c.secret = jo.secret;
-        c.encrypt = kind == "tcp:encrypt";
         c.bootstrap_timeout = std::chrono::seconds(20);
         if (jo.unexpected_limit) c.unexpected_limit = *jo.unexpected_limit;
         if (jo.unexpected_peer_limit) c.unexpected_peer_limit = *jo.unexpected_peer_limit;
         auto& io = *ios_[static_cast<std::size_t>(r)];
         try {
-          if (kind.starts_with("tcp")) {
-            fabrics[static_cast<std::size_t>(r)] = caller_loops_ ? tcp::connect(io, c) : tcp::connect(c);
-          } else {
-            ofi::config oc;
-            static_cast<job_config&>(oc) = c;
-            oc.provider = kind.substr(4);
-            oc.register_always = register_always();
-            fabrics[static_cast<std::size_t>(r)] = caller_loops_ ? ofi::connect(io, oc) : ofi::connect(oc);
-          }
+          // The fabric table's row, and its variant after the colon.
+          const auto colon = kind.find(':');
+          const auto* f = find_fabric(kind.substr(0, colon));
+          if (!f) throw std::invalid_argument("no fabric '" + kind + "'");
+          fabrics[static_cast<std::size_t>(r)] = f->connect(caller_loops_ ? &io : nullptr, c, colon == std::string::npos ? "" : kind.substr(colon + 1));
         } catch (const std::exception& e) {
           errors[static_cast<std::size_t>(r)] = e.what();
         }
@@ -203,11 +200,6 @@ public:
     return std::all_of(ok.begin(), ok.end(), [](char x) { return x != 0; });
   }
 
-  // OPTCAST_TEST_OFI_MR=always registers every buffer (the FI_MR_LOCAL path).
-  static bool register_always() {
-    const char* v = std::getenv("OPTCAST_TEST_OFI_MR");
-    return v && std::string(v) == "always";
-  }
 
 private:
   // Runs c's loop (its own, or the test's) on this thread until done(c), or false at
@@ -275,6 +267,15 @@ inline const std::vector<std::string>& ofi_providers() {
   return ps;
 }
 inline bool ofi_run() { return std::getenv("OPTCAST_TEST_OFI") != nullptr; }
+
+// How a multi-process test ([fabrics][process]) runs a row of the fabric table: the
+// environment for its ranks, or nullopt where this run leaves it out (libfabric's row
+// runs only in the libfabric run, on its first provider; every other row elsewhere).
+inline std::optional<std::string> job_env_for(std::string_view fabric) {
+  const bool ofi = fabric == "ofi";
+  if (ofi != ofi_run()) return std::nullopt;
+  return ofi ? "FI_PROVIDER='" + ofi_providers().front() + "'" : std::string();
+}
 
 // The fabrics every conformance test runs on: local, the simulator (rounds and LogGP),
 // tcp and tcp with every frame encrypted; in the libfabric run, libfabric's tcp;ofi_rxm

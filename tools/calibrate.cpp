@@ -53,8 +53,7 @@ int cmd_calibrate(int argc, char** argv) {
   int np = 0, p = 2;
   bool json = false;
   calibrate_options o;
-  app.add_option("--fabric", fabric_name, "local (ranks in this process), sim, tcp or ofi (one process per rank: start with --np 2)")
-      ->check(CLI::IsMember({"local", "sim", "tcp", "ofi"}))->capture_default_str();
+  cli::add_fabric(app, fabric_name, {"local", "sim"});
   app.add_option("--np", np, "with --fabric tcp or ofi: start N rank processes on this machine")->check(CLI::Range(1, 4096));
   app.add_option("--p", p, "ranks of the local or simulated fabric")->check(CLI::Range(2, 4096))->capture_default_str();
   app.add_option("--model", model_spec, "for --fabric sim: loggp:L,o,g,G, logp:L,o,g or postal:L")->capture_default_str();

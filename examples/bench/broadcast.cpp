@@ -11,6 +11,7 @@
 
 #include "../measure.hpp"
 #include "bench.hpp"
+#include <optcast/cli.hpp>
 
 namespace optcast::bench {
 
@@ -53,8 +54,7 @@ int broadcast_cmd(int argc, char** argv) {
   std::vector<std::size_t> sizes{8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 2 << 20, 16 << 20, 64 << 20};
   std::vector<std::string> alg_names{"circulant", "binomial"};
   bool json = false, quiet = false;
-  app.add_option("--fabric", fabric_name, "local (ranks in this process), or tcp or ofi (one process per rank; start with --np N)")
-      ->check(CLI::IsMember({"local", "tcp", "ofi"}))->capture_default_str();
+  cli::add_fabric(app, fabric_name, {"local"});
   app.add_option("--p", p, "ranks of the local fabric")->check(CLI::Range(1, 4096))->capture_default_str();
   app.add_option("--np", np, "with --fabric tcp or ofi: start N rank processes on this machine")->check(CLI::Range(1, 4096));
   add_sizes(app, sizes, "bytes to broadcast");

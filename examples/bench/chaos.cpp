@@ -27,6 +27,7 @@
 #include <optcast/progress.hpp>
 
 #include "bench.hpp"
+#include <optcast/cli.hpp>
 
 namespace optcast::bench {
 
@@ -211,12 +212,12 @@ int soak(const char* self, const std::string& fabric, int np, long ops, int time
 
 int chaos_cmd(int argc, char** argv) {
   CLI::App app{"Inject kill -9 and SIGSTOP into random ranks of running jobs; report how the survivors end.", "optcast-bench chaos"};
-  std::string fabric = "tcp", mode = "both", report_dir;
+  std::string fabric(fabric_table().front().name), mode = "both", report_dir;
   int np = 8, trials = 20, timeout_ms = 2000, rank_timeout = 0;
   long ops = 1000000;
   std::uint64_t seed = 1;
   bool json = false, quiet = false;
-  app.add_option("--fabric", fabric, "tcp or ofi")->check(CLI::IsMember({"tcp", "ofi"}))->capture_default_str();
+  cli::add_fabric(app, fabric);
   app.add_option("--np", np, "ranks per job")->check(CLI::Range(2, 256))->capture_default_str();
   app.add_option("--trials", trials, "jobs, one injection each")->check(CLI::Range(1, 100000))->capture_default_str();
   app.add_option("--mode", mode, "kill, stop, both (alternating), or none: one job of --ops calls, no fault (a soak: results and resident memory)")

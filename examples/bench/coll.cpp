@@ -182,7 +182,7 @@ int coll_cmd(int argc, char** argv) {
                "checked on every rank, and prints the peer benchmarks' line (../shared/bench/): label op bytes reps\n"
                "min_us med_us max_us ok.",
                "optcast-bench coll"};
-  std::string fabric_name = "tcp", label = "optcast", timing = "sync";
+  std::string fabric_name(fabric_table().front().name), label = "optcast", timing = "sync";
   std::vector<std::string> ops{"bcast", "scatter", "gather", "reduce", "allreduce", "allgather"}, algs;
   std::vector<std::size_t> sizes;
   std::size_t min_bytes = 8, max_bytes = std::size_t{64} << 20;
@@ -194,8 +194,7 @@ int coll_cmd(int argc, char** argv) {
                  "task: run(comm, collective) on the communicator's own loop; asio: async_run(comm, collective, "
                  "callback) on an io_context of the program's, which the calling thread runs until the callback")
       ->check(CLI::IsMember({"task", "asio"}))->capture_default_str();
-  app.add_option("--fabric", fabric_name, "tcp or ofi (one process per rank; start with --np N or under a launcher)")
-      ->check(CLI::IsMember({"tcp", "ofi"}))->capture_default_str();
+  cli::add_fabric(app, fabric_name);
   app.add_option("--np", np, "start N rank processes on this machine")->check(CLI::Range(1, 4096));
   app.add_option("--ops,-o", ops, "collectives: bcast, scatter, gather, reduce, allreduce, allgather, alltoall")->delimiter(',')
       ->check(CLI::IsMember({"bcast", "scatter", "gather", "reduce", "allreduce", "allgather", "alltoall"}))->capture_default_str();

@@ -13,6 +13,7 @@
 
 #include "../measure.hpp"
 #include "bench.hpp"
+#include <optcast/cli.hpp>
 
 namespace optcast::bench {
 
@@ -24,12 +25,11 @@ int model_cmd(int argc, char** argv) {
   CLI::App app{"LogGP predictions beside measured times (broadcast candidates and the automatic choice, scatter,\n"
                "allreduce), and where the automatic broadcast is more than 10% behind the best fixed algorithm.",
                "optcast-bench model"};
-  std::string fabric_name = "tcp";
+  std::string fabric_name(fabric_table().front().name);
   int np = 0, req_iter = 0, ports = 1;
   std::vector<std::size_t> sizes{1 << 10, 64 << 10, 1 << 20, 16 << 20};
   bool calibrate_first = false, json = false, quiet = false;
-  app.add_option("--fabric", fabric_name, "tcp or ofi (one process per rank; start with --np N)")
-      ->check(CLI::IsMember({"tcp", "ofi"}))->capture_default_str();
+  cli::add_fabric(app, fabric_name);
   app.add_option("--np", np, "start N rank processes on this machine")->check(CLI::Range(1, 4096));
   add_sizes(app, sizes, "bytes per broadcast and allreduce; the scatter sends each rank size / p");
   app.add_option("--iterations", req_iter, "timed runs per measurement (0: by size)")->check(CLI::Range(0, 100000))->capture_default_str();

@@ -27,12 +27,11 @@ int p2p_cmd(int argc, char** argv) {
   CLI::App app{"Point-to-point throughput of a fabric (two ranks in this process, a thread each) against a plain\n"
                "socket copy of the same bytes, and the round-trip latency of small messages.",
                "optcast-bench p2p"};
-  std::string fabric_name = "tcp";
+  std::string fabric_name(fabric_table().front().name);
   std::size_t bytes = std::size_t{16} << 20;
   int count = 32, runs = 5;
   bool json = false, encrypt = false;
-  app.add_option("--fabric", fabric_name, "tcp or ofi (provider from FI_PROVIDER or the best available)")
-      ->check(CLI::IsMember({"tcp", "ofi"}))->capture_default_str();
+  cli::add_fabric(app, fabric_name);
   app.add_option("--bytes", bytes, "message size")->transform(cli::byte_size())->capture_default_str();
   app.add_option("--count", count, "messages per run")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.add_option("--runs", runs, "runs of each; the median is reported")->check(CLI::Range(1, 1000))->capture_default_str();
@@ -55,7 +54,7 @@ int p2p_cmd(int argc, char** argv) {
     std::string error;
     for (int r = 0; r < 2; ++r)
       starting.emplace_back([&, r] {
-        ofi::config c;
+        job_config c;
         c.rank = r;
         c.size = 2;
         c.store = {"127.0.0.1", server.port()};
@@ -63,7 +62,7 @@ int p2p_cmd(int argc, char** argv) {
         c.secret = secret;
         c.encrypt = encrypt;
         try {
-          fabs[static_cast<std::size_t>(r)] = fabric_name == "ofi" ? ofi::connect(c) : tcp::connect(c);
+          fabs[static_cast<std::size_t>(r)] = find_fabric(fabric_name)->connect(nullptr, c, {});
         } catch (const std::exception& e) {
           error = e.what();
         }

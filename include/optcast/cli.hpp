@@ -9,10 +9,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+
+#include "optcast/fabrics.hpp"
 
 namespace optcast::cli {
 
@@ -68,6 +71,18 @@ inline std::string fits_memory(long long ranks, std::uint64_t bytes, std::uint64
     return std::to_string(ranks) + " ranks on this machine holding " + std::to_string(copies) + " x " + size_text(bytes) +
            " each need more than its memory (" + size_text(mem) + ")";
   return {};
+}
+
+// --fabric NAME: one of the fabric table's (optcast/fabrics.hpp), or of `in_process`
+// (the in-process worlds a program also offers, "local", "sim"), named in its help.
+inline CLI::Option* add_fabric(CLI::App& app, std::string& name, const std::vector<std::string>& in_process = {}) {
+  auto names = in_process;
+  std::string help;
+  for (const auto& n : in_process) help += n + ", ";
+  if (!in_process.empty()) help = help.substr(0, help.size() - 2) + " (ranks in this process), or ";
+  help += fabric_names_text() + " (one process per rank: start with --np N, or under a launcher)";
+  for (auto& n : fabric_names()) names.push_back(n);
+  return app.add_option("--fabric", name, help)->check(CLI::IsMember(names))->capture_default_str();
 }
 
 }  // namespace optcast::cli

@@ -6,6 +6,7 @@
 #include "optcast/collectives.hpp"
 #include "optcast/communicator.hpp"
 #include "optcast/error.hpp"
+#include "optcast/fabrics.hpp"
 #include "optcast/reduction.hpp"
 #include "optcast/stream.hpp"
 #include "optcast/join.hpp"

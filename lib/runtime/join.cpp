@@ -7,8 +7,6 @@
 
 #include "optcast/calibrate.hpp"
 #include "optcast/log.hpp"
-#include "optcast/net/ofi.hpp"
-#include "optcast/net/tcp.hpp"
 #include "optcast/trace.hpp"
 
 namespace optcast {
@@ -81,56 +79,6 @@ void start_trace(communicator& c, const std::string& dir) {
     }
   }
   c.get_fabric().set_trace(std::move(log));
-}
-
-namespace tcp {
-communicator join() {
-  const auto cfg = job_config::from_env();
-  return make_communicator(connect(cfg), cfg);
-}
-communicator join(asio::io_context& io) {
-  const auto cfg = job_config::from_env();
-  return make_communicator(connect(io, cfg), cfg);
-}
-}  // namespace tcp
-
-namespace ofi {
-communicator join() {
-  const auto cfg = config::from_env();
-  return make_communicator(connect(cfg), cfg);
-}
-communicator join(asio::io_context& io) {
-  const auto cfg = config::from_env();
-  return make_communicator(connect(io, cfg), cfg);
-}
-}  // namespace ofi
-
-namespace {
-// "tcp" or "ofi": the name given, else OPTCAST_FABRIC's, else tcp.
-std::string fabric_named(std::string_view given) {
-  std::string name(given);
-  if (name.empty()) {
-    const char* e = std::getenv("OPTCAST_FABRIC");
-    name = e && *e ? e : "tcp";
-  }
-  if (name != "tcp" && name != "ofi")
-    throw setup_error(make_error_code(errc::invalid_argument), "unknown fabric '" + name + "' (tcp or ofi)");
-  return name;
-}
-}  // namespace
-
-communicator join(std::string_view fabric_name) {
-  return fabric_named(fabric_name) == "tcp" ? tcp::join() : ofi::join();
-}
-
-communicator join(asio::io_context& io, std::string_view fabric_name) {
-  return fabric_named(fabric_name) == "tcp" ? tcp::join(io) : ofi::join(io);
-}
-
-std::string fabric_description(const communicator& c) {
-  std::string out(c.get_fabric().name());
-  if (auto p = ofi::provider(c.get_fabric()); !p.empty()) out += " (" + p + ")";
-  return out;
 }
 
 }  // namespace optcast

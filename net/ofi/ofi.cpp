@@ -261,9 +261,11 @@ std::vector<std::string> providers() {
   return out;
 }
 
-config config::from_env() {
+config config::from_env() { return from(job_config::from_env()); }
+
+config config::from(const job_config& job) {
   config c;
-  static_cast<job_config&>(c) = job_config::from_env();
+  static_cast<job_config&>(c) = job;
   if (const char* p = std::getenv("OPTCAST_OFI_PROVIDER")) c.provider = p;
   if (const char* m = std::getenv("OPTCAST_OFI_MR")) c.register_always = std::string(m) == "always";
   return c;

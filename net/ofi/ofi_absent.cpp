@@ -13,9 +13,10 @@ namespace {
 
 bool available() noexcept { return false; }
 std::vector<std::string> providers() { return {}; }
-config config::from_env() {
+config config::from_env() { return from(job_config::from_env()); }
+config config::from(const job_config& job) {
   config c;
-  static_cast<job_config&>(c) = job_config::from_env();
+  static_cast<job_config&>(c) = job;
   return c;
 }
 std::shared_ptr<optcast::fabric> connect(asio::io_context&, const config&) { absent(); }

@@ -32,6 +32,9 @@ struct config : job_config {
   bool register_always = false;  // register every buffer even when the provider does not ask
                                  // (OPTCAST_OFI_MR=always; exercises the FI_MR_LOCAL path)
   static config from_env();
+  // The job's settings `job`, and the environment's for libfabric (OPTCAST_OFI_PROVIDER,
+  // OPTCAST_OFI_MR).
+  static config from(const job_config& job);
 };
 
 // True when optcast was built with libfabric and can load it: liboptcast loads
