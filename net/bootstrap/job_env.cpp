@@ -1,0 +1,190 @@
+// A job's settings from the environment (job_config::from_env): the launcher that
+// started the process (launcher.cpp) and every OPTCAST_* variable, each checked, with a
+// message that says what to fix.
+#include "optcast/net/job.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <sstream>
+
+#include "optcast/net/file_store.hpp"
+#include "optcast/net/launcher.hpp"
+#include "optcast/net/redis_store.hpp"
+#include "optcast/log.hpp"
+#include "pmix.hpp"
+
+namespace optcast {
+
+namespace {
+
+
+using getenv_fn = std::function<const char*(const char*)>;
+
+std::string env(const getenv_fn& get, const char* name) {
+  const char* v = get(name);
+  return v ? std::string(v) : std::string();
+}
+
+long long env_int(const getenv_fn& get, const char* name, long long def, long long lo, long long hi) {
+  const std::string v = env(get, name);
+  if (v.empty()) return def;
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(v.c_str(), &end, 0);
+  if (errno || !end || *end || x < lo || x > hi)
+    throw setup_error(make_error_code(errc::invalid_argument),
+                      std::string(name) + "='" + v + "' is not a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return x;
+}
+
+// A launcher's rank or size (or OPTCAST_*'s), checked.
+long long launcher_int(const std::string& v, const std::string& what, long long lo, long long hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || errno || !end || *end || x < lo || x > hi)
+    throw setup_error(make_error_code(errc::invalid_argument),
+                      what + "='" + v + "' is not a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return x;
+}
+
+// A key file, like ssh's: refused when others may read it.
+std::string read_secret_file(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0)
+    throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_SECRET_FILE '" + path + "': " + std::strerror(errno));
+  if (st.st_mode & (S_IRWXG | S_IRWXO))
+    throw setup_error(make_error_code(errc::invalid_argument),
+                      "OPTCAST_SECRET_FILE '" + path + "' may be read by others: chmod 600 it");
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_SECRET_FILE '" + path + "' cannot be read");
+  std::string s = text.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  if (s.empty()) throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_SECRET_FILE '" + path + "' is empty");
+  return s;
+}
+
+}  // namespace
+
+job_config job_config::from_env() {
+  return from_env([](const char* name) -> const char* { return std::getenv(name); });
+}
+
+job_config job_config::from_env(const getenv_fn& get) {
+  job_config c;
+  const auto found = launcher::detect(get);
+  // Each OPTCAST_* variable over the launcher's word for it.
+  const auto pick = [&](const char* name, const std::string& theirs, const char* their_name) -> std::pair<std::string, std::string> {
+    if (std::string v = env(get, name); !v.empty()) return {v, name};
+    return {theirs, found.name + "'s " + their_name};
+  };
+  // PMIx: rank and size from the launcher's server, and no store (unless OPTCAST_STORE).
+  std::string pmix_rank, pmix_size;
+  if (found.name == "PMIx" && (env(get, "OPTCAST_RANK").empty() || env(get, "OPTCAST_SIZE").empty())) {
+    const auto place = pmix::init();
+    pmix_rank = std::to_string(place.rank);
+    pmix_size = std::to_string(place.size);
+    c.pmix = env(get, "OPTCAST_STORE").empty();
+  }
+  const auto [rank_s, rank_from] = found.name == "PMIx" && env(get, "OPTCAST_RANK").empty()
+                                       ? std::pair<std::string, std::string>{pmix_rank, "PMIx's rank"}
+                                       : pick("OPTCAST_RANK", found.rank, found.name == "Slurm" ? "SLURM_PROCID" : "RANK");
+  const auto [size_s, size_from] = found.name == "PMIx" && env(get, "OPTCAST_SIZE").empty()
+                                       ? std::pair<std::string, std::string>{pmix_size, "PMIx's job size"}
+                                       : pick("OPTCAST_SIZE", found.size, found.name == "Slurm" ? "SLURM_NTASKS" : "WORLD_SIZE");
+  if (rank_s.empty() || size_s.empty())
+    throw setup_error(make_error_code(errc::invalid_argument),
+                      found.name.empty() && env(get, "OPTCAST_RANK").empty() && env(get, "OPTCAST_SIZE").empty() ? "no launcher found to take this process's rank and the job's size from; looked for " +
+                                               launcher::looked_for() + ". Start the program with --np N, under one of these, or set "
+                                               "OPTCAST_RANK, OPTCAST_SIZE and OPTCAST_STORE for each rank"
+                                         : std::string(rank_s.empty() ? "OPTCAST_RANK" : "OPTCAST_SIZE") + " is set but not " +
+                                               (rank_s.empty() ? "OPTCAST_RANK" : "OPTCAST_SIZE") + ": set both");
+  c.launcher = rank_from == "OPTCAST_RANK" && size_from == "OPTCAST_SIZE" ? "OPTCAST_RANK/OPTCAST_SIZE" : found.name;
+  c.size = static_cast<int>(launcher_int(size_s, size_from, 1, 1 << 24));
+  c.rank = static_cast<int>(launcher_int(rank_s, rank_from, 0, c.size - 1));
+  c.bootstrap_timeout = std::chrono::seconds(env_int(get, "OPTCAST_BOOTSTRAP_TIMEOUT", 60, 1, 86400));
+  c.timeout = std::chrono::seconds(env_int(get, "OPTCAST_TIMEOUT", 120, 1, 86400 * 7));
+
+  c.job_id = found.job_id;
+  if (const std::string id = env(get, "OPTCAST_JOB_ID"); !id.empty()) {
+    char* end = nullptr;
+    errno = 0;
+    c.job_id = std::strtoull(id.c_str(), &end, 0);
+    if (errno || !end || *end || c.job_id == 0)
+      throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_JOB_ID='" + id + "' is not a nonzero number");
+  }
+
+  const auto [store_s, store_from] = pick("OPTCAST_STORE", c.pmix ? std::string("pmix:") : found.store, "store");
+  if (c.pmix) {
+    // Where each rank listens goes through the PMIx server; no store to parse.
+  } else if (store_s.empty())
+    throw setup_error(make_error_code(errc::invalid_argument),
+                      found.name.empty() || found.name == "OPTCAST_RANK"
+                          ? "OPTCAST_STORE is not set (host:port of the store on rank 0, file:///dir or redis://host:port)"
+                          : "OPTCAST_STORE is not set and " + found.name + " does not say where the store is" +
+                                (found.name == "torchrun" ? " (MASTER_ADDR and MASTER_PORT)" : found.name == "Slurm" ? " (SLURM_STEP_NODELIST)" : ""));
+  std::string why;
+  auto url = c.pmix ? result<launcher::store_url>(launcher::store_url{"pmix", "", 0, "", ""}) : launcher::parse_store_url(store_s, &why);
+  if (!url) throw setup_error(url.error(), store_from + " '" + store_s + "': " + why);
+  if (const long long port = env_int(get, "OPTCAST_STORE_PORT", 0, 1, 65535); port && url->scheme == "tcp" && env(get, "OPTCAST_STORE").empty())
+    url->port = static_cast<std::uint16_t>(port);
+  if (url->scheme == "pmix") {
+  } else if (url->scheme == "tcp") {
+    c.store = store::address{url->host, url->port};
+  } else {
+    // Jobs that share a directory or a server keep apart by their job id, which every
+    // rank must know before it reads anything there.
+    if (c.job_id == 0)
+      throw setup_error(make_error_code(errc::invalid_argument),
+                        "a " + url->scheme + ":// store needs a job id that every rank knows, to keep this job's keys apart from "
+                        "other jobs' there: set OPTCAST_JOB_ID (the launchers srun and torchrun --rdzv-id give one)");
+    const std::string prefix = "job-" + std::to_string(c.job_id);
+    if (url->scheme == "file") {
+      c.kv = std::make_shared<file_kv_store>(url->path, prefix + ".");
+    } else {
+      redis_kv_store::options o;
+      o.host = url->host;
+      o.port = url->port;
+      o.password = url->password.empty() ? env(get, "OPTCAST_REDIS_PASSWORD") : url->password;
+      o.prefix = (url->path.empty() ? std::string("optcast") : url->path) + "/" + prefix;
+      o.connect_timeout = c.bootstrap_timeout;
+      c.kv = std::make_shared<redis_kv_store>(std::move(o));
+    }
+  }
+  c.store_fd = static_cast<int>(env_int(get, "OPTCAST_STORE_FD", -1, -1, 1 << 20));
+  c.read_rank_env(get);
+  log(log_level::debug, "rank " + std::to_string(c.rank) + " of " + std::to_string(c.size) + " (from " + rank_from + "), store " +
+                            store_s + (found.job_name.empty() ? std::string() : ", " + found.job_name));
+  return c;
+}
+
+void job_config::read_rank_env(const getenv_fn& get) {
+  host = env(get, "OPTCAST_HOST");
+  ifname = env(get, "OPTCAST_IFNAME");
+  family = static_cast<int>(env_int(get, "OPTCAST_FAMILY", 0, 0, 6));
+  if (family != 0 && family != 4 && family != 6)
+    throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_FAMILY='" + env(get, "OPTCAST_FAMILY") + "' is neither 4 nor 6");
+  secret = env(get, "OPTCAST_SECRET");
+  if (const std::string f = env(get, "OPTCAST_SECRET_FILE"); !f.empty()) {
+    if (!secret.empty())
+      throw setup_error(make_error_code(errc::invalid_argument), "both OPTCAST_SECRET and OPTCAST_SECRET_FILE are set: set one");
+    secret = read_secret_file(f);
+  }
+  encrypt = env_int(get, "OPTCAST_ENCRYPT", 0, 0, 1) != 0;
+  ports = static_cast<int>(env_int(get, "OPTCAST_PORTS", 1, 1, 64));
+  unexpected_limit = static_cast<std::size_t>(env_int(get, "OPTCAST_UNEXPECTED_LIMIT", static_cast<long long>(unexpected_limit), 0,
+                                                        std::numeric_limits<long long>::max()));
+  unexpected_peer_limit = static_cast<std::size_t>(env_int(get, "OPTCAST_UNEXPECTED_PEER_LIMIT",
+                                                             static_cast<long long>(unexpected_peer_limit), 0,
+                                                             std::numeric_limits<long long>::max()));
+}
+
+}  // namespace optcast
