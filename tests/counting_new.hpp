@@ -12,6 +12,9 @@ namespace counting_new {
 inline std::atomic<long> allocations{0};
 inline std::atomic<long> large_allocations{0};
 inline constexpr std::size_t large_allocation = 64 << 10;
+// The largest allocation asked for since it was last set to 0 (asked: one that fails
+// counts too).
+inline std::atomic<std::size_t> largest{0};
 }  // namespace counting_new
 
 // The replacements pair malloc with free; GCC, seeing the inlined std::allocator use the
@@ -19,7 +22,12 @@ inline constexpr std::size_t large_allocation = 64 << 10;
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void* operator new(std::size_t n) {
   counting_new::allocations.fetch_add(1, std::memory_order_relaxed);
-  if (n >= counting_new::large_allocation) counting_new::large_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (n >= counting_new::large_allocation) {
+    counting_new::large_allocations.fetch_add(1, std::memory_order_relaxed);
+    std::size_t seen = counting_new::largest.load(std::memory_order_relaxed);
+    while (n > seen && !counting_new::largest.compare_exchange_weak(seen, n, std::memory_order_relaxed)) {
+    }
+  }
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }

@@ -287,6 +287,18 @@ inline std::vector<std::string> fabric_kinds() {
   return kinds;
 }
 
+inline std::unique_ptr<test_world> make_world(const std::string& kind, int p, communicator_options o);
+
+// The kinds of this run whose fabric has `property` (asked of a one-rank world of each):
+// a case that applies only to them generates from this list, rather than returning early
+// (with no assertion) on the others.
+inline std::vector<std::string> fabric_kinds_where(bool (*property)(const fabric&)) {
+  std::vector<std::string> out;
+  for (const auto& k : fabric_kinds())
+    if (property(make_world(k, 1, {})->comms()[0].get_fabric())) out.push_back(k);
+  return out;
+}
+
 // The worlds a data test runs on: local and TCP with the given sizes; in the libfabric
 // run, libfabric's tcp provider with 5 ranks.
 struct world_case {
