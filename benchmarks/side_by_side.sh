@@ -19,7 +19,7 @@
 #   --goodput MBIT   what one TCP flow carries on a link, for the bounds (default 95.4% of
 #                    RATE, what iperf3 measures on netcluster.sh's 1gbit links)
 #   --calibration F  optcast's cost model (OPTCAST_CALIBRATION) from file F; default: measure
-#                    it first on the cluster (optcast calibrate, as README tells users to),
+#                    it first on the cluster (optcast calibrate, as docs/GUIDE.md tells users to),
 #                    "none": the built-in defaults
 #   --out DIR        keep the raw outputs there (default a temporary directory)
 #   --keep-cluster   do not bring the cluster down (nor up, if one is up already)

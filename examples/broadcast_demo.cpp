@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   optcast::cli::add_fabric(app, fabric);
   app.footer("Start it with --np N to run N ranks on this machine, or under a launcher that sets\n"
-             "OPTCAST_RANK, OPTCAST_SIZE and OPTCAST_STORE (see README).");
+             "OPTCAST_RANK, OPTCAST_SIZE and OPTCAST_STORE (see docs/RUNNING.md).");
   optcast::result<optcast::algorithm> alg = optcast::algorithm::automatic;
   try {
     app.parse(argc, argv);

@@ -7,7 +7,7 @@
 int main(int argc, char** argv) try {
   if (argc > 1 && std::string(argv[1]) == "--help") return std::puts("usage: hello --np N   (N ranks on this machine)\n"
                      "   or: hello         (one rank of a job started by mpirun, srun, torchrun-style or\n"
-                     "                      OPTCAST_* variables; see README, \"Running on a cluster\")"), 0;
+                     "                      OPTCAST_* variables; see docs/RUNNING.md, \"Running on a cluster\")"), 0;
   if (auto status = optcast::launch_local(argc, argv)) return *status;  // --np N
   optcast::communicator comm = optcast::tcp::join();  // this process is one rank
 

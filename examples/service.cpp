@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 3600000));
   app.footer("The first third of the run serves with the collectives paused, the rest with them running;\n"
              "each replica prints its request latency (p50/p99) in both phases. Start it with --np N,\n"
-             "or under a launcher that sets OPTCAST_RANK, OPTCAST_SIZE and OPTCAST_STORE (see README).");
+             "or under a launcher that sets OPTCAST_RANK, OPTCAST_SIZE and OPTCAST_STORE (see docs/RUNNING.md).");
   try {
     app.parse(argc, argv);
     if (np && kill_rank >= np) throw CLI::ValidationError("--kill-rank", "must be below --np");

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The pictures in README.md, made by the optcast tool (the simulator and the schedule
+# The pictures in docs/GUIDE.md, made by the optcast tool (the simulator and the schedule
 # code themselves): docs/pictures/make.sh [PATH/TO/optcast] [OUTDIR]. The test
 # `pictures_in_step` makes them again and fails if a committed one differs.
 set -euo pipefail

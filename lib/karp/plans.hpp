@@ -141,7 +141,7 @@ std::shared_ptr<const kitem_plan> kitem_buffered_for(int P, int L, int k);  // c
 //
 // Theorem 3.7 promises B(P - 1) + 2L + k - 2. This end game is checked (logp_test)
 // to stay within that for every P <= 200, L <= 8, k <= 40, and it mostly reaches the
-// single-sending lower bound B(P - 1) + L + k - 1 (README gives the counts), never
+// single-sending lower bound B(P - 1) + L + k - 1 (docs/GUIDE.md gives the counts), never
 // more than one step above it there. Outside that range the bound is measured, not
 // proved: k up to 1000 and P up to 500 stayed within one step of the lower bound. The
 // plan always completes (once the optimal phase is over every item has a holder, and a

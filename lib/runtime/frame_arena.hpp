@@ -1,7 +1,7 @@
 // Where a simulated world's coroutine frames come from (task.hpp's frame_scope): a
 // million ranks start a few frames each, a few hundred bytes apiece, in one burst,
 // and malloc's small-block bookkeeping and the kernel's 4 KiB page faults cost more than
-// running the collective did (optcast-bench sim, README). An arena hands out frames from
+// running the collective did (optcast-bench sim, docs/GUIDE.md). An arena hands out frames from
 // large chunks backed by transparent huge pages where the kernel allows them, and keeps
 // freed frames on a free list per size for the next collective of the same world.
 //
