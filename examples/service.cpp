@@ -51,6 +51,7 @@ struct replica_state {
   std::atomic<std::int64_t> config{0};  // the leader's configuration version
   std::atomic<bool> syncing{false};     // the client's phase: collectives running
   std::atomic<bool> lost{false};        // the collectives failed: a peer is gone
+  std::atomic<bool> synced{false};      // the collectives' loop has ended (agreed, or lost)
   std::atomic<std::int64_t> served_at_loss{0};
   std::atomic<int> rounds{0}, inconsistent{0};
   std::mutex mu;
@@ -81,19 +82,21 @@ asio::awaitable<void> accept_loop(tcp::acceptor& acc, int rank, replica_state& s
 
 // Every period: the job's total of requests served (allreduce), checked to be the same on
 // every replica (max and min of it), and every fifth round the leader's configuration.
+// When to stop is agreed in the same allreduce (any replica past stop_at): every replica
+// makes the same calls, and none leaves while another still waits for it in a round.
 asio::awaitable<void> sync_loop(optcast::communicator& comm, replica_state& st, std::chrono::milliseconds period,
                                 clock_type::time_point start_at, clock_type::time_point stop_at) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   timer.expires_at(start_at);
   co_await timer.async_wait(asio::use_awaitable);
   try {
-    for (int round = 0; clock_type::now() < stop_at; ++round) {
+    for (int round = 0;; ++round) {
       const std::int64_t mine = st.served.load();
       std::int64_t total = 0;
       co_await optcast::async_allreduce(comm, std::span<const std::int64_t>(&mine, 1), std::span(&total, 1),
                                         optcast::ops::sum, asio::use_awaitable);
-      const std::array<std::int64_t, 2> both{total, -total};
-      std::array<std::int64_t, 2> most{};
+      const std::array<std::int64_t, 3> both{total, -total, clock_type::now() >= stop_at ? 1 : 0};
+      std::array<std::int64_t, 3> most{};
       co_await optcast::async_allreduce(comm, std::span<const std::int64_t>(both), std::span<std::int64_t>(most), optcast::ops::max,
                                         asio::use_awaitable);
       if (most[0] != -most[1]) ++st.inconsistent;  // some replica saw another total
@@ -106,6 +109,7 @@ asio::awaitable<void> sync_loop(optcast::communicator& comm, replica_state& st, 
         if (std::sscanf(blob.data(), "config version %d", &version) == 1) st.config = version;
       }
       ++st.rounds;
+      if (most[2]) break;
       timer.expires_after(period);
       co_await timer.async_wait(asio::use_awaitable);
     }
@@ -119,6 +123,7 @@ asio::awaitable<void> sync_loop(optcast::communicator& comm, replica_state& st, 
     std::printf("replica %d: collectives stopped (%s); still serving\n", comm.rank(), st.why.c_str());
     std::fflush(stdout);
   }
+  st.synced = true;
 }
 
 std::int64_t percentile(std::vector<std::int64_t> v, double q) {
@@ -199,6 +204,9 @@ int main(int argc, char** argv) {
         if (st.lost) ++after_loss;
       }
     }
+    // The collectives end in the round every replica agreed on (or with a lost peer): none
+    // is left in flight for a peer to wait on when this one leaves.
+    while (!st.synced && clock_type::now() < end + std::chrono::seconds(30)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     io.stop();  // leave() below touches the fabric: no thread may be running the loop
     for (auto& t : loop) t.join();
 
