@@ -27,6 +27,7 @@
 
 #include "optcast/communicator.hpp"
 #include "optcast/logp.hpp"
+#include "optcast/predict.hpp"
 
 namespace optcast {
 
@@ -62,10 +63,6 @@ double predict_broadcast(algorithm alg, int p, std::size_t bytes, int blocks, co
 broadcast_choice::candidate best_broadcast_blocks(algorithm alg, int p, std::size_t bytes, const loggp_params& m, int ports,
                                                   std::size_t min_block_bytes);
 
-// Scatter (and gather) of `part` bytes to every rank by Alexandrov et al.'s A_t^k
-// (split_tree, Sections 4.5-4.7): t^k(p), the optimal split recurrence under m.
-double predict_scatter(int p, std::size_t part, const loggp_params& m);
-
 // Träff's other circulant collectives (all *), their block count from the same model. With
 // q = ceil(log2 p), the rounds R(n) = n - 1 + q of one phase, and a = max(L + 2o, g, o):
 //   reduce                     R(n) (step(b) + gamma b)        the broadcast, reversed; b = bytes / n
@@ -79,13 +76,10 @@ double predict_scatter(int p, std::size_t part, const loggp_params& m);
 //   allreduce                  twice reduce_scatter with even parts (Observation 1.4),
 //                              plus gamma (bytes - bytes / p): the combining of its first half
 // n runs over the same values as the broadcast's, for each algorithm that pipelines.
-enum class circulant_collective { reduce, all_roots, allreduce };
 struct block_choice {
   int blocks = 1;
   double predicted = 0;
 };
-double predict_circulant(circulant_collective what, int p, std::size_t bytes, std::size_t largest, std::size_t smallest,
-                         int blocks, const loggp_params& m);
 // The block count with the least prediction; `largest`/`smallest` as above (ignored for
 // reduce; for allreduce, pass bytes / p and the remainder's share, or 0 to derive them).
 block_choice choose_circulant_blocks(circulant_collective what, int p, std::size_t bytes, std::size_t largest,
@@ -100,8 +94,6 @@ block_choice choose_circulant_blocks(circulant_collective what, int p, std::size
 // what a step cannot hide is the combining of the block it sends on next, one n-th of
 // its part: so the allreduce pipelines (n > 1) where combining costs (gamma > 0), and
 // not in the simulator (gamma = 0), where n = 1 is its bound.
-double predict_ring(circulant_collective what, int p, std::size_t bytes, std::size_t largest, std::size_t smallest,
-                    int blocks, const loggp_params& m);
 // The ring reduce's or allreduce's block count with the least prediction (`what`: reduce
 // or allreduce).
 block_choice choose_ring_blocks(circulant_collective what, int p, std::size_t bytes, const loggp_params& m,
@@ -124,8 +116,6 @@ struct allreduce_choice {
   double predicted = 0;
   double circulant = 0, combining = 0;  // each one's prediction
 };
-logp::params combining_params(std::size_t bytes, const loggp_params& m);
-double predict_combining(int p, std::size_t bytes, const loggp_params& m);
 // `blocks` > 0: the circulant pair's n is the caller's.
 allreduce_choice choose_allreduce(int p, std::size_t bytes, const loggp_params& m, std::size_t min_block_bytes, int blocks = 0);
 

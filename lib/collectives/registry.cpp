@@ -14,7 +14,7 @@
 #include "bar_noy_ho/multiport.hpp"
 #include "alexandrov/loggp.hpp"
 #include "traff/circulant.hpp"
-#include "optcast/choose.hpp"
+#include "optcast/predict.hpp"
 
 namespace optcast::detail {
 
@@ -438,11 +438,6 @@ const std::vector<entry>& table() {
 }
 
 }  // namespace
-
-logp::params lengthened(std::size_t bytes, const loggp_params& m) {
-  const double extra = std::max(static_cast<double>(bytes) - 1, 0.0) * m.G;
-  return {m.L + extra, m.o, m.g + extra};
-}
 
 std::span<const entry> entries() noexcept { return table(); }
 

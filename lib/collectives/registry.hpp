@@ -16,6 +16,7 @@
 #include <variant>
 
 #include "algorithms.hpp"
+#include "model/predict.hpp"
 #include "optcast/algorithm.hpp"
 #include "optcast/bounds.hpp"
 #include "optcast/fabric.hpp"
@@ -93,26 +94,6 @@ enum class block_rule {
   ring_allreduce,       // choose_ring_blocks(allreduce)
 };
 
-// The rounds of the schedules that depend on p and k alone, computed once per choice:
-// the static schedules grow by one round per block (fibonacci) or per k blocks (ktree,
-// rotation) over a depth that depends on p.
-struct prediction_shape {
-  int p, q, ports;
-  // The all-roots collectives': the largest and smallest contribution (bytes).
-  std::size_t largest = 0, smallest = 0;
-  int fib_depth = -1, ktree_height = -1, chain = -1;
-  prediction_shape(int procs, int k);
-  int fibonacci_rounds(int n);
-  int ktree_rounds(int n);
-  int rotation_rounds(int n);
-};
-// A round of a round-based schedule whose sends forward what earlier rounds received:
-// max(L + 2o + (b-1)G, max(g, o) + (b-1)G) for blocks of b bytes (choose.hpp).
-double round_time(double b, const loggp_params& m);
-// m with G as a schedule whose links change partners every round sees it on a real
-// network: G (1 + m.sharing) (fabric.hpp).
-loggp_params changing_links(const loggp_params& m);
-
 struct entry {
   algorithm_info info;
   runner run;
@@ -130,10 +111,6 @@ struct entry {
     return r ? *r : nullptr;
   }
 };
-
-// The LogP parameters of a LogGP message of `bytes`: L and g lengthened by (bytes - 1) G,
-// the time its sender stays busy and its arrival is delayed beyond a one-byte message's.
-logp::params lengthened(std::size_t bytes, const loggp_params& m);
 
 std::span<const entry> entries() noexcept;
 const entry* find_entry(collective coll, algorithm alg) noexcept;

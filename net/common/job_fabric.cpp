@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "inquiry.hpp"
-#include "optcast/communicator.hpp"  // detail::on_strand
+#include "on_strand.hpp"
 
 namespace optcast::detail {
 

@@ -8,7 +8,7 @@
 
 #include <asio/io_context.hpp>
 
-#include "optcast/communicator.hpp"  // detail::on_strand
+#include "optcast/fabric.hpp"
 
 namespace optcast::detail {
 
