@@ -2,10 +2,8 @@
 // defaults every call may override).
 #pragma once
 
-#include <bitset>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <memory>
 #include <exception>
 #include <functional>
@@ -49,14 +47,8 @@ struct communicator_options {
 };
 
 namespace detail {
-// The communicator ids in use in one process on one fabric, shared by a communicator and
-// every sub-communicator made from it (split.cpp).
-struct comm_space {
-  std::mutex mu;
-  std::bitset<seq_layout::ids> in_use{1};  // id 0 is the job's
-  bool creating = false;                   // a split in flight: they go one at a time
-  comm_space() { in_use.set(seq_layout::reserved_id); }
-};
+struct comm_space;   // lib/runtime/comm_access.hpp
+struct comm_access;  // the collectives' and split's view of a communicator's numbering
 }  // namespace detail
 
 // Move-only: a copy would number its collectives apart from the original on the same
@@ -65,10 +57,6 @@ class communicator {
 public:
   explicit communicator(std::shared_ptr<fabric> f, communicator_options o = {})
       : fabric_(std::move(f)), options_(o) {}
-  // A sub-communicator on `view` (split.cpp), holding id `id` of `space`.
-  communicator(std::shared_ptr<fabric> view, communicator_options o, std::shared_ptr<detail::comm_space> space,
-               std::uint32_t id) noexcept
-      : fabric_(std::move(view)), options_(o), space_(std::move(space)), id_(id) {}
   communicator(const communicator&) = delete;
   communicator& operator=(const communicator&) = delete;
   communicator(communicator&& o) noexcept = default;
@@ -97,19 +85,8 @@ public:
   const communicator_options& options() const noexcept { return options_; }
   communicator_options& options() noexcept { return options_; }
 
-  // Every collective call takes the next number on every rank; ranks must call
-  // collectives in the same order (as in MPI), which lets several run at once.
-  std::uint32_t next_seq() noexcept { return seq_layout::collective(id_, next_seq_++); }
-  // The seq of point-to-point messages with `user_tag` (<= seq_layout::max_user_tag).
-  std::uint32_t p2p_seq(std::uint32_t user_tag) const noexcept { return seq_layout::p2p(id_, user_tag); }
   // 0 for a job's communicator; a sub-communicator's id (seq_layout).
   std::uint32_t id() const noexcept { return id_; }
-  // Made when first needed (a split): a simulated world's million communicators mostly
-  // never split, and each space is a 256-byte bitset and a mutex.
-  const std::shared_ptr<detail::comm_space>& space() {
-    if (!space_) space_ = std::make_shared<detail::comm_space>();
-    return space_;
-  }
 
   // Broken after any failed collective; every later collective fails with errc::broken.
   bool broken() const noexcept { return static_cast<bool>(fabric_->failure()); }
@@ -127,14 +104,28 @@ public:
   // Why the last collective refused its arguments (errc::invalid_argument), e.g.
   // "allgatherv: counts[2] = -1 is negative". Collectives set it.
   const std::string& last_error() const noexcept { return last_error_; }
-  void record_error(std::string why) { last_error_ = std::move(why); }
 
 private:
-  void release() noexcept {
-    if (!space_ || id_ == 0) return;
-    std::lock_guard lock(space_->mu);
-    space_->in_use.reset(id_);
-  }
+  friend struct detail::comm_access;
+  template <class T>
+  friend T run(communicator& c, task<T> t);
+
+  // A sub-communicator on `view` (split.cpp), holding id `id` of `space`.
+  communicator(std::shared_ptr<fabric> view, communicator_options o, std::shared_ptr<detail::comm_space> space,
+               std::uint32_t id) noexcept
+      : fabric_(std::move(view)), options_(o), space_(std::move(space)), id_(id) {}
+  // Every collective call takes the next number on every rank; ranks must call
+  // collectives in the same order (as in MPI), which lets several run at once.
+  std::uint32_t next_seq() noexcept { return seq_layout::collective(id_, next_seq_++); }
+  // The seq of point-to-point messages with `user_tag` (<= seq_layout::max_user_tag).
+  std::uint32_t p2p_seq(std::uint32_t user_tag) const noexcept { return seq_layout::p2p(id_, user_tag); }
+  // Made when first needed (a split): a simulated world's million communicators mostly
+  // never split, and each space is a 256-byte bitset and a mutex.
+  const std::shared_ptr<detail::comm_space>& space();
+
+  void record_error(std::string why) { last_error_ = std::move(why); }
+  // Gives the id back to the space (a sub-communicator's).
+  void release() noexcept;
 
   std::shared_ptr<fabric> fabric_;
   communicator_options options_;

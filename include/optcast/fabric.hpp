@@ -1,5 +1,9 @@
 // The fabric contract: P ranks, fully connected, one-port or k-port send||recv.
 //
+// What a program sees of a fabric, and what the collectives are written against. The
+// machinery a fabric's writer uses (checking calls' signatures, the job's outcome) is
+// optcast/fabric_base.hpp's.
+//
 // A fabric moves tagged messages between ranks. Collectives are written against this
 // interface only, so the same round loop runs over TCP, libfabric, the in-process
 // fabric and the virtual-time simulator.
@@ -331,32 +335,11 @@ public:
 
   // The signature of collective `seq` while it runs on this rank (set by the collectives
   // layer before its first message, cleared after its last), which the fabric puts on
-  // every message of it and checks every arriving one against. A fabric that wraps
-  // another forwards these three to it.
-  virtual void sign(std::uint32_t seq, const call_signature& s);
-  virtual void unsign(std::uint32_t seq) noexcept;
-  virtual call_signature signature_of(std::uint32_t seq) const noexcept;
-  // For fabrics, when a message for receive `op` arrives signed `theirs`: true if it
-  // matches this rank's call; otherwise records why (both calls) and returns false, and
-  // the fabric fails `op` with errc::call_mismatch.
-  bool signature_matches(const operation& op, const call_signature& theirs);
-  bool signature_hash_matches(const operation& op, std::uint64_t theirs);
-  // The same for a message of collective `seq` from `src` (-1: unknown) that only its
-  // signature's hash tells of.
-  bool signature_hash_matches(std::uint32_t seq, int src, std::uint64_t theirs);
-  // A message of `bytes` signed `theirs` arrived for receive `op`: call_mismatch if the
-  // calls differ, else size_mismatch if the sizes do (with the reason recorded), else none.
-  std::error_code arrival_error(const operation& op, const call_signature& theirs, std::size_t bytes);
-  // A message of another size than receive `op`'s (`got` says what arrived): in a
-  // collective, where equal calls exchange equal sizes, call_mismatch; else
-  // size_mismatch. The reason is recorded.
-  std::error_code size_error(const operation& op, const std::string& got);
-  // A message of collective `seq` signed `theirs` arrived from `src` with no receive
-  // posted for it: false (with both calls recorded) if this rank has signed that
-  // collective differently, which no later receive could put right (another root or
-  // schedule may never post one). Fabrics check on arrival and, for what arrived before
-  // the call started, in sign().
-  bool unexpected_consistent(int src, std::uint32_t seq, const call_signature& theirs);
+  // every message of it and checks every arriving one against. fabric_base keeps them;
+  // a fabric that wraps another forwards these three to it.
+  virtual void sign(std::uint32_t seq, const call_signature& s) = 0;
+  virtual void unsign(std::uint32_t seq) noexcept = 0;
+  virtual call_signature signature_of(std::uint32_t seq) const noexcept = 0;
   // After collective `seq` finished its operations on this rank, before it returns: a
   // message of it still unreceived says another rank called it differently (fails the
   // fabric with errc::call_mismatch, and returns that); none otherwise. One arriving
@@ -380,9 +363,6 @@ protected:
     }
   }
   void note_error(std::string what) { last_error_ = std::move(what); }
-  // Records that a message of collective `seq` from `src`, signed `theirs`, was never
-  // received by this rank's call `mine` (leftover()).
-  void note_unreceived(int src, std::uint32_t seq, const call_signature& theirs, const call_signature& mine);
   // Another rank's report of why the job failed. It replaces a lost connection
   // (errc::peer_lost) recorded first, which is most often that rank closing its
   // connections after its failure, while the report of it was on its way.
@@ -390,19 +370,11 @@ protected:
     if (failure_ == errc::peer_lost && ec != errc::peer_lost) failure_ = {};
     note_failure(ec, std::move(detail));
   }
-  // The outcome of leave(), from the job's (`job`, `job_detail`) and this rank's own
-  // failure before it closed (`own`, a closing's `cancelled` not counted).
-  result<void> settle_outcome(const result<void>& job, const std::string& job_detail, std::error_code own, const std::string& own_detail);
-  // The newest collective this rank finished (seq, signature; an empty signature: none),
-  // which a goodbye to the peers names.
-  std::pair<std::uint32_t, call_signature> newest_finished() const noexcept { return finished_newest_; }
-  // This rank's signature of collective `seq`, running or among the latest it finished
-  // (empty: neither), for the store's inquiry into a stall.
-  call_signature call_made(std::uint32_t seq) const noexcept;
-  // Receive `op` waits on a peer that has left the job in good order, whose newest
-  // finished collective was `their_seq`, signed `theirs`: nothing more will come from it.
-  // Records why (the calls that differ, where it can tell) and returns call_mismatch.
-  std::error_code peer_left(const operation& op, std::uint32_t their_seq, const call_signature& theirs);
+  // Replaces the first failure (a job's outcome, learnt at the end, outranks it).
+  void replace_failure(std::error_code ec, std::string detail) {
+    failure_ = ec;
+    failure_detail_ = std::move(detail);
+  }
   // For a fabric that can start over (the simulator's reset).
   void clear_failure() noexcept {
     failure_ = {};
@@ -418,30 +390,7 @@ private:
   std::string last_error_;
   scratch_pool scratch_;
   std::shared_ptr<trace_log> trace_;
-  using signed_call = std::pair<std::uint32_t, call_signature>;  // empty signature: none
-  // Collectives in flight on this rank: few, so searched from the newest; the first in
-  // place, the others in a vector (a simulated world's million ranks, each making one
-  // call, allocate nothing for them).
-  signed_call signed_one_;
-  std::vector<signed_call> signed_more_;
-  // The latest collectives this rank finished (up to 32), for messages of theirs that
-  // come late: the newest in place, the older in a ring grown as calls finish.
-  signed_call finished_newest_;
-  std::vector<signed_call> finished_;
-  std::size_t finished_next_ = 0;
 };
-
-// The error a rank fails with when another rank reports (by an abort frame or through
-// the store) that it failed with `code`: the same, so that a mismatch or a timeout reads
-// as one on every rank; peer_lost for codes that are not the other rank's job's failure
-// (its shutdown, a refused call) or that are not optcast's at all.
-std::error_code told_error(std::uint64_t code) noexcept;
-
-// How long the operations a broken connection (TCP) or a failed transfer (libfabric)
-// leaves waiting hold out for the reason — another rank's report of its failure, or the
-// store's word that it died — before they fail with errc::peer_lost. The peer that
-// failed closes its connections at once, and its report travels a round trip behind.
-inline constexpr std::chrono::milliseconds loss_grace{250};
 
 inline void operation::complete(std::error_code e) noexcept {
   ec = e;
@@ -452,8 +401,5 @@ inline void operation::complete(std::error_code e) noexcept {
 
 // "send 4096 B to rank 3, tag 7/2" for error details.
 std::string describe_op(const operation& op);
-
-// Validates the parts of an operation every fabric checks the same way.
-std::error_code check_op(const fabric& f, const operation& op) noexcept;
 
 }  // namespace optcast

@@ -10,6 +10,7 @@
 #include "optcast/collectives.hpp"
 #include "optcast/communicator.hpp"
 #include "registry.hpp"
+#include "runtime/comm_access.hpp"
 
 namespace optcast::detail {
 
@@ -52,7 +53,7 @@ inline result<void> finish(communicator& c, result<void> r) {
 
 // Refuses the call: errc::invalid_argument, with the reason kept for comm.last_error().
 inline result<void> refuse(communicator& c, std::string why) {
-  c.record_error(std::move(why));
+  detail::comm_access::record_error(c, std::move(why));
   return fail(errc::invalid_argument);
 }
 

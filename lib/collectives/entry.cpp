@@ -13,6 +13,7 @@
 #include "bar_noy_ho/multiport.hpp"
 #include "collective_common.hpp"
 #include "traff/circulant.hpp"
+#include "runtime/comm_access.hpp"
 
 namespace optcast {
 
@@ -43,7 +44,7 @@ std::optional<loggp_params> model_for(communicator& c, const collective_options&
 }
 
 call_start::call_start(communicator& c, collective what, const collective_options& o)
-    : comm(c), coll(what), opts(o), seq(c.next_seq()) {
+    : comm(c), coll(what), opts(o), seq(detail::comm_access::next_seq(c)) {
   sig.coll = static_cast<std::uint8_t>(static_cast<int>(what) + 1);
   if (c.broken())
     early = fail(errc::broken);
@@ -403,7 +404,7 @@ task<result<void>> p2p(communicator& c, op_kind kind, int peer, std::uint32_t us
                                     " is above the largest, " + std::to_string(seq_layout::max_user_tag));
   if (c.broken()) co_return fail(errc::broken);
   auto& f = c.get_fabric();
-  const tag tg{c.p2p_seq(user_tag), 0};
+  const tag tg{detail::comm_access::p2p_seq(c, user_tag), 0};
   detail::deadline_scope deadline(f, tg.seq, t.value_or(c.options().timeout));
   // No co_await inside ?: here or anywhere: GCC 12 has run both arms of one.
   result<std::size_t> r;
@@ -439,7 +440,7 @@ task<result<int>> recv_any(communicator& c, std::uint32_t user_tag, std::span<st
     co_return fail(detail::refuse(c, "recv_any: tag " + std::to_string(user_tag) + " is above the largest, " +
                                          std::to_string(seq_layout::max_user_tag)).error());
   if (c.broken()) co_return fail(errc::broken);
-  const tag tg{c.p2p_seq(user_tag), 0};
+  const tag tg{detail::comm_access::p2p_seq(c, user_tag), 0};
   detail::deadline_scope deadline(f, tg.seq, timeout.value_or(c.options().timeout));
   // Awaited through a span, in place: GCC 12 awaits a copy of an lvalue operation, whose
   // peer the fabric then sets.

@@ -6,6 +6,7 @@
 
 #include "collective_common.hpp"
 #include "optcast/when_all.hpp"
+#include "runtime/comm_access.hpp"
 
 namespace optcast {
 
@@ -305,11 +306,11 @@ task<result<bool>> broadcast_stream::next(std::span<std::byte> item) {
   auto& c = *s.c;
   if (c.broken()) co_return fail(errc::broken);
   if (s.q == 0 && s.P > 1) {
-    c.record_error("broadcast_stream::next: the root pushes; rank " + std::to_string(c.rank()) + " is the root");
+    detail::comm_access::record_error(c, "broadcast_stream::next: the root pushes; rank " + std::to_string(c.rank()) + " is the root");
     co_return fail(errc::invalid_argument);
   }
   if (item.size() != s.item_bytes) {
-    c.record_error("broadcast_stream::next: a buffer of " + std::to_string(item.size()) + " bytes; the stream's items are " +
+    detail::comm_access::record_error(c, "broadcast_stream::next: a buffer of " + std::to_string(item.size()) + " bytes; the stream's items are " +
                    std::to_string(s.item_bytes));
     co_return fail(errc::invalid_argument);
   }

@@ -14,6 +14,7 @@
 #include "collective_common.hpp"
 #include "optcast/choose.hpp"
 #include "optcast/collectives.hpp"
+#include "runtime/comm_access.hpp"
 
 namespace optcast {
 
@@ -179,7 +180,7 @@ std::string calibration::json() const {
 }
 
 task<result<calibration>> calibrate(communicator& c, calibrate_options opt) {
-  const std::uint32_t seq = c.next_seq();
+  const std::uint32_t seq = detail::comm_access::next_seq(c);
   if (c.broken()) co_return fail(errc::broken);
   if (c.size() < 2) {
     detail::refuse(c, "calibrate: needs at least 2 ranks (it times messages between ranks 0 and 1)");

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "optcast/collectives.hpp"
+#include "runtime/comm_access.hpp"
 
 namespace optcast {
 
@@ -86,7 +87,7 @@ std::uint64_t hash_list(const std::vector<int>& ranks) {
 }
 
 result<std::optional<communicator>> refuse_all(communicator& c, std::string why) {
-  c.record_error(std::move(why));
+  detail::comm_access::record_error(c, std::move(why));
   return fail(errc::invalid_argument);
 }
 
@@ -109,7 +110,7 @@ task<result<std::optional<communicator>>> create(communicator& parent, std::stri
                                                   std::uint64_t list_hash, std::string bad_list) {
   using out_t = result<std::optional<communicator>>;
   if (parent.broken()) co_return out_t(fail(errc::broken));
-  creation_guard guard(parent.space());
+  creation_guard guard(detail::comm_access::space(parent));
   const int p = parent.size(), me = parent.rank();
   contribution mine{color, key, static_cast<std::int64_t>(list_hash),
                     static_cast<std::int64_t>(!bad_list.empty() ? stance::bad_list : guard.held ? stance::ok : stance::busy)};
@@ -139,9 +140,9 @@ task<result<std::optional<communicator>>> create(communicator& parent, std::stri
   // members are disjoint).
   std::array<std::uint64_t, id_words> used{};
   {
-    std::lock_guard lock(parent.space()->mu);
+    std::lock_guard lock(detail::comm_access::space(parent)->mu);
     for (std::size_t i = 0; i < seq_layout::ids; ++i)
-      if (parent.space()->in_use.test(i)) used[i / 64] |= std::uint64_t{1} << (i % 64);
+      if (detail::comm_access::space(parent)->in_use.test(i)) used[i / 64] |= std::uint64_t{1} << (i % 64);
   }
   if (auto r = co_await allreduce(parent, std::span<const std::uint64_t>(used), std::span<std::uint64_t>(used), ops::bor); !r)
     co_return out_t(fail(r.error()));
@@ -150,7 +151,7 @@ task<result<std::optional<communicator>>> create(communicator& parent, std::stri
     if (!(used[i / 64] >> (i % 64) & 1)) id = i;
   if (color < 0) co_return out_t(std::optional<communicator>{});
   if (!id) {
-    parent.record_error(std::string(what) + ": every communicator id is in use on some rank (" +
+    detail::comm_access::record_error(parent, std::string(what) + ": every communicator id is in use on some rank (" +
                         std::to_string(seq_layout::reserved_id - 1) + " sub-communicators alive)");
     co_return out_t(fail(errc::limit_exceeded));
   }
@@ -170,11 +171,11 @@ task<result<std::optional<communicator>>> create(communicator& parent, std::stri
   }
   if (!parent_view) base = parent.shared_fabric();
   {
-    std::lock_guard lock(parent.space()->mu);
-    parent.space()->in_use.set(id);
+    std::lock_guard lock(detail::comm_access::space(parent)->mu);
+    detail::comm_access::space(parent)->in_use.set(id);
   }
   auto view = std::make_shared<sub_fabric>(std::move(base), std::move(members), sub_rank);
-  co_return out_t(std::optional<communicator>(communicator(std::move(view), parent.options(), parent.space(), id)));
+  co_return out_t(std::optional<communicator>(detail::comm_access::sub(std::move(view), parent.options(), detail::comm_access::space(parent), id)));
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 
 #include "optcast/communicator.hpp"
 #include "optcast/log.hpp"
+#include "runtime/comm_access.hpp"
 
 namespace optcast {
 
@@ -249,7 +250,7 @@ constexpr std::uint32_t clock_step = 0xfffffff1u;
 
 task<result<clock_offset>> measure_clock_offset(communicator& c, std::chrono::milliseconds timeout) {
   auto& f = c.get_fabric();
-  const std::uint32_t seq = c.next_seq();
+  const std::uint32_t seq = detail::comm_access::next_seq(c);
   const int p = c.size(), me = c.rank();
   const auto token = f.arm_deadline(seq, timeout);
   struct disarm {

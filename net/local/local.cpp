@@ -1,5 +1,6 @@
 #include "optcast/net/local.hpp"
 
+#include "optcast/fabric_base.hpp"
 #include "optcast/trace.hpp"
 
 #include <cstring>
@@ -69,7 +70,7 @@ struct world_state {
 
 namespace {
 
-class local_fabric final : public fabric {
+class local_fabric final : public fabric_base {
 public:
   local_fabric(std::shared_ptr<world_state> w, int rank)
       : w_(std::move(w)), rank_(rank), deadlines_(w_->ex, [this](std::uint32_t seq) {
@@ -176,7 +177,7 @@ public:
   // Signed after messages of the collective arrived: they may say it was called
   // differently elsewhere.
   void sign(std::uint32_t seq, const call_signature& s) override {
-    fabric::sign(seq, s);
+    fabric_base::sign(seq, s);
     for (const auto& m : unexpected_)
       if (m.tg.seq == seq && !unexpected_consistent(m.src, seq, m.sig))
         return abort(make_error_code(errc::call_mismatch), last_error());

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "optcast/fabric_base.hpp"
 #include "state.hpp"
 
 namespace optcast::sim {
@@ -31,7 +32,8 @@ void world_state::serve(int d) {
 
 std::error_code world_state::deliver(message& mg, operation& op) {
   auto& st = ranks[static_cast<std::size_t>(op.owner->rank())];
-  if (auto bad = op.owner->arrival_error(op, mg.sig, mg.size)) return bad;
+  // Every operation in the world is one of its own fabrics' (views set owner to them).
+  if (auto bad = static_cast<fabric_base*>(op.owner)->arrival_error(op, mg.sig, mg.size)) return bad;
   if (mg.buffered && mg.size) std::memcpy(op.data, mg.payload.data(), mg.size);
   if (auto* r = record_of(mg)) {
     r->received = now;

@@ -8,12 +8,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "optcast/fabric_base.hpp"
 #include "state.hpp"
 
 namespace optcast::sim {
 
 // Declared in state.hpp, where the world keeps a pointer to each rank's.
-class sim_fabric final : public fabric {
+class sim_fabric final : public fabric_base {
 public:
   sim_fabric(std::shared_ptr<world_state> w, int rank) : w_(std::move(w)), rank_(rank) {}
   ~sim_fabric() override {

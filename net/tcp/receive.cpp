@@ -298,7 +298,7 @@ void tcp_fabric::stash(const std::shared_ptr<in_conn>& c) {
 }
 
 void tcp_fabric::sign(std::uint32_t seq, const call_signature& s) {
-  fabric::sign(seq, s);
+  fabric_base::sign(seq, s);
   for (int r = 0; r < cfg_.size; ++r)
     for (const auto& m : peer(r).unexpected)
       if (m.tg.seq == seq && !unexpected_consistent(r, seq, m.sig))
