@@ -24,10 +24,10 @@
 #include <vector>
 
 #include "optcast/collectives.hpp"
-#include "optcast/net/job.hpp"
-#include "optcast/net/file_store.hpp"
+#include "bootstrap/job.hpp"
+#include "bootstrap/file_store.hpp"
 #include "optcast/net/kv_store.hpp"
-#include "optcast/net/redis_store.hpp"
+#include "bootstrap/redis_store.hpp"
 #include "worlds.hpp"
 
 using namespace optcast;

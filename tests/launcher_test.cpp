@@ -8,10 +8,10 @@
 #include <map>
 #include <string>
 
-#include "optcast/net/file_store.hpp"
-#include "optcast/net/job.hpp"
-#include "optcast/net/launcher.hpp"
-#include "optcast/net/redis_store.hpp"
+#include "bootstrap/file_store.hpp"
+#include "bootstrap/job.hpp"
+#include "bootstrap/launcher.hpp"
+#include "bootstrap/redis_store.hpp"
 #include "worlds.hpp"
 
 using namespace optcast;
@@ -74,7 +74,11 @@ TEST_CASE("store URLs: tcp, file and redis, IPv6 in brackets, and what is wrong 
   auto rd = launcher::parse_store_url("redis://10.0.0.2");
   REQUIRE(rd);
   CHECK((rd->port == 6379 && rd->path.empty()));
+  auto pm = launcher::parse_store_url("pmix:");
+  REQUIRE(pm);
+  CHECK(pm->scheme == "pmix");
   const std::pair<const char*, const char*> bad[] = {{"h0", "no port"},
+                                                     {"pmix://h0", "takes nothing"},
                                                      {"h0:99999", "not a port"},
                                                      {"fd00::1:29500", "in brackets"},
                                                      {"file://relative", "absolute"},
@@ -86,6 +90,27 @@ TEST_CASE("store URLs: tcp, file and redis, IPv6 in brackets, and what is wrong 
     CHECK_FALSE(launcher::parse_store_url(url, &why));
     CHECK_THAT(why, Catch::Contains(says));
   }
+}
+
+TEST_CASE("every store scheme in the table parses its own form, and the messages list them all", "[launcher]") {
+  std::string why;
+  for (const auto& row : launcher::store_schemes()) {
+    INFO(row.name);
+    // The forms' placeholders made concrete: an absolute path, a host and a port.
+    std::string url(row.form);
+    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+             {"[:password@]", ":pw@"}, {"host[:port]", "h0:7"}, {"host:port", "h0:7"}, {"[/prefix]", "/p"}})
+      if (const auto at = url.find(from); at != std::string::npos) url.replace(at, from.size(), to);
+    const auto u = launcher::parse_store_url(url, &why);
+    REQUIRE(u);
+    CHECK(u->scheme == row.name);
+    CHECK(launcher::find_store_scheme(row.name) == &row);
+    CHECK_THAT(launcher::store_forms(), Catch::Contains(std::string(row.form)));
+  }
+  CHECK_FALSE(launcher::parse_store_url("gopher://h0:7", &why));
+  for (const auto& row : launcher::store_schemes()) CHECK_THAT(why, Catch::Contains(std::string(row.name)));
+  // pmix: names the launcher's server, which a rank given its place by OPTCAST_* has not.
+  CHECK_THAT(error_of({{"OPTCAST_RANK", "0"}, {"OPTCAST_SIZE", "2"}, {"OPTCAST_STORE", "pmix:"}}), Catch::Contains("PMIx launcher"));
 }
 
 TEST_CASE("srun's variables: rank, size, job and step as the job id, the store on the step's first node", "[launcher]") {

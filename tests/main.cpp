@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "optcast/net/redis_store.hpp"
+#include "bootstrap/redis_store.hpp"
 
 #include "worlds.hpp"
 

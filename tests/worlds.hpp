@@ -25,7 +25,7 @@
 #include "optcast/fabrics.hpp"
 #include "optcast/net/ofi.hpp"
 #include "optcast/net/sim.hpp"
-#include "optcast/net/store.hpp"
+#include "bootstrap/store.hpp"
 #include "optcast/net/tcp.hpp"
 
 namespace optcast::testing {

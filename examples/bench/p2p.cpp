@@ -43,11 +43,11 @@ int p2p_cmd(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
 
-  // A store and two ranks, each with its own event loop and thread; built at once (a
+  // Two ranks, each with its own event loop and thread; built at once (a
   // libfabric rank waits in its bootstrap for the other's endpoint).
   // Authenticated, as jobs started with --np are.
   const std::string secret = "optcast-bench p2p's own job secret";
-  store::server server("127.0.0.1", 0, 2, 42, secret);
+  const auto store = listen_loopback_store();
   std::vector<std::shared_ptr<fabric>> fabs(2);
   {
     std::vector<std::thread> starting;
@@ -57,8 +57,8 @@ int p2p_cmd(int argc, char** argv) {
         job_config c;
         c.rank = r;
         c.size = 2;
-        c.store = {"127.0.0.1", server.port()};
-        c.host_store = false;
+        c.store = {"127.0.0.1", store.port};
+        c.store_fd = r == 0 ? store.fd : -1;  // rank 0 hosts the store
         c.secret = secret;
         c.encrypt = encrypt;
         try {

@@ -8,6 +8,7 @@
 //   }
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,5 +30,14 @@ std::optional<int> launch_local(int argc, char** argv);
 // name) as the ranks of one job, rank 0 holding the store's socket. Returns their pids
 // in rank order; throws setup_error if it cannot.
 std::vector<int> spawn_local_ranks(int np, const std::vector<std::string>& args);
+
+// A socket listening on a free loopback port, for job_config::store_fd of the rank that
+// hosts the job's store (the others reach it at 127.0.0.1:port): bound before anyone
+// is told the port, so no other process can take it meanwhile. Throws setup_error.
+struct loopback_store {
+  int fd = -1;  // the hosting rank's store takes it over
+  std::uint16_t port = 0;
+};
+loopback_store listen_loopback_store();
 
 }  // namespace optcast

@@ -40,13 +40,8 @@ std::string describe_status(int status) {
 
 }  // namespace
 
-std::vector<int> spawn_local_ranks(int np, const std::vector<std::string>& args) {
-  auto refuse = [](const std::string& why) -> std::vector<int> { throw setup_error(make_error_code(errc::invalid_argument), why); };
-  std::vector<char*> child_args;
-  for (const auto& a : args) child_args.push_back(const_cast<char*>(a.c_str()));
-  child_args.push_back(nullptr);
-  // The store's socket is bound here and handed to rank 0, so no other process can
-  // take the port between choosing it and listening on it.
+loopback_store listen_loopback_store() {
+  auto refuse = [](const std::string& why) -> loopback_store { throw setup_error(make_error_code(errc::invalid_argument), why); };
   const int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (lfd < 0) return refuse(std::string("socket: ") + std::strerror(errno));
   const int one = 1;
@@ -60,7 +55,17 @@ std::vector<int> spawn_local_ranks(int np, const std::vector<std::string>& args)
     ::close(lfd);
     return refuse(std::string("cannot listen on loopback: ") + std::strerror(errno));
   }
-  const std::string store = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+  return {lfd, ntohs(sa.sin_port)};
+}
+
+std::vector<int> spawn_local_ranks(int np, const std::vector<std::string>& args) {
+  auto refuse = [](const std::string& why) -> std::vector<int> { throw setup_error(make_error_code(errc::invalid_argument), why); };
+  std::vector<char*> child_args;
+  for (const auto& a : args) child_args.push_back(const_cast<char*>(a.c_str()));
+  child_args.push_back(nullptr);
+  // The store's socket is bound here and handed to rank 0 (inherited: not close-on-exec).
+  const auto [lfd, port] = listen_loopback_store();
+  const std::string store = "127.0.0.1:" + std::to_string(port);
   std::random_device rd;
   const std::string job = std::to_string((std::uint64_t{rd()} << 32 | rd()) | 1);
   // The ranks authenticate each other with a secret only they (and this user) can read;

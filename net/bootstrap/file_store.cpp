@@ -1,4 +1,4 @@
-#include "optcast/net/file_store.hpp"
+#include "file_store.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -13,9 +13,7 @@
 #include <random>
 #include <sstream>
 
-#include "optcast/net/file_store.hpp"
-#include "optcast/net/launcher.hpp"
-#include "optcast/net/redis_store.hpp"
+#include "launcher.hpp"
 #include "optcast/log.hpp"
 #include "pmix.hpp"
 
@@ -123,42 +121,24 @@ job_config job_config::from_env(const getenv_fn& get) {
   }
 
   const auto [store_s, store_from] = pick("OPTCAST_STORE", c.pmix ? std::string("pmix:") : found.store, "store");
-  if (c.pmix) {
-    // Where each rank listens goes through the PMIx server; no store to parse.
-  } else if (store_s.empty())
+  if (store_s.empty())
     throw setup_error(make_error_code(errc::invalid_argument),
                       found.name.empty() || found.name == "OPTCAST_RANK"
-                          ? "OPTCAST_STORE is not set (host:port of the store on rank 0, file:///dir or redis://host:port)"
+                          ? "OPTCAST_STORE is not set (one of " + launcher::store_forms() + ")"
                           : "OPTCAST_STORE is not set and " + found.name + " does not say where the store is" +
                                 (found.name == "torchrun" ? " (MASTER_ADDR and MASTER_PORT)" : found.name == "Slurm" ? " (SLURM_STEP_NODELIST)" : ""));
   std::string why;
-  auto url = c.pmix ? result<launcher::store_url>(launcher::store_url{"pmix", "", 0, "", ""}) : launcher::parse_store_url(store_s, &why);
+  auto url = launcher::parse_store_url(store_s, &why);
   if (!url) throw setup_error(url.error(), store_from + " '" + store_s + "': " + why);
-  if (const long long port = env_int(get, "OPTCAST_STORE_PORT", 0, 1, 65535); port && url->scheme == "tcp" && env(get, "OPTCAST_STORE").empty())
+  const auto* scheme = launcher::find_store_scheme(url->scheme);
+  if (const long long port = env_int(get, "OPTCAST_STORE_PORT", 0, 1, 65535);
+      port && scheme->takes == launcher::store_scheme::shape::address && env(get, "OPTCAST_STORE").empty())
     url->port = static_cast<std::uint16_t>(port);
-  if (url->scheme == "pmix") {
-  } else if (url->scheme == "tcp") {
-    c.store = store::address{url->host, url->port};
-  } else {
-    // Jobs that share a directory or a server keep apart by their job id, which every
-    // rank must know before it reads anything there.
-    if (c.job_id == 0)
-      throw setup_error(make_error_code(errc::invalid_argument),
-                        "a " + url->scheme + ":// store needs a job id that every rank knows, to keep this job's keys apart from "
-                        "other jobs' there: set OPTCAST_JOB_ID (the launchers srun and torchrun --rdzv-id give one)");
-    const std::string prefix = "job-" + std::to_string(c.job_id);
-    if (url->scheme == "file") {
-      c.kv = std::make_shared<file_kv_store>(url->path, prefix + ".");
-    } else {
-      redis_kv_store::options o;
-      o.host = url->host;
-      o.port = url->port;
-      o.password = url->password.empty() ? env(get, "OPTCAST_REDIS_PASSWORD") : url->password;
-      o.prefix = (url->path.empty() ? std::string("optcast") : url->path) + "/" + prefix;
-      o.connect_timeout = c.bootstrap_timeout;
-      c.kv = std::make_shared<redis_kv_store>(std::move(o));
-    }
-  }
+  if (scheme->needs_job_id && c.job_id == 0)
+    throw setup_error(make_error_code(errc::invalid_argument),
+                      "a " + url->scheme + ":// store needs a job id that every rank knows, to keep this job's keys apart from "
+                      "other jobs' there: set OPTCAST_JOB_ID (the launchers srun and torchrun --rdzv-id give one)");
+  scheme->configure(c, *url, get);
   c.store_fd = static_cast<int>(env_int(get, "OPTCAST_STORE_FD", -1, -1, 1 << 20));
   c.read_rank_env(get);
   log(log_level::debug, "rank " + std::to_string(c.rank) + " of " + std::to_string(c.size) + " (from " + rank_from + "), store " +

@@ -1,4 +1,4 @@
-#include "optcast/net/launcher.hpp"
+#include "launcher.hpp"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -159,61 +159,6 @@ result<std::vector<std::string>> expand_hostlist(std::string_view list) {
     }
   }
   return out;
-}
-
-result<store_url> parse_store_url(std::string_view s, std::string* why) {
-  const auto no = [&](std::string w) -> result<store_url> {
-    if (why) *why = std::move(w);
-    return fail(errc::invalid_argument);
-  };
-  store_url u;
-  std::string_view rest = s;
-  if (const auto sep = s.find("://"); sep != std::string_view::npos) {
-    u.scheme = std::string(s.substr(0, sep));
-    rest = s.substr(sep + 3);
-  } else {
-    u.scheme = "tcp";
-  }
-  if (u.scheme == "file") {
-    if (rest.empty() || rest.front() != '/') return no("a file store is file:///absolute/directory");
-    u.path = std::string(rest);
-    return u;
-  }
-  if (u.scheme != "tcp" && u.scheme != "redis") return no("the store's scheme '" + u.scheme + "' is none of tcp://, file://, redis://");
-  if (u.scheme == "redis") {
-    if (const auto slash = rest.find('/'); slash != std::string_view::npos) {
-      u.path = std::string(rest.substr(slash + 1));
-      rest = rest.substr(0, slash);
-    }
-    if (const auto at = rest.rfind('@'); at != std::string_view::npos) {
-      std::string_view cred = rest.substr(0, at);
-      if (const auto colon = cred.find(':'); colon != std::string_view::npos) cred = cred.substr(colon + 1);
-      u.password = std::string(cred);
-      rest = rest.substr(at + 1);
-    }
-  }
-  // host, [v6], host:port, [v6]:port
-  std::string_view host = rest, port;
-  if (!rest.empty() && rest.front() == '[') {
-    const auto close = rest.find(']');
-    if (close == std::string_view::npos) return no("an IPv6 address in brackets has no ']'");
-    host = rest.substr(1, close - 1);
-    if (close + 1 < rest.size()) {
-      if (rest[close + 1] != ':') return no("after ']' comes ':port'");
-      port = rest.substr(close + 2);
-    }
-  } else if (const auto colon = rest.rfind(':'); colon != std::string_view::npos) {
-    if (rest.find(':') != colon) return no("an IPv6 address goes in brackets: [" + std::string(rest) + "]:port");
-    host = rest.substr(0, colon);
-    port = rest.substr(colon + 1);
-  }
-  if (host.empty()) return no("the store's address has no host");
-  u.host = std::string(host);
-  unsigned p = u.scheme == "redis" ? 6379 : 0;
-  if (!port.empty() && (!parse_number(port, p) || p == 0 || p > 65535)) return no("'" + std::string(port) + "' is not a port");
-  if (p == 0) return no("the store's address has no port (host:port)");
-  u.port = static_cast<std::uint16_t>(p);
-  return u;
 }
 
 std::vector<interface_address> interfaces() {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "optcast/error.hpp"
+#include "store_url.hpp"
 
 namespace optcast::launcher {
 
@@ -39,17 +40,7 @@ std::string looked_for();
 // h7 gpu01 gpu02 x (zero padding kept; several bracket groups in one name multiply).
 result<std::vector<std::string>> expand_hostlist(std::string_view list);
 
-// Where OPTCAST_STORE points: "host:port" or "tcp://host:port" (optcast's store, on rank
-// 0), "file:///dir" (file_kv_store), "redis://[:password@]host[:port][/prefix]"
-// (redis_kv_store). IPv6 hosts in brackets: tcp://[fd00::1]:29500.
-struct store_url {
-  std::string scheme;  // "tcp", "file", "redis"
-  std::string host;
-  std::uint16_t port = 0;
-  std::string path;      // file: the directory; redis: the key prefix (may be empty)
-  std::string password;  // redis only
-};
-result<store_url> parse_store_url(std::string_view s, std::string* why = nullptr);
+// Where OPTCAST_STORE points (store_url, parse_store_url): store_url.hpp.
 
 // The host's interfaces' addresses, in the kernel's order.
 struct interface_address {

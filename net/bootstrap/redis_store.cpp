@@ -1,4 +1,4 @@
-#include "optcast/net/redis_store.hpp"
+#include "redis_store.hpp"
 
 #include <hiredis/hiredis.h>
 

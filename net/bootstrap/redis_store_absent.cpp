@@ -1,5 +1,5 @@
 // Built without hiredis: the Redis store says so where it is asked for.
-#include "optcast/net/redis_store.hpp"
+#include "redis_store.hpp"
 
 namespace optcast {
 

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "optcast/error.hpp"
+#include "optcast/net/job.hpp"
 
 namespace asio {
 class any_io_executor;
@@ -37,13 +38,7 @@ namespace optcast::store {
 // The protocol's name and version, the first thing a client says.
 inline constexpr std::string_view protocol = "optcast-store/5";
 
-// "host:port" split; the port must be given.
-struct address {
-  std::string host;
-  std::uint16_t port = 0;
-  // host:port, an IPv6 host in brackets.
-  std::string str() const { return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port); }
-};
+// "host:port" split (optcast/net/job.hpp's store::address); the port must be given.
 result<address> parse_address(std::string_view s);
 
 class server {

@@ -3,7 +3,7 @@
 // Internal to net/bootstrap (store_server.cpp, store_client.cpp).
 #pragma once
 
-#include "optcast/net/store.hpp"
+#include "store.hpp"
 
 #include <array>
 #include <condition_variable>
@@ -32,7 +32,7 @@
 #include <asio/write.hpp>
 
 #include "../auth/auth.hpp"
-#include "optcast/fabric.hpp"
+#include "optcast/fabric_base.hpp"
 #include "optcast/log.hpp"
 #include "store_protocol.hpp"
 #include "wire.hpp"

@@ -1,6 +1,6 @@
 #include "store_protocol.hpp"
 
-#include "optcast/fabric.hpp"
+#include "optcast/fabric_base.hpp"
 
 #include <charconv>
 

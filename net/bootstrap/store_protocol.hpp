@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "optcast/error.hpp"
-#include "optcast/net/store.hpp"
+#include "store.hpp"
 
 namespace optcast::store::proto {
 

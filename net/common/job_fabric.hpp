@@ -17,12 +17,12 @@
 
 #include "deadlines.hpp"
 #include "stall.hpp"
-#include "optcast/fabric.hpp"
-#include "optcast/net/job.hpp"
+#include "optcast/fabric_base.hpp"
+#include "../bootstrap/job.hpp"
 
 namespace optcast::detail {
 
-class job_fabric : public fabric {
+class job_fabric : public fabric_base {
 public:
   job_fabric(asio::io_context& io);
   // A transport's destructor calls close() itself: close() calls its hooks.

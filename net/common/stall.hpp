@@ -20,7 +20,7 @@
 #include <asio/steady_timer.hpp>
 
 #include "../bootstrap/store_protocol.hpp"
-#include "optcast/net/job.hpp"
+#include "../bootstrap/job.hpp"
 
 namespace optcast::detail {
 

@@ -4,7 +4,7 @@
 #include "tcp_fabric.hpp"
 
 #include "../common/owned_loop.hpp"
-#include "optcast/net/launcher.hpp"
+#include "../bootstrap/launcher.hpp"
 
 namespace optcast::tcp {
 

@@ -4,7 +4,7 @@
 // optcast/join.hpp's.
 //
 // Environment (job_config::from_env). Rank, size, store and job id come from the
-// launcher that started the program (optcast/net/launcher.hpp: PMIx, as under mpirun;
+// launcher that started the program (net/bootstrap/launcher.hpp: PMIx, as under mpirun;
 // torchrun's variables; Slurm's srun), each overridden by its OPTCAST_* variable:
 //   OPTCAST_RANK, OPTCAST_SIZE   this process's rank and the job's size
 //   OPTCAST_STORE                where the ranks meet: host:port or tcp://host:port (the
@@ -45,13 +45,18 @@
 
 #include "optcast/error.hpp"
 #include "optcast/net/kv_store.hpp"
-#include "optcast/net/store.hpp"
-
-namespace asio {
-class any_io_executor;
-}
 
 namespace optcast {
+
+namespace store {
+// Where optcast's TCP store listens: "host:port" split.
+struct address {
+  std::string host;
+  std::uint16_t port = 0;
+  // host:port, an IPv6 host in brackets.
+  std::string str() const { return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port); }
+};
+}  // namespace store
 
 struct job_config {
   int rank = 0;
@@ -104,81 +109,6 @@ struct job_config {
   // OPTCAST_SECRET or OPTCAST_SECRET_FILE, OPTCAST_ENCRYPT, OPTCAST_PORTS and the
   // unexpected-message limits; each one unset leaves its default. Throws setup_error.
   void read_rank_env(const std::function<const char*(const char*)>& env);
-};
-
-// The newest collective a rank finished, which its goodbye names to the store.
-struct last_call {
-  std::uint32_t seq = 0;
-  std::string signature;  // call_signature's wire bytes; empty: none
-};
-
-// Joining a job: rank 0 starts the store; every rank connects to it, learns the job id
-// and keeps the connection, which reports dead peers. leave() says goodbye and learns
-// the job's outcome. Throws setup_error on failure. With job_config::kv, the same
-// through the program's store (kv_store.hpp says what it cannot do).
-class job {
-public:
-  // What the store tells this rank runs on `events`, its event loop.
-  job(const asio::any_io_executor& events, const job_config& cfg);
-  ~job();
-  job(const job&) = delete;
-  job& operator=(const job&) = delete;
-
-  const job_config& config() const noexcept { return cfg_; }
-  std::uint64_t id() const noexcept { return id_; }
-  // What the fabric publishes for its peers (where it listens), and learns of theirs.
-  // Blocking, from any thread: until stored / until every key is there, or `timeout`.
-  result<void> publish(std::string key, std::string value, std::chrono::milliseconds timeout);
-  result<std::vector<std::string>> lookup_all(std::vector<std::string> keys, std::chrono::milliseconds timeout);
-  // Without blocking: `done` runs on the job's event loop, once the key is there (up to
-  // the bootstrap timeout).
-  void lookup(std::string key, std::function<void(result<std::string>)> done);
-  // The address this rank listens on and advertises to its peers.
-  const std::string& host() const noexcept { return host_; }
-
-  // `lost(rank)` when a rank dies; `gone(why)` when the store itself goes away;
-  // `failed(code, why)` when another rank reports that it failed (report_failure).
-  void on_failure(std::function<void(int rank)> lost, std::function<void(std::string why)> gone,
-                  std::function<void(std::uint64_t code, std::string why)> failed = nullptr);
-  // This rank failed: every other rank hears of it through the store.
-  void report_failure(int code, std::string why);
-  // This rank's collective `seq` waits on a peer near its deadline: the store finds the root cause
-  // (store::client::report_stall); `nobody_stuck` when every rank answers.
-  void report_stall(std::uint32_t seq, std::string why, std::function<void()> nobody_stuck);
-  // This rank's signature of collective `seq` (call_signature's wire bytes, empty if it
-  // made no such call), for the store's inquiries into a stall: calls that differ are
-  // found there. Runs on the job's event loop.
-  void answer_inquiries(std::function<std::string(std::uint32_t seq)> call_of);
-
-  // Says goodbye and waits, up to `wait`, for the job's outcome: success once every
-  // rank has said goodbye, else the job's first failure (outcome_detail() says which
-  // rank and why), or timeout. On rank 0 the store then closes (after the other ranks
-  // have left, up to config().timeout, or a second once the job has failed). Once only;
-  // later calls return the same.
-  // `failed`: this rank knows the job failed (its own failure, or told of another's).
-  result<void> leave(std::chrono::milliseconds wait, bool failed = false, last_call last = {}) noexcept;
-  const std::string& outcome_detail() const noexcept { return outcome_detail_; }
-
-private:
-  void join_kv(const asio::any_io_executor& events);
-  // The address to advertise (job_config::host, ifname, else this), logged at info.
-  std::string choose_host(const std::string& toward_store) const;
-  result<void> leave_kv(std::chrono::milliseconds wait, bool failed);
-  result<void> leave_pmix(std::chrono::milliseconds wait, bool failed);
-
-  job_config cfg_;
-  std::uint64_t id_ = 0;
-  std::string host_;
-  std::unique_ptr<store::server> server_;
-  std::unique_ptr<store::client> client_;
-  struct kv_side;  // with job_config::kv: its worker thread and what it watches
-  std::unique_ptr<kv_side> kv_;
-  bool left_ = false;
-  std::optional<std::string> pmix_failure_;  // job_config::pmix: "code why" of this rank's failure
-  std::unique_ptr<asio::any_io_executor> pmix_events_;  // job_config::pmix: where lookups answer
-  std::function<std::string(std::uint32_t)> call_of_;   // answer_inquiries
-  result<void> outcome_;
-  std::string outcome_detail_;
 };
 
 }  // namespace optcast

@@ -1,6 +1,6 @@
 // A key-value store the ranks of a job meet in, provided by the program: a service that
 // already runs a coordination store (a database, etcd, Redis, its own) bootstraps optcast
-// through it instead of optcast's TCP store (optcast/net/store.hpp), by setting
+// through it instead of optcast's TCP store (net/bootstrap/store.hpp), by setting
 // job_config::kv. The ranks publish where they listen, learn where the others do, report
 // the job's first failure and say goodbye through it.
 //

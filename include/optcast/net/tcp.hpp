@@ -1,6 +1,6 @@
 // The TCP fabric: one process per rank, Asio TCP sockets between them.
 //
-// Ranks find each other through the rendezvous store on rank 0 (optcast/net/store.hpp):
+// Ranks find each other through the rendezvous store on rank 0 (net/bootstrap/store.hpp):
 // each rank listens on an ephemeral port and publishes "host:port" there. Connections
 // open on first use, one per direction and pair (a circulant broadcast opens about
 // 2 log2 p per rank), and begin with a handshake (magic, protocol version, job id, rank,
