@@ -22,6 +22,8 @@
 #                    it first on the cluster (optcast calibrate, as docs/GUIDE.md tells users to),
 #                    "none": the built-in defaults
 #   --out DIR        keep the raw outputs there (default a temporary directory)
+#   --record NAME    keep them, stamped, in benchmarks/results/NAME for the docs' generated
+#                    tables (benchmarks/figures.py; "<!-- figures: benchmarks/results/NAME -->")
 #   --keep-cluster   do not bring the cluster down (nor up, if one is up already)
 #   --help
 # Environment: SHARED (default ../shared from the repository), BENCH (optcast-bench,
@@ -29,7 +31,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 hosts=8 rate=1gbit sizes=8,65536,1048576,16777216 ops=bcast,scatter,gather,reduce,allreduce,allgather
-budget=2 out="" keep=0 goodput="" calibration=""
+budget=2 out="" keep=0 goodput="" calibration="" record=""
+command="benchmarks/side_by_side.sh $*"
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -39,6 +42,7 @@ while [ $# -gt 0 ]; do
     --ops) ops=$2; shift 2 ;;
     --time) budget=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --record) record=$2; shift 2 ;;
     --goodput) goodput=$2; shift 2 ;;
     --calibration) calibration=$2; shift 2 ;;
     --keep-cluster) keep=1; shift ;;
@@ -66,6 +70,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2
 fi
 
+if [ -n "$record" ]; then
+  [[ $record =~ ^[A-Za-z0-9._-]+$ ]] || { echo "side_by_side: --record NAME may hold letters, digits, '.', '_' and '-' only" >&2; exit 2; }
+  out=$here/benchmarks/results/$record
+fi
 [ -n "$out" ] || out=$(mktemp -d /tmp/side_by_side.XXXXXX)
 mkdir -p "$out/bin"
 echo "== building the peers' benchmarks into $out/bin" >&2
@@ -120,3 +128,10 @@ run_optcast "optcast#2" >"$out/optcast2.txt"
 echo "# $hosts hosts at $rate (bounds at $goodput Mbit/s; one TCP flow measured ${flow:-?} Mbit/s by iperf3), sizes $sizes, $budget s per (op, size) and library, $(date -u +%F); optcast's model: ${calibration}; raw outputs in $out"
 python3 "$here/benchmarks/table.py" --p "$hosts" --rate-mbit "$goodput" \
   "$out/optcast1.txt" "$out/mpi.txt" "$out/gloo.txt" "$out/optcast2.txt"
+if [ -n "$record" ]; then
+  rm -rf "$out/bin" "$out"/*.err
+  [ "$calibration" = "$out/calibration.json" ] || rm -f "$out/calibration.json"
+  python3 "$here/benchmarks/stamp.py" "$out" table "$command" files=optcast1.txt,mpi.txt,gloo.txt,optcast2.txt \
+    p="$hosts" rate_mbit="$goodput" flow_mbit="${flow:-?}" link="$rate"
+  echo "side_by_side: recorded in benchmarks/results/$record (benchmarks/figures.py --write shows it where its blocks are)" >&2
+fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One markdown table of optcast beside its peers, from the benchmarks' lines.
 
-usage: table.py [--p 8] [--rate-mbit 954] [--stat med|min] FILE...
+usage: table.py [--p 8] [--rate-mbit 954] [--stat med|min] [--sizes LIST] [--ops LIST] FILE...
 
 Each FILE holds lines "label op bytes reps min_us med_us max_us ok" (optcast-bench coll,
 ../shared/bench/mpi_coll_bench and gloo_coll_bench); other lines are ignored. A label
@@ -28,6 +28,8 @@ ap.add_argument("files", nargs="+")
 ap.add_argument("--p", type=int, default=8)
 ap.add_argument("--rate-mbit", type=float, default=954.0)
 ap.add_argument("--stat", default="med", choices=["med", "min"])
+ap.add_argument("--sizes", help="only these sizes, bytes, comma-separated")
+ap.add_argument("--ops", help="only these collectives, comma-separated")
 a = ap.parse_args()
 
 col = 5 if a.stat == "med" else 4
@@ -42,9 +44,11 @@ for f in a.files:
         op = "allreduce" if t[1].startswith("allreduce") else t[1]
         if label not in labels:
             labels.append(label)
-        runs[(op, int(t[2]))][label].append(float(t[col]))
-        if t[7] != "ok":
+        if t[7] != "ok":  # shown whatever the filters
             failed.append("%s %s %s" % (t[0], t[1], t[2]))
+        if (a.sizes and t[2] not in a.sizes.split(",")) or (a.ops and op not in a.ops.split(",")):
+            continue
+        runs[(op, int(t[2]))][label].append(float(t[col]))
 
 B = a.rate_mbit * 1e6 / 8
 p = a.p
