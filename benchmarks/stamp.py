@@ -27,8 +27,10 @@ def git(*args):
 
 
 commit = git("rev-parse", "--short=10", "HEAD") or "unknown"
-# The recorded results themselves do not make the tree dirty.
-if [l for l in git("status", "--porcelain", "--untracked-files=no").splitlines() if "benchmarks/results/" not in l]:
+# Code that differs from the commit makes the run "+dirty"; the recorded results and the
+# docs (which are written while a run goes on) do not.
+if [l for l in git("status", "--porcelain", "--untracked-files=no").splitlines()
+        if "benchmarks/results/" not in l and not l.endswith(".md")]:
     commit += "+dirty"
 run = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"), "commit": commit, "command": command, "kind": kind}
 for kv in sys.argv[4:]:
