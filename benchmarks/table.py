@@ -15,7 +15,8 @@ count as one peer, its best. The bound is the time the bytes need on links of
   scatter, gather, allgather, alltoall  (p-1) m/B, m per rank
 Below 256 KiB the links' token bucket (netcluster.sh: a burst of 70 kB at 1 Gbit/s) lets
 messages through faster than the rate, so there is no bandwidth bound: the column says "—".
-A FAIL anywhere is shown, and makes the exit status 1.
+A FAIL anywhere is shown, and makes the exit status 1. The last column is the algorithm
+and block count optcast's automatic choice took (its "# op bytes: alg, n = N" lines).
 """
 import argparse
 import collections
@@ -35,8 +36,13 @@ a = ap.parse_args()
 col = 5 if a.stat == "med" else 4
 runs = collections.defaultdict(lambda: collections.defaultdict(list))  # (op, m) -> label -> [us]
 labels, failed = [], []
+chosen = {}  # (op, m) -> "ring, n = 128": optcast's choice, from its "# op bytes: alg, n = N" lines
 for f in a.files:
     for line in open(f):
+        c = re.match(r"# (\w+) (\d+): (\w+), n = (\d+)$", line.strip())
+        if c:
+            chosen.setdefault((c.group(1), int(c.group(2))), "%s, n = %s" % (c.group(3), c.group(4)))
+            continue
         t = line.split()
         if len(t) != 8 or line.startswith("#") or not t[2].isdigit():
             continue
@@ -87,8 +93,8 @@ def hsize(m):
 order = ["bcast", "scatter", "gather", "reduce", "allreduce", "allgather", "alltoall"]
 ours = "optcast"
 peers = [l for l in labels if l != ours]
-print("| op | size | " + " | ".join(labels) + " | bound | optcast / bound | optcast / best peer |")
-print("|---|---:|" + "---:|" * len(labels) + "---:|---:|---:|")
+print("| op | size | " + " | ".join(labels) + " | bound | optcast / bound | optcast / best peer | optcast's choice |")
+print("|---|---:|" + "---:|" * len(labels) + "---:|---:|---:|---|")
 for (op, m) in sorted(runs, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[0], k[1])):
     by = runs[(op, m)]
     cells = []
@@ -105,7 +111,7 @@ for (op, m) in sorted(runs, key=lambda k: (order.index(k[0]) if k[0] in order el
     best = min((min(by[l]) for l in peers if by.get(l)), default=None)
     r_bound = "%.2f×" % (mine / b) if mine and b else "—"
     r_peer = "%.2f×" % (mine / best) if mine and best else "—"
-    print("| %s | %s | %s | %s | %s | %s |" % (op, hsize(m), " | ".join(cells), fmt(b), r_bound, r_peer))
+    print("| %s | %s | %s | %s | %s | %s | %s |" % (op, hsize(m), " | ".join(cells), fmt(b), r_bound, r_peer, chosen.get((op, m), "")))
 if failed:
     print("\nresults wrong (FAIL): " + ", ".join(failed))
     sys.exit(1)
