@@ -135,6 +135,18 @@ int p2p_cmd(int argc, char** argv) {
     ts.push_back(socket_run());
     lat.push_back(pingpong());
   }
+  // Both ranks leave at once, as two processes would: rank 0, which hosts the store,
+  // waits there for rank 1's goodbye.
+  std::vector<result<void>> left(2);
+  std::thread other([&] { left[1] = comms[1].leave(); });
+  left[0] = comms[0].leave();
+  other.join();
+  for (int r = 0; r < 2; ++r)
+    if (!left[static_cast<std::size_t>(r)]) {
+      std::fprintf(stderr, "optcast-bench p2p: rank %d: %s\n", r,
+                   describe(left[static_cast<std::size_t>(r)].error(), comms[static_cast<std::size_t>(r)].failure_detail()).c_str());
+      return 1;
+    }
   const double total = static_cast<double>(bytes) * count;
   const double gf = total / median(tf) / 1e9, gs = total / median(ts) / 1e9;
   if (json) {
