@@ -14,9 +14,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
+using testing::as_void;
 using testing::bytes;
-
-result<void> as_void(const result<std::size_t>& r) { return r ? result<void>{} : fail(r.error()); }
 
 }  // namespace
 

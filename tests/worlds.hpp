@@ -31,6 +31,9 @@
 namespace optcast::testing {
 
 // n bytes of a pattern that differs with the seed and has no short period.
+// A byte count's result as a plain success or its error, for tasks that return result<void>.
+inline result<void> as_void(const result<std::size_t>& r) { return r ? result<void>{} : fail(r.error()); }
+
 inline std::vector<std::byte> bytes(std::size_t n, int seed) {
   std::vector<std::byte> v(n);
   for (std::size_t i = 0; i < n; ++i)
