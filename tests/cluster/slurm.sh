@@ -61,9 +61,15 @@ up() {
 }
 
 down() {
-  local d=$1 f
-  for f in "$d"/slurmd-*.pid "$d"/slurmctld.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2> /dev/null; done
-  [ -f "$d/munged-started" ] && [ -f /run/munge/munged.pid ] && kill "$(cat /run/munge/munged.pid)" 2> /dev/null
+  local d=$1 f pids=()
+  for f in "$d"/slurmd-*.pid "$d"/slurmctld.pid; do [ -f "$f" ] && pids+=("$(cat "$f")"); done
+  [ -f "$d/munged-started" ] && [ -f /run/munge/munged.pid ] && pids+=("$(cat /run/munge/munged.pid)")
+  [ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2> /dev/null
+  # slurmctld saves its state as it stops: gone before the caller removes DIR.
+  for _ in $(seq 50); do
+    kill -0 "${pids[@]}" 2> /dev/null || return 0
+    sleep 0.1
+  done
   return 0
 }
 
