@@ -39,7 +39,8 @@ def render(where, options):
     stamp = "_Measured %s at commit `%s`: `%s`_\n\n" % (run["date"], run["commit"], run["command"])
     if run["kind"] == "output":
         with open(os.path.join(d, "output.txt")) as f:
-            return stamp + "```text\n" + f.read() + "```\n"
+            text = f.read()
+        return stamp + "```text\n" + text + ("" if text.endswith("\n") else "\n") + "```\n"
     args = [sys.executable, os.path.join(repo, "benchmarks", "table.py"), "--p", str(run["p"]), "--rate-mbit", str(run["rate_mbit"])]
     args += shlex.split(options) + [os.path.join(d, f) for f in run["files"]]
     out = subprocess.run(args, capture_output=True, text=True)
