@@ -1,4 +1,5 @@
 #include "launcher.hpp"
+#include "parse_number.hpp"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -21,13 +22,6 @@ setup_error bad(const std::string& what) { return setup_error(make_error_code(er
 std::string get(const getenv_fn& env, const char* name) {
   const char* v = env(name);
   return v ? std::string(v) : std::string();
-}
-
-template <class T>
-bool parse_number(std::string_view s, T& out) {
-  if (s.empty()) return false;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc{} && end == s.data() + s.size();
 }
 
 // FNV-1a: a launcher's job name (a string) as a job id, the same on every rank.

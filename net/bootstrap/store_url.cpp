@@ -5,6 +5,7 @@
 
 #include "file_store.hpp"
 #include "redis_store.hpp"
+#include "parse_number.hpp"
 
 namespace optcast::launcher {
 
@@ -50,13 +51,6 @@ constexpr store_scheme table[] = {
     {"redis", "redis://[:password@]host[:port][/prefix]", "a Redis server", shape::address, 6379, true, true, redis_store},
     {"pmix", "pmix:", "the PMIx server of the launcher (mpirun, srun --mpi=pmix)", shape::nothing, 0, false, false, pmix_server},
 };
-
-template <class T>
-bool parse_number(std::string_view s, T& out) {
-  if (s.empty()) return false;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc{} && end == s.data() + s.size();
-}
 
 }  // namespace
 
