@@ -78,16 +78,22 @@ const std::string secret_of_three = "the secret of a job of three ranks";
 
 // p TCP ranks on the caller's `io` (bootstrapped without running it), meeting in `server`.
 std::vector<communicator> ranks_on(asio::io_context& io, store::server& server, int p) {
+  // Concurrently: a rank's connect returns once every rank has joined (the job's layout).
+  std::vector<std::shared_ptr<fabric>> fabrics(static_cast<std::size_t>(p));
+  std::vector<std::thread> joining;
+  for (int r = 0; r < p; ++r)
+    joining.emplace_back([&, r] {
+      job_config c;
+      c.rank = r;
+      c.size = p;
+      c.store = {"127.0.0.1", server.port()};
+      c.host_store = false;
+      c.secret = secret_of_three;
+      fabrics[static_cast<std::size_t>(r)] = tcp::connect(io, c);
+    });
+  for (auto& t : joining) t.join();
   std::vector<communicator> comms;
-  for (int r = 0; r < p; ++r) {
-    job_config c;
-    c.rank = r;
-    c.size = p;
-    c.store = {"127.0.0.1", server.port()};
-    c.host_store = false;
-    c.secret = secret_of_three;
-    comms.emplace_back(tcp::connect(io, c));
-  }
+  for (auto& f : fabrics) comms.emplace_back(std::move(f));
   return comms;
 }
 

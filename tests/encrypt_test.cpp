@@ -89,12 +89,14 @@ result<std::vector<std::byte>> send_through_flipper(bool encrypt) {
   const std::string secret = "the secret of a job of two ranks";
   store::server server("127.0.0.1", 0, 3, 0x5eedull, secret);
   asio::io_context io0, io1, io2;
-  // The job has 3 ranks: the third is this test, to redirect rank 0.
+  // The job has 3 ranks: the third is this test, to redirect rank 0. It joins as a rank
+  // does, with an entry of its own (never connected to).
+  store::client me(io2.get_executor(), {"127.0.0.1", server.port()}, 2, 3, 5s, secret);
+  REQUIRE(me.set_wait("optcast/addr/2", "127.0.0.1:9", 5s));
   std::shared_ptr<fabric> f1;
   std::thread t([&] { f1 = tcp::connect(rank_of(1, 3, server.port(), secret, encrypt)); });
   auto f0 = tcp::connect(rank_of(0, 3, server.port(), secret, encrypt));
   t.join();
-  store::client me(io2.get_executor(), {"127.0.0.1", server.port()}, 2, 3, 5s, secret);
   flipping_proxy proxy(endpoint_of(tcp::listen_address(*f1)), 56 + 32 + 56 + 500);
   REQUIRE(me.set_wait("optcast/addr/1", proxy.address(), 5s));
   communicator c0(f0), c1(f1);

@@ -107,6 +107,33 @@ constexpr std::uint32_t p2p(std::uint32_t id, std::uint32_t user_tag) noexcept {
 }
 }  // namespace seq_layout
 
+// Where the ranks run: which host each is on (ranks of one host reach each other without
+// the network, through memory) and how many rails, network interfaces of their own, the
+// hosts send through (the ports of the k-port model made real: an operation's lane picks
+// its rail, operation::lane). A fabric without one (layout() null) is every rank a host
+// of its own with one rail.
+struct topology {
+  std::vector<int> host_of;  // per rank; hosts numbered in the order of their lowest rank
+  int rails = 1;
+
+  int size() const noexcept { return static_cast<int>(host_of.size()); }
+  int hosts() const noexcept;
+  // The ranks of `host`, ascending.
+  std::vector<int> ranks_on(int host) const;
+  // r's place among the ranks of its host.
+  int local_rank(int r) const noexcept;
+  // Every host has the same number of ranks (ranks_per_host()), and a host's ranks are
+  // consecutive: host h has ranks h n .. h n + n - 1 (what a launcher's block placement gives).
+  bool blocked() const noexcept;
+  int ranks_per_host() const noexcept { return hosts() ? size() / hosts() : 0; }
+  // Of ranks[i] of this topology, in that order (a sub-communicator's).
+  topology restricted(const std::vector<int>& ranks) const;
+  // From each rank's host identity (equal strings: one host).
+  static topology of_identities(const std::vector<std::string>& ids, int rails);
+  // "4 hosts x 2 ranks, 2 rails" for logs and reports.
+  std::string describe() const;
+};
+
 // idle: a round in which the rank neither sends nor receives (its size: how many such
 // rounds in a row). Only the simulator's rounds model gives it a duration (the rest of
 // the round, and every further round whole); everywhere else it finishes at once.
@@ -194,6 +221,10 @@ public:
   std::uintptr_t fabric_state = 0;
   void* fabric_ctx[10] = {};
   std::uint32_t trace_id = 0;  // its event in the owner's trace (trace.hpp), + 1; 0: none
+  // Which rail carries it to another host (lane mod the fabric's rails; topology), 0 on
+  // fabrics of one rail and between ranks of one host. Messages of one tag between two
+  // ranks keep one lane: their order holds only within a rail.
+  std::uint8_t lane = 0;
 
   // For fabrics: finish from the event loop and notify the awaiter.
   void complete(std::error_code e) noexcept;
@@ -243,6 +274,9 @@ public:
   // where nothing may arrive early) waits for it with compute(); real fabrics have no
   // global steps, and there data moves as soon as it can.
   virtual std::optional<double> model_time() const noexcept { return std::nullopt; }
+  // Which host each rank runs on and the rails between hosts; null: every rank a host
+  // of its own, with one rail.
+  virtual const topology* layout() const noexcept { return nullptr; }
 
   // Whether messages carry their bytes. The simulator timing only (move_payload off)
   // does not: nothing that arrives is read, so an algorithm may skip its own packing

@@ -18,7 +18,9 @@ namespace {
 class sub_fabric final : public fabric {
 public:
   sub_fabric(std::shared_ptr<fabric> base, std::vector<int> members, int rank)
-      : base_(std::move(base)), members_(std::move(members)), rank_(rank) {}
+      : base_(std::move(base)), members_(std::move(members)), rank_(rank) {
+    if (const auto* t = base_->layout()) layout_ = t->restricted(members_);
+  }
 
   const std::shared_ptr<fabric>& base() const noexcept { return base_; }
   int member(int r) const noexcept { return members_[static_cast<std::size_t>(r)]; }
@@ -31,6 +33,7 @@ public:
   trace_log* call_trace() const noexcept override { return base_->call_trace(); }
   std::optional<loggp_params> cost_model() const noexcept override { return base_->cost_model(); }
   std::optional<double> model_time() const noexcept override { return base_->model_time(); }
+  const topology* layout() const noexcept override { return layout_ ? &*layout_ : nullptr; }
   bool carries_data() const noexcept override { return base_->carries_data(); }
 
   bool start(operation& op) noexcept override {
@@ -71,6 +74,7 @@ private:
   std::shared_ptr<fabric> base_;
   std::vector<int> members_;
   int rank_;
+  std::optional<topology> layout_;
 };
 
 // What each rank of the parent contributes.

@@ -43,6 +43,37 @@ job::job(const asio::any_io_executor& events, const job_config& cfg) : cfg_(cfg)
   if (!cfg.host.empty() || !cfg.ifname.empty()) host_ = choose_host({});
   via_ = cfg.kv ? kv_rendezvous(events, cfg) : cfg.pmix ? pmix_rendezvous(events, cfg) : store_rendezvous(events, cfg);
   if (host_.empty()) host_ = choose_host(via_->toward_store());
+  rails_ = choose_rails();
+}
+
+std::vector<std::string> job::choose_rails() const {
+  const auto& cfg = cfg_;
+  std::vector<std::string> rails;
+  if (cfg.host.find(',') != std::string::npos) {
+    for (std::size_t p = 0; p <= cfg.host.size();) {
+      const auto comma = std::min(cfg.host.find(',', p), cfg.host.size());
+      const std::string one = cfg.host.substr(p, comma - p);
+      std::string why;
+      auto a = launcher::resolve(one, cfg.family, &why);
+      if (one.empty() || !a)
+        throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_HOST='" + cfg.host + "': " + (one.empty() ? "an empty address" : why));
+      rails.push_back(*a);
+      p = comma + 1;
+    }
+  } else if (cfg.host.empty()) {
+    rails = launcher::rail_addresses(cfg.ifname, host_);
+  } else {
+    rails = {host_};
+  }
+  if (rails.size() > max_rails)
+    throw setup_error(make_error_code(errc::invalid_argument),
+                      std::to_string(rails.size()) + " rails (OPTCAST_HOST or OPTCAST_IFNAME), at most " + std::to_string(max_rails));
+  if (rails.size() > 1) {
+    std::string list;
+    for (const auto& r : rails) list += (list.empty() ? "" : ", ") + r;
+    log(log_level::info, "rank " + std::to_string(cfg.rank) + " sends through " + std::to_string(rails.size()) + " rails: " + list);
+  }
+  return rails;
 }
 
 std::string job::choose_host(const std::string& toward_store) const {
@@ -50,7 +81,8 @@ std::string job::choose_host(const std::string& toward_store) const {
   const std::string me = "rank " + std::to_string(cfg.rank);
   std::string why;
   if (!cfg.host.empty()) {
-    auto a = launcher::resolve(cfg.host, cfg.family, &why);
+    // A list is the rails (choose_rails); the first is the one advertised.
+    auto a = launcher::resolve(cfg.host.substr(0, cfg.host.find(',')), cfg.family, &why);
     if (!a) throw setup_error(a.error(), "OPTCAST_HOST: " + why);
     log(log_level::info, me + " advertises " + *a + (*a == cfg.host ? std::string(" (OPTCAST_HOST)") : " (OPTCAST_HOST=" + cfg.host + ")"));
     return *a;

@@ -43,6 +43,13 @@ public:
   void lookup(std::string key, std::function<void(result<std::string>)> done);
   // The address this rank listens on and advertises to its peers.
   const std::string& host() const noexcept { return host_; }
+  // rendezvous::job_failure.
+  std::string job_failure() const { return via_->job_failure(); }
+  bool via_pmix() const noexcept { return cfg_.pmix && !cfg_.kv; }
+  // The addresses this rank sends and listens on, one per rail (launcher::rail_addresses,
+  // or OPTCAST_HOST's list); host() among them.
+  const std::vector<std::string>& rails() const noexcept { return rails_; }
+  static constexpr std::size_t max_rails = 8;
 
   // `lost(rank)` when a rank dies; `gone(why)` when the store itself goes away;
   // `failed(code, why)` when another rank reports that it failed (report_failure).
@@ -70,9 +77,11 @@ public:
 private:
   // The address to advertise (job_config::host, ifname, else this), logged at info.
   std::string choose_host(const std::string& toward_store) const;
+  std::vector<std::string> choose_rails() const;
 
   job_config cfg_;
   std::string host_;
+  std::vector<std::string> rails_;
   std::unique_ptr<rendezvous> via_;
   bool left_ = false;
   result<void> outcome_;

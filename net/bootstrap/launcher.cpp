@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <charconv>
 #include <fstream>
+#include <map>
 #include <set>
 
 namespace optcast::launcher {
@@ -183,25 +184,40 @@ std::vector<interface_address> interfaces() {
   return out;
 }
 
-result<std::string> choose_address(std::string_view spec, int family, std::string* why) {
-  const auto all = interfaces();
+namespace {
+
+// OPTCAST_IFNAME's list: whether it names the interfaces not to use ('^'), and each name
+// with whether it must match exactly ('=') or as a prefix.
+struct ifname_spec {
   bool exclude = false;
   std::vector<std::pair<std::string, bool>> names;  // name, exact
-  if (!spec.empty() && spec.front() == '^') {
-    exclude = true;
-    spec.remove_prefix(1);
+  explicit ifname_spec(std::string_view spec) {
+    if (!spec.empty() && spec.front() == '^') {
+      exclude = true;
+      spec.remove_prefix(1);
+    }
+    for (std::size_t p = 0; p <= spec.size();) {
+      const auto comma = std::min(spec.find(',', p), spec.size());
+      std::string_view n = spec.substr(p, comma - p);
+      const bool exact = !n.empty() && n.front() == '=';
+      if (exact) n.remove_prefix(1);
+      if (!n.empty()) names.emplace_back(std::string(n), exact);
+      p = comma + 1;
+    }
   }
-  for (std::size_t p = 0; p <= spec.size();) {
-    const auto comma = std::min(spec.find(',', p), spec.size());
-    std::string_view n = spec.substr(p, comma - p);
-    const bool exact = !n.empty() && n.front() == '=';
-    if (exact) n.remove_prefix(1);
-    if (!n.empty()) names.emplace_back(std::string(n), exact);
-    p = comma + 1;
+  static bool matches(const std::string& iface, const std::pair<std::string, bool>& n) {
+    return n.second ? iface == n.first : iface.compare(0, n.first.size(), n.first) == 0;
   }
-  const auto matches = [](const interface_address& ia, const std::pair<std::string, bool>& n) {
-    return n.second ? ia.name == n.first : ia.name.compare(0, n.first.size(), n.first) == 0;
-  };
+};
+
+}  // namespace
+
+result<std::string> choose_address(std::string_view spec_text, int family, std::string* why) {
+  const auto all = interfaces();
+  const ifname_spec spec(spec_text);
+  const bool exclude = spec.exclude;
+  const auto& names = spec.names;
+  const auto matches = [](const interface_address& ia, const std::pair<std::string, bool>& n) { return ifname_spec::matches(ia.name, n); };
   const auto fits_family = [&](const interface_address& ia, int fam) { return fam == 0 || (fam == 6) == ia.v6; };
   // Ranked candidates: list order (including), then family preference, then global before
   // link-local. Loopback only when asked for by name, or as the last resort of an empty spec.
@@ -234,11 +250,57 @@ result<std::string> choose_address(std::string_view spec, int family, std::strin
     std::string have;
     for (const auto& ia : all)
       if (seen.insert(ia.name).second) have += (have.empty() ? "" : ", ") + ia.name + (ia.up ? "" : " (down)");
-    *why = "no interface that is up matches OPTCAST_IFNAME='" + std::string(spec.data() - (exclude ? 1 : 0), spec.size() + (exclude ? 1 : 0)) +
+    *why = "no interface that is up matches OPTCAST_IFNAME='" + std::string(spec_text) +
            "'" + (family ? " with an IPv" + std::to_string(family) + " address" : std::string()) + "; this host has " +
            (have.empty() ? std::string("none") : have);
   }
   return fail(errc::invalid_argument);
+}
+
+namespace {
+
+std::string_view kind_of(std::string_view name) {
+  while (!name.empty() && name.back() >= '0' && name.back() <= '9') name.remove_suffix(1);
+  return name;
+}
+
+}  // namespace
+
+std::vector<std::string> rail_addresses(std::string_view spec, const std::string& primary) {
+  const auto all = interfaces();
+  const auto at = std::find_if(all.begin(), all.end(), [&](const interface_address& ia) { return ia.address == primary; });
+  if (at == all.end() || at->loopback) return {primary};
+  const bool v6 = at->v6;
+  const ifname_spec parsed(spec);
+  const bool exclude = parsed.exclude;
+  const auto& names = parsed.names;
+  const auto matches = &ifname_spec::matches;
+  // One address per interface: the primary's own where it is that interface's, else
+  // the interface's first global one of the family.
+  std::map<std::string, std::string> address_of;
+  for (const auto& ia : all) {
+    if (!ia.up || ia.loopback || ia.v6 != v6 || ia.link_local) continue;
+    auto [it, fresh] = address_of.emplace(ia.name, ia.address);
+    if (!fresh && ia.address == primary) it->second = primary;
+  }
+  std::vector<std::string> chosen;  // interface names, in rail order
+  const auto take = [&](const std::string& iface) {
+    if (std::find(chosen.begin(), chosen.end(), iface) == chosen.end()) chosen.push_back(iface);
+  };
+  if (!names.empty() && !exclude) {
+    for (const auto& n : names)
+      for (const auto& [iface, addr] : address_of)  // name order within a prefix
+        if (matches(iface, n)) take(iface);
+  } else {
+    for (const auto& [iface, addr] : address_of) {
+      if (exclude && std::any_of(names.begin(), names.end(), [&](const auto& n) { return matches(iface, n); })) continue;
+      if (kind_of(iface) == kind_of(at->name)) take(iface);
+    }
+  }
+  if (std::find(chosen.begin(), chosen.end(), at->name) == chosen.end()) return {primary};
+  std::vector<std::string> out;
+  for (const auto& iface : chosen) out.push_back(iface == at->name ? primary : address_of[iface]);
+  return out;
 }
 
 result<std::string> resolve(const std::string& host, int family, std::string* why) {

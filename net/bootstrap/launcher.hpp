@@ -63,6 +63,16 @@ std::vector<interface_address> interfaces();
 // host has.
 result<std::string> choose_address(std::string_view spec, int family, std::string* why = nullptr);
 
+// The rails: the addresses of every network interface this rank sends through, rail i
+// on interface i (port i of the k-port model), `primary` (the advertised address) among
+// them. `spec` in OPTCAST_IFNAME's language: each up interface it matches is a rail, in
+// the list's order (interfaces matching one prefix in name order). Empty `spec`: the
+// primary's interface and every other up interface of its kind (its name without the
+// trailing digits: eth0 and eth1, not docker0), in name order, so that rail i of every
+// host is its interface of the same name. One address each, of the primary's family.
+// Without a matching interface (a loopback or an unlisted primary): `primary` alone.
+std::vector<std::string> rail_addresses(std::string_view spec, const std::string& primary);
+
 // `host` as an address: a literal is returned as it is, a name resolved (IPv4 first
 // unless family is 6).
 result<std::string> resolve(const std::string& host, int family, std::string* why = nullptr);

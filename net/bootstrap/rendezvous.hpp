@@ -42,6 +42,9 @@ public:
   // This host's address toward the store, the one to advertise when nothing says
   // otherwise; empty: there is no connection to go by.
   virtual std::string toward_store() const { return {}; }
+  // Why the job failed, where the rendezvous was told before the fabric listens (a rank
+  // that did not join, sizes that differ); empty if it was not.
+  virtual std::string job_failure() const { return {}; }
   // class job's methods of the same names say what these do.
   virtual result<void> publish(std::string key, std::string value, std::chrono::milliseconds timeout) = 0;
   virtual result<std::vector<std::string>> lookup_all(std::vector<std::string> keys, std::chrono::milliseconds timeout) = 0;

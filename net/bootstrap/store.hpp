@@ -89,6 +89,9 @@ public:
   std::uint64_t job_id() const noexcept;
   // The address of this end of the connection: the local interface that reaches the store.
   std::string local_host() const;
+  // Why the store said the job failed, if it did (empty: it did not); its pending
+  // requests failed with it.
+  std::string job_failure() const;
 
   // Asynchronous; callbacks run on `events`.
   void set(std::string key, std::string value, std::function<void(result<void>)> done);

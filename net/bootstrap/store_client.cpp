@@ -47,6 +47,7 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
   std::optional<result<void>> outcome;
   std::string outcome_why;
   bool bye_sent = false;
+  std::string job_failure;  // what the store said failed the job, while the rank was not leaving
   void settle(result<void> r, std::string why) {
     std::lock_guard lock(mu);
     if (outcome) return;
@@ -93,10 +94,18 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
       if (m->type == m_job_failed) {
         if (self->leaving)
           self->settle(fail(told_error(m->id)), wire::printable(m->val, max_failure_text));
-        else
+        else {
+          {
+            std::lock_guard lock(self->mu);
+            if (self->job_failure.empty()) self->job_failure = wire::printable(m->val, max_failure_text);
+          }
+          // A rank waiting for keys that will never come (a rank that did not join) hears
+          // why now, not at its timeout.
+          for (auto& [id, done] : std::exchange(self->pending, {})) done(fail(told_error(m->id)));
           self->tell([me = self.get(), code = std::uint64_t{m->id}, why = wire::printable(m->val, max_failure_text)] {
             if (me->failed) me->to_rank([f = me->failed, code, why] { f(code, why); });
           });
+        }
         continue;
       }
       if (m->type == m_farewell) {
@@ -363,6 +372,11 @@ result<std::vector<std::string>> client::get_all_wait(std::vector<std::string> k
         }
       });
   });
+}
+
+std::string client::job_failure() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->job_failure;
 }
 
 void client::on_events(std::function<void(int)> lost, std::function<void(std::error_code)> closed,

@@ -32,6 +32,7 @@ public:
 
   std::uint64_t id() const noexcept override { return id_; }
   std::string toward_store() const override { return client_->local_host(); }
+  std::string job_failure() const override { return client_->job_failure(); }
 
   result<void> publish(std::string key, std::string value, std::chrono::milliseconds timeout) override {
     return client_->set_wait(std::move(key), std::move(value), timeout);

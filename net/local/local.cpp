@@ -39,6 +39,7 @@ struct world_state {
   // The whole world's work, one handler at a time, however many threads run io.
   asio::any_io_executor ex;
   int ports = 1;
+  std::optional<topology> layout;
   std::vector<local_fabric*> ranks;
   // Receives matched by a send, waiting to be completed from the event loop (a send
   // never resumes another rank's coroutine from inside its own start()).
@@ -86,6 +87,7 @@ public:
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return static_cast<int>(w_->ranks.size()); }
   int ports() const noexcept override { return w_->ports; }
+  const topology* layout() const noexcept override { return w_->layout ? &*w_->layout : nullptr; }
   std::string_view name() const noexcept override { return "local"; }
   bool receives_from_any() const noexcept override { return true; }
   const asio::any_io_executor* executor() const noexcept override { return &w_->ex; }
@@ -311,6 +313,12 @@ std::shared_ptr<optcast::fabric> world::fabric(int rank) const {
 void world::kill(int rank) {
   auto* f = state_->ranks.at(static_cast<std::size_t>(rank));
   if (f) f->kill();
+}
+
+void world::set_layout(topology t) {
+  if (t.size() != size())
+    throw std::invalid_argument("a layout of " + std::to_string(t.size()) + " ranks for a world of " + std::to_string(size()));
+  state_->layout = std::move(t);
 }
 
 }  // namespace optcast::local

@@ -160,7 +160,7 @@ void ofi_fabric::bootstrap() {
   std::size_t len = name.size();
   check(fi_getname(&ep_->fid, name.data(), &len), "fi_getname");
   if (auto r = job_->publish(addr_key(cfg_.rank), provider_ + "|" + to_hex(name.data(), len), cfg_.bootstrap_timeout); !r)
-    throw setup_error(r.error(), "cannot register with the store: " + r.error().message());
+    throw setup_error(r.error(), job_->job_failure().empty() ? "cannot register with the store: " + r.error().message() : job_->job_failure());
   insert_all_peers();
   log(log_level::debug, rank_name(cfg_.rank) + " on libfabric provider " + provider_ +
                             (wait_.is_open() ? " (progress on the CQ's wait fd)" : " (progress by polling)"));
@@ -172,6 +172,7 @@ void ofi_fabric::insert_all_peers() {
   std::vector<std::string> keys;
   for (int r = 0; r < cfg_.size; ++r) keys.push_back(addr_key(r));
   auto names = job_->lookup_all(std::move(keys), cfg_.bootstrap_timeout);
+  if (!names && !job_->job_failure().empty()) throw setup_error(names.error(), job_->job_failure());
   if (!names && names.error() == errc::timeout)
     throw setup_error(make_error_code(errc::timeout), "not every rank published its libfabric endpoint within " +
                                                           std::to_string(cfg_.bootstrap_timeout.count()) + " ms");

@@ -34,6 +34,7 @@ public:
     return loggp_params{m.L, m.o, m.g, m.G};
   }
   std::optional<double> model_time() const noexcept override { return w_->now; }
+  const topology* layout() const noexcept override { return w_->opts.layout ? &*w_->opts.layout : nullptr; }
   // A recorded run names each message's blocks by the buffers' addresses: keep the data.
   bool carries_data() const noexcept override { return w_->opts.move_payload || w_->opts.record; }
 

@@ -12,8 +12,13 @@ namespace optcast::tcp::impl {
 
 bool tcp_fabric::idle() const noexcept {
   if (!any_posted_.empty()) return false;
-  for (const auto& pe : peers_)
-    if (!pe.posted.empty() || !pe.out.queue.empty() || pe.out.writing || (pe.in && pe.in->target)) return false;
+  for (const auto& pe : peers_) {
+    if (!pe.posted.empty()) return false;
+    for (const auto& out : pe.out)
+      if (!out.queue.empty() || out.writing) return false;
+    for (const auto& c : pe.in)
+      if (c && c->target) return false;
+  }
   return true;
 }
 
@@ -21,23 +26,28 @@ void tcp_fabric::say_goodbye() noexcept {
   frame_header f;
   f.kind = frame_header::bye;
   const auto [seq, sig] = newest_finished();
-  f.tg = {seq, 0};
   f.sig = sig;
   for (int r = 0; r < cfg_.size; ++r) {
-    auto& out = peer(r).out;
-    if (r == cfg_.rank || out.st != out_conn::state::ready || out.writing || !out.queue.empty()) continue;
-    std::vector<std::byte> frame(frame_bytes + (out.chan ? auth::channel::tag_bytes : 0));
-    encode(std::span<std::byte, frame_bytes>(frame.data(), frame_bytes), f);
-    if (out.chan) out.chan->seal(std::span(frame.data(), frame_bytes), nullptr, nullptr, 0, frame.data() + frame_bytes);
-    std::error_code ec;
-    const std::size_t n = out.sock.write_some(asio::buffer(frame), ec);
-    if (ec && ec != asio::error::would_block && ec != asio::error::try_again) continue;  // it is gone: nobody to tell
-    if (n == frame.size()) continue;  // closed with the others: the kernel sends the rest first
-    // Its peer is still reading what this rank sent before: the socket stays open, with
-    // the rest of the goodbye, until the job's outcome is known.
-    frame.erase(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(n));
-    goodbyes_.push_back({std::move(out.sock), std::move(frame)});
-    out.sock = tcp::socket(ex_);
+    if (r == cfg_.rank) continue;
+    auto& outs = peer(r).out;
+    // The receiver counts the goodbyes: one on every connection to it that is up.
+    const auto up = std::count_if(outs.begin(), outs.end(), [](const out_conn& o) { return o.st == out_conn::state::ready; });
+    f.tg = {seq, static_cast<std::uint32_t>(up)};
+    for (auto& out : outs) {
+      if (out.st != out_conn::state::ready || out.writing || !out.queue.empty()) continue;
+      std::vector<std::byte> frame(frame_bytes + (out.chan ? auth::channel::tag_bytes : 0));
+      encode(std::span<std::byte, frame_bytes>(frame.data(), frame_bytes), f);
+      if (out.chan) out.chan->seal(std::span(frame.data(), frame_bytes), nullptr, nullptr, 0, frame.data() + frame_bytes);
+      std::error_code ec;
+      const std::size_t n = out.sock.write_some(asio::buffer(frame), ec);
+      if (ec && ec != asio::error::would_block && ec != asio::error::try_again) continue;  // it is gone: nobody to tell
+      if (n == frame.size()) continue;  // closed with the others: the kernel sends the rest first
+      // Its peer is still reading what this rank sent before: the socket stays open, with
+      // the rest of the goodbye, until the job's outcome is known.
+      frame.erase(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(n));
+      goodbyes_.push_back({std::move(out.sock), std::move(frame)});
+      out.sock = tcp::socket(ex_);
+    }
   }
 }
 

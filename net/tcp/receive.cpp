@@ -85,15 +85,15 @@ void tcp_fabric::fail_posted(int p, std::error_code ec, const std::string& why) 
   }
 }
 
-void tcp_fabric::accept_next() {
-  acceptor_.async_accept([this, alive = alive_](std::error_code ec, tcp::socket s) {
-    if (!*alive || ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+void tcp_fabric::accept_next(tcp::acceptor& a) {
+  a.async_accept([this, alive = alive_, &a](std::error_code ec, tcp::socket s) {
+    if (!*alive || ec == asio::error::operation_aborted || !a.is_open()) return;
     if (!ec) {
       auto c = std::make_shared<in_conn>(std::move(s));
       handshaking_.push_back(c);
       read_hello(c);
     }
-    accept_next();
+    accept_next(a);
   });
 }
 
@@ -164,13 +164,18 @@ void tcp_fabric::challenge(const std::shared_ptr<in_conn>& c) {
 void tcp_fabric::admit(const std::shared_ptr<in_conn>& c) {
   const std::span<const std::byte, hs_bytes> hs(c->hdr.data(), hs_bytes);
   if (auto no = judge_member(hs, view())) return refuse(c, no->status, no->why);
-  const auto r = decode_hello(hs).rank;
+  const auto h = decode_hello(hs);
+  const auto r = h.rank;
   auto& pe = peer(static_cast<int>(r));
-  if (pe.in && pe.in->open) return refuse(c, hs_duplicate, rank_name(static_cast<int>(r)) + " is already connected");
+  if (h.rail >= pe.in.size())
+    return refuse(c, hs_bad_rank, rank_name(static_cast<int>(r)) + " opened rail " + std::to_string(h.rail) + ", this rank has " + std::to_string(pe.in.size()));
+  auto& slot = pe.in[h.rail];
+  if (slot && slot->open) return refuse(c, hs_duplicate, rank_name(static_cast<int>(r)) + " is already connected on rail " + std::to_string(h.rail));
   end_handshake(c);
   c->timer.cancel();
   c->peer = static_cast<int>(r);
-  pe.in = c;
+  c->rail = h.rail;
+  slot = c;
   pe.in_closed = false;
   ++counts_.incoming;
   std::error_code ignored;
@@ -198,8 +203,8 @@ void tcp_fabric::read_frame(const std::shared_ptr<in_conn>& c) {
       return read_abort(c, f.len);
     }
     if (f.kind == frame_header::malformed) return protocol_error(c, "malformed frame header");
-    if (peer(c->peer).left) return protocol_error(c, "a frame after its goodbye");
-    if (f.kind == frame_header::bye) return read_bye(c, f.tg.seq, f.sig);
+    if (c->said_bye) return protocol_error(c, "a frame after its goodbye");
+    if (f.kind == frame_header::bye) return read_bye(c, f.tg.seq, f.sig, f.tg.step);
     const std::uint64_t len = f.len;
     const tag tg = f.tg;
     const call_signature& sig = f.sig;
@@ -325,18 +330,23 @@ void tcp_fabric::read_abort(const std::shared_ptr<in_conn>& c, std::uint64_t len
   });
 }
 
-void tcp_fabric::read_bye(const std::shared_ptr<in_conn>& c, std::uint32_t seq, const call_signature& sig) {
-  read_body(c, nullptr, 0, [this, c, seq, sig] {
+void tcp_fabric::read_bye(const std::shared_ptr<in_conn>& c, std::uint32_t seq, const call_signature& sig, std::uint32_t connections) {
+  read_body(c, nullptr, 0, [this, c, seq, sig, connections] {
     const int p = c->peer;
     auto& pe = peer(p);
-    pe.left.emplace(seq, sig);
-    log(log_level::debug, rank_name(cfg_.rank) + ": " + rank_name(p) + " said goodbye");
-    // Nothing more comes from it: a receive waiting on it never finishes.
-    auto alive = alive_;
-    while (operation* op = pe.posted.pop_front()) {
-      op->fabric_state = st_none;
-      op->complete(peer_left(*op, seq, sig));
-      if (!*alive) return;
+    c->said_bye = true;
+    // Its frames on the other rails may still be on their way: it has left once every
+    // connection it said goodbye on has said so here.
+    if (++pe.byes >= static_cast<int>(std::max<std::uint32_t>(connections, 1))) {
+      pe.left.emplace(seq, sig);
+      log(log_level::debug, rank_name(cfg_.rank) + ": " + rank_name(p) + " said goodbye");
+      // Nothing more comes from it: a receive waiting on it never finishes.
+      auto alive = alive_;
+      while (operation* op = pe.posted.pop_front()) {
+        op->fabric_state = st_none;
+        op->complete(peer_left(*op, seq, sig));
+        if (!*alive) return;
+      }
     }
     if (c->open) read_frame(c);  // for the end of the stream, which is now no loss
   });
@@ -353,14 +363,15 @@ void tcp_fabric::in_ended(const std::shared_ptr<in_conn>& c, const std::string& 
   const std::string why = error.empty() ? rank_name(p) + " closed its connection"
                                         : "the connection from " + rank_name(p) + " failed: " + error;
   auto& pe = peer(p);
-  if (pe.left && pe.in == c && error.empty()) {  // the close after its goodbye
-    pe.in_closed = true;
+  const bool current = pe.in[static_cast<std::size_t>(c->rail)] == c;
+  if (c->said_bye && current && error.empty()) {  // the close after its goodbye
+    if (pe.left) pe.in_closed = true;
     c->open = false;
     std::error_code ignored;
     c->sock.close(ignored);
     return;
   }
-  if (failure() || pe.in != c) return drop_in(p, make_error_code(errc::peer_lost), why);
+  if (failure() || !current) return drop_in(p, make_error_code(errc::peer_lost), why);
   // Its receives wait for the cause (lost_connection); the socket is closed, so nothing
   // more is read into the one that was being filled.
   pe.in_closed = true;
@@ -375,17 +386,18 @@ void tcp_fabric::drop_in(int p, std::error_code ec, const std::string& why) {
   auto& pe = peer(p);
   pe.in_closed = true;
   auto alive = alive_;
-  if (auto c = pe.in) {
-    c->open = false;
-    std::error_code ignored;
-    c->sock.close(ignored);
-    if (operation* op = std::exchange(c->target, nullptr)) {
-      op->fabric_state = st_none;
-      note_error(why + ": " + describe_op(*op));
-      op->complete(ec);
-      if (!*alive) return;
+  for (std::size_t i = 0; i < pe.in.size(); ++i)
+    if (auto c = pe.in[i]) {
+      c->open = false;
+      std::error_code ignored;
+      c->sock.close(ignored);
+      if (operation* op = std::exchange(c->target, nullptr)) {
+        op->fabric_state = st_none;
+        note_error(why + ": " + describe_op(*op));
+        op->complete(ec);
+        if (!*alive) return;
+      }
     }
-  }
   fail_posted(p, ec, why);
 }
 
@@ -396,10 +408,13 @@ std::string tcp_fabric::waiting_for(std::uint32_t seq) const {
   for (const auto& pe : peers_) {
     for (operation* op = pe.posted.front(); op; op = op->next)
       if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
-    for (operation* op = pe.out.queue.front(); op; op = op->next)
-      if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
-    if (pe.out.writing && pe.out.writing->tg.seq == seq) waiting += "; " + describe_op(*pe.out.writing);
-    if (pe.in && pe.in->target && pe.in->target->tg.seq == seq) waiting += "; " + describe_op(*pe.in->target);
+    for (const auto& out : pe.out) {
+      for (operation* op = out.queue.front(); op; op = op->next)
+        if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
+      if (out.writing && out.writing->tg.seq == seq) waiting += "; " + describe_op(*out.writing);
+    }
+    for (const auto& c : pe.in)
+      if (c && c->target && c->target->tg.seq == seq) waiting += "; " + describe_op(*c->target);
   }
   return waiting;
 }

@@ -1,6 +1,6 @@
-// The TCP fabric: bootstrap through the store, the operations' lifecycle, sending
-// (a connection per peer and direction, opened on first use), failure and abort. The
-// receiving half is in receive.cpp.
+// The TCP fabric: the operations' lifecycle, sending (a connection per peer, direction
+// and rail, opened on first use), failure and abort. Joining the job is join.cpp's, the
+// receiving half receive.cpp's.
 #include "tcp_fabric.hpp"
 
 #include "../common/owned_loop.hpp"
@@ -9,28 +9,6 @@
 namespace optcast::tcp {
 
 namespace impl {
-
-void tcp_fabric::bootstrap() {
-  join_job();
-  job_id_ = job_->id();
-  key_ = auth::key::from_secret(cfg_.secret);
-  const std::string& host = job_->host();
-  std::error_code ec;
-  const auto addr = asio::ip::make_address(host, ec);
-  if (ec) throw setup_error(ec, "OPTCAST_HOST '" + host + "' is not an IP address of this host");
-  tcp::endpoint ep(addr, 0);
-  acceptor_.open(ep.protocol(), ec);
-  if (!ec) acceptor_.bind(ep, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) throw setup_error(ec, "cannot listen on " + host + ": " + ec.message());
-  listen_ = store::address{host, acceptor_.local_endpoint().port()}.str();
-  accept_next();
-  // With who this host is, so that a peer can tell a loopback address of another host's
-  // (a host name that means 127.0.1.1 there) from one it can reach.
-  if (auto r = job_->publish(addr_key(cfg_.rank), listen_ + " " + launcher::host_identity(), cfg_.bootstrap_timeout); !r)
-    throw setup_error(r.error(), "cannot register with the store: " + r.error().message());
-  log(log_level::debug, rank_name(cfg_.rank) + " of job " + std::to_string(job_id_) + " listens on " + listen_);
-}
 
 bool tcp_fabric::start(operation& op) noexcept {
   if (auto ec = check_op(*this, op)) return fail_now(op, ec, "bad operation");
@@ -52,18 +30,19 @@ void tcp_fabric::cancel(operation& op, std::error_code ec) noexcept {
   auto& pe = peer(op.peer);
   switch (op.fabric_state) {
     case st_queued:
-      pe.out.queue.remove(op);
+      pe.out[static_cast<std::size_t>(rail_of(op))].queue.remove(op);
       break;
     case st_posted:
       pe.posted.remove(op);
       break;
     case st_writing:
       // Half a frame may be on the wire: the connection cannot carry anything more.
-      pe.out.writing = nullptr;
-      fail_out(op.peer, ec, "cancelled in the middle of a frame");
+      pe.out[static_cast<std::size_t>(rail_of(op))].writing = nullptr;
+      fail_out(op.peer, rail_of(op), ec, "cancelled in the middle of a frame");
       break;
     case st_reading:
-      if (pe.in) pe.in->target = nullptr;
+      for (auto& c : pe.in)
+        if (c && c->target == &op) c->target = nullptr;
       drop_in(op.peer, ec, "cancelled in the middle of a frame");
       break;
     default:
@@ -95,16 +74,16 @@ void tcp_fabric::tell_peers(const std::string& why) noexcept {
   f.abort_code = static_cast<std::uint64_t>(failure().value());
   f.len = text.size();
   encode(h, f);
-  for (int r = 0; r < cfg_.size; ++r) {
-    auto& out = peer(r).out;
-    if (r == cfg_.rank || out.st != out_conn::state::ready || out.writing) continue;
-    std::string body = text + std::string(out.chan ? auth::channel::tag_bytes : 0, '\0');
-    auto* b = reinterpret_cast<std::byte*>(body.data());
-    if (out.chan) out.chan->seal(h, b, b, text.size(), b + text.size());
-    std::array<asio::const_buffer, 2> bufs{asio::buffer(h), asio::buffer(body)};
-    std::error_code ignored;
-    out.sock.write_some(bufs, ignored);  // a partial frame is harmless: the socket closes next
-  }
+  for (int r = 0; r < cfg_.size; ++r)
+    for (auto& out : peer(r).out) {
+      if (r == cfg_.rank || out.st != out_conn::state::ready || out.writing) continue;
+      std::string body = text + std::string(out.chan ? auth::channel::tag_bytes : 0, '\0');
+      auto* b = reinterpret_cast<std::byte*>(body.data());
+      if (out.chan) out.chan->seal(h, b, b, text.size(), b + text.size());
+      std::array<asio::const_buffer, 2> bufs{asio::buffer(h), asio::buffer(body)};
+      std::error_code ignored;
+      out.sock.write_some(bufs, ignored);  // a partial frame is harmless: the socket closes next
+    }
 }
 
 void tcp_fabric::on_closing(bool failed) noexcept {
@@ -113,7 +92,7 @@ void tcp_fabric::on_closing(bool failed) noexcept {
 
 void tcp_fabric::on_closed() noexcept {
   std::error_code ignored;
-  acceptor_.close(ignored);
+  for (auto& a : acceptors_) a.close(ignored);
   for (auto& c : handshaking_) c->sock.close(ignored);
   handshaking_.clear();
 }
@@ -131,7 +110,8 @@ bool tcp_fabric::fail_now(operation& op, std::error_code ec, const std::string& 
 
 bool tcp_fabric::start_send(operation& op, peer_state& pe) {
   if (pe.left) return op.finish_now(peer_left(op, pe.left->first, pe.left->second));
-  auto& out = pe.out;
+  const int rail = rail_of(op);
+  auto& out = pe.out[static_cast<std::size_t>(rail)];
   if (out.st == out_conn::state::failed && !loss_pending_)
     return fail_now(op, make_error_code(errc::peer_lost), "the connection to " + rank_name(op.peer) + " failed");
   if (out.st == out_conn::state::failed) {  // waits for the cause, with those already queued
@@ -148,19 +128,19 @@ bool tcp_fabric::start_send(operation& op, peer_state& pe) {
     if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
       op.fabric_state = st_queued;
       out.queue.push_back(op);
-      out_lost(op.peer, "writing to " + rank_name(op.peer) + ": " + ec.message());
+      out_lost(op.peer, rail, "writing to " + rank_name(op.peer) + ": " + ec.message());
       return false;
     }
     if (n == frame_total(out, op)) return op.finish_now({});
     out.writing = &op;
     out.written = n;
     op.fabric_state = st_writing;
-    continue_write(op.peer);
+    continue_write(op.peer, rail);
     return false;
   }
   op.fabric_state = st_queued;
   out.queue.push_back(op);
-  if (out.st == out_conn::state::idle) open_out(op.peer);
+  if (out.st == out_conn::state::idle) open_out(op.peer, rail);
   return false;
 }
 
@@ -188,32 +168,32 @@ std::array<asio::const_buffer, 2> tcp_fabric::frame_buffers(const out_conn& out,
   return {asio::buffer(body + (skip - frame_bytes), len - (skip - frame_bytes)), asio::const_buffer()};
 }
 
-void tcp_fabric::continue_write(int p) {
-  auto& out = peer(p).out;
+void tcp_fabric::continue_write(int p, int rail) {
+  auto& out = this->out(p, rail);
   asio::async_write(out.sock, frame_buffers(out, *out.writing, out.written),
                     asio::bind_allocator(detail::handler_allocator<int>(*out.mem),
-                    [this, alive = alive_, p, mem = out.mem](std::error_code ec, std::size_t) {
+                    [this, alive = alive_, p, rail, mem = out.mem](std::error_code ec, std::size_t) {
                       if (!*alive) return;
-                      auto& o = peer(p).out;
+                      auto& o = this->out(p, rail);
                       operation* op = std::exchange(o.writing, nullptr);
                       if (ec) {
                         if (op) {  // waits for the cause, first in the queue
                           op->fabric_state = st_queued;
                           o.queue.push_front(*op);
                         }
-                        out_lost(p, "writing to " + rank_name(p) + ": " + ec.message());
+                        out_lost(p, rail, "writing to " + rank_name(p) + ": " + ec.message());
                         return;
                       }
                       if (op) {
                         op->fabric_state = st_none;
                         op->complete({});
                       }
-                      if (*alive) write_next(p);
+                      if (*alive) write_next(p, rail);
                     }));
 }
 
-void tcp_fabric::write_next(int p) {
-  auto& out = peer(p).out;
+void tcp_fabric::write_next(int p, int rail) {
+  auto& out = this->out(p, rail);
   if (out.writing || out.st != out_conn::state::ready) return;
   operation* op = nullptr;
   auto alive = alive_;
@@ -227,24 +207,25 @@ void tcp_fabric::write_next(int p) {
   out.writing = op;
   out.written = 0;
   op->fabric_state = st_writing;
-  continue_write(p);
+  continue_write(p, rail);
 }
 
-void tcp_fabric::open_out(int p) {
-  auto& out = peer(p).out;
-  out.st = out_conn::state::resolving;
-  job_->lookup(addr_key(p), [this, alive = alive_, p](result<std::string> a) {
+void tcp_fabric::open_out(int p, int rail) {
+  out(p, rail).st = out_conn::state::resolving;
+  job_->lookup(addr_key(p), [this, alive = alive_, p, rail](result<std::string> a) {
     if (!*alive) return;
-    auto& o = peer(p).out;
+    auto& o = out(p, rail);
     if (o.st != out_conn::state::resolving) return;
-    if (!a) return fail_out(p, make_error_code(errc::peer_lost), "the store does not know where " + rank_name(p) + " listens");
-    const auto space = a->find(' ');
-    const std::string at = a->substr(0, space), their_host = space == std::string::npos ? std::string() : a->substr(space + 1);
+    // The store fails a lookup when the job has failed: the operations wait for the cause.
+    if (!a) return out_lost(p, rail, "the store does not know where " + rank_name(p) + " listens");
+    const auto [rails, their_host] = split_entry(*a);
+    const std::string at = rails[std::min(rails.size() - 1, static_cast<std::size_t>(rail))];
     auto where = store::parse_address(at);
     std::error_code ec;
     asio::ip::address ip;
     if (where) ip = asio::ip::make_address(where->host, ec);
-    if (!where || ec) return fail_out(p, make_error_code(errc::protocol_violation), "bad address '" + *a + "' for " + rank_name(p));
+    if (!where || ec || static_cast<std::size_t>(rail) >= rails.size())
+      return fail_out(p, rail, make_error_code(errc::protocol_violation), "bad address '" + *a + "' for " + rank_name(p) + " (rail " + std::to_string(rail) + ")");
     if (ip.is_loopback() && !their_host.empty() && their_host != launcher::host_identity())
       // A setup that cannot work: the whole job hears why, not only this connection.
       return abort(make_error_code(errc::invalid_argument),
@@ -252,17 +233,17 @@ void tcp_fabric::open_out(int p) {
                       "its host name or OPTCAST_HOST means loopback there; set OPTCAST_IFNAME or OPTCAST_HOST on that host");
     o.where = at;
     o.st = out_conn::state::connecting;
-    o.sock.async_connect(tcp::endpoint(ip, where->port), [this, alive, p](std::error_code ec2) {
+    o.sock.async_connect(tcp::endpoint(ip, where->port), [this, alive, p, rail](std::error_code ec2) {
       if (!*alive) return;
       // Refused most often because the peer failed and exited: wait for the cause too.
-      if (ec2) return out_lost(p, "cannot connect to " + rank_name(p) + " at " + peer(p).out.where + ": " + ec2.message());
-      send_hello(p);
+      if (ec2) return out_lost(p, rail, "cannot connect to " + rank_name(p) + " at " + out(p, rail).where + ": " + ec2.message());
+      send_hello(p, rail);
     });
   });
 }
 
-void tcp_fabric::send_hello(int p) {
-  auto& out = peer(p).out;
+void tcp_fabric::send_hello(int p, int rail) {
+  auto& out = this->out(p, rail);
   out.st = out_conn::state::handshake;
   std::error_code ec;
   out.sock.set_option(tcp::no_delay(true), ec);
@@ -271,49 +252,50 @@ void tcp_fabric::send_hello(int p) {
   h.job = job_id_;
   h.rank = static_cast<std::uint32_t>(cfg_.rank);
   h.size = static_cast<std::uint32_t>(cfg_.size);
+  h.rail = static_cast<std::uint8_t>(rail);
   if (key_) h.nonce = auth::fresh_nonce();
   out.hs = encode(h);
-  asio::async_write(out.sock, asio::buffer(out.hs), [this, alive = alive_, p](std::error_code e, std::size_t) {
+  asio::async_write(out.sock, asio::buffer(out.hs), [this, alive = alive_, p, rail](std::error_code e, std::size_t) {
     if (!*alive) return;
-    if (e) return out_lost(p, "handshake with " + rank_name(p) + ": " + e.message());
-    read_reply(p);
+    if (e) return out_lost(p, rail, "handshake with " + rank_name(p) + ": " + e.message());
+    read_reply(p, rail);
   });
 }
 
-void tcp_fabric::read_reply(int p) {
-  auto& o = peer(p).out;
-  asio::async_read(o.sock, asio::buffer(o.ack), [this, alive = alive_, p](std::error_code e, std::size_t) {
+void tcp_fabric::read_reply(int p, int rail) {
+  auto& o = out(p, rail);
+  asio::async_read(o.sock, asio::buffer(o.ack), [this, alive = alive_, p, rail](std::error_code e, std::size_t) {
     if (!*alive) return;
-    auto& o2 = peer(p).out;
-    if (e) return out_lost(p, "handshake with " + rank_name(p) + ": " + e.message());
+    auto& o2 = out(p, rail);
+    if (e) return out_lost(p, rail, "handshake with " + rank_name(p) + ": " + e.message());
     const auto status = wire::get_u32(o2.ack.data() + 4);
     if (wire::get_u32(o2.ack.data()) != hs_magic)
-      return fail_out(p, make_error_code(errc::protocol_violation), "what listens at " + o2.where + " is not " + rank_name(p));
-    if (status != hs_challenge) return handshake_done(p);
+      return fail_out(p, rail, make_error_code(errc::protocol_violation), "what listens at " + o2.where + " is not " + rank_name(p));
+    if (status != hs_challenge) return handshake_done(p, rail);
     if (!key_ || o2.acceptor_nonce != auth::nonce{})  // one challenge, and only to a rank that has the secret
-      return fail_out(p, make_error_code(errc::protocol_violation), rank_name(p) + " at " + o2.where + " asked for a job secret out of turn");
+      return fail_out(p, rail, make_error_code(errc::protocol_violation), rank_name(p) + " at " + o2.where + " asked for a job secret out of turn");
     std::memcpy(o2.acceptor_nonce.data(), o2.ack.data() + 8, o2.acceptor_nonce.size());
     const std::array<std::span<const std::byte>, 2> parts{std::span(o2.hs), std::span(o2.acceptor_nonce)};
     o2.proof = key_->prove(opener_label, parts);
-    asio::async_write(o2.sock, asio::buffer(o2.proof), [this, alive, p](std::error_code e2, std::size_t) {
+    asio::async_write(o2.sock, asio::buffer(o2.proof), [this, alive, p, rail](std::error_code e2, std::size_t) {
       if (!*alive) return;
-      if (e2) return out_lost(p, "handshake with " + rank_name(p) + ": " + e2.message());
-      read_reply(p);
+      if (e2) return out_lost(p, rail, "handshake with " + rank_name(p) + ": " + e2.message());
+      read_reply(p, rail);
     });
   });
 }
 
-void tcp_fabric::handshake_done(int p) {
-  auto& o = peer(p).out;
+void tcp_fabric::handshake_done(int p, int rail) {
+  auto& o = out(p, rail);
   const auto status = wire::get_u32(o.ack.data() + 4);
   if (status != hs_ok)
-    return fail_out(p, make_error_code(errc::protocol_violation), rank_name(p) + " at " + o.where + " refused the connection: " + status_text(status));
+    return fail_out(p, rail, make_error_code(errc::protocol_violation), rank_name(p) + " at " + o.where + " refused the connection: " + status_text(status));
   if (key_) {
     // The acceptor proves it knows the secret too: nobody else can pose as rank p.
     std::memcpy(o.proof.data(), o.ack.data() + 8, o.proof.size());
     const std::array<std::span<const std::byte>, 2> parts{std::span(o.hs), std::span(o.acceptor_nonce)};
     if (o.acceptor_nonce == auth::nonce{} || !key_->check(o.proof, acceptor_label, parts))
-      return fail_out(p, make_error_code(errc::protocol_violation),
+      return fail_out(p, rail, make_error_code(errc::protocol_violation),
                       "what listens at " + o.where + " for " + rank_name(p) + " could not prove it knows the job secret");
     if (cfg_.encrypt) o.chan = std::make_unique<auth::channel>(session_key(o.hs, o.acceptor_nonce));
   }
@@ -322,12 +304,12 @@ void tcp_fabric::handshake_done(int p) {
   limit_unsent(o.sock);
   o.st = out_conn::state::ready;
   ++counts_.outgoing;
-  write_next(p);
+  write_next(p, rail);
 }
 
-void tcp_fabric::out_lost(int p, const std::string& why) {
-  if (failure()) return fail_out(p, make_error_code(errc::peer_lost), why);
-  auto& out = peer(p).out;
+void tcp_fabric::out_lost(int p, int rail, const std::string& why) {
+  if (failure()) return fail_out(p, rail, make_error_code(errc::peer_lost), why);
+  auto& out = this->out(p, rail);
   out.st = out_conn::state::failed;
   std::error_code ignored;
   out.sock.close(ignored);
@@ -346,7 +328,12 @@ void tcp_fabric::lost_connection(const std::string& why, std::uint32_t seq, bool
 }
 
 void tcp_fabric::fail_out(int p, std::error_code ec, const std::string& why) {
-  auto& out = peer(p).out;
+  auto alive = alive_;
+  for (int rail = 0; rail < static_cast<int>(peer(p).out.size()) && *alive; ++rail) fail_out(p, rail, ec, why);
+}
+
+void tcp_fabric::fail_out(int p, int rail, std::error_code ec, const std::string& why) {
+  auto& out = this->out(p, rail);
   if (out.st != out_conn::state::failed) {
     out.st = out_conn::state::failed;
     std::error_code ignored;

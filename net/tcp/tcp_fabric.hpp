@@ -60,6 +60,8 @@ struct in_conn {
   detail::handler_memory mem;  // for the one read in flight
   auto bound(auto handler) { return asio::bind_allocator(detail::handler_allocator<int>(mem), std::move(handler)); }
   int peer = -1;
+  int rail = 0;           // which of the peer's connections to this rank it is
+  bool said_bye = false;  // its goodbye came: the end of the stream is no loss
   std::array<std::byte, std::max(hs_bytes, frame_bytes)> hdr{};  // the hello, then frame headers
   std::array<std::byte, reply_bytes> ack{};
   auth::nonce nonce{};  // ours, for its proof
@@ -95,12 +97,19 @@ struct out_conn {
 };
 
 struct peer_state {
-  explicit peer_state(const asio::any_io_executor& ex) : out(ex) {}
-  out_conn out;
-  std::shared_ptr<in_conn> in;
-  bool in_closed = false;  // its connection to us ended: nothing more will come
-  // Its goodbye (frame_bye): the newest collective it finished, and that it left in good
-  // order; its connection's end is then no loss.
+  explicit peer_state(const asio::any_io_executor& ex) {
+    out.emplace_back(ex);
+    in.resize(1);
+  }
+  // A connection per rail toward it (one only to a rank of this host, or of one rail),
+  // and from it.
+  std::vector<out_conn> out;
+  std::vector<std::shared_ptr<in_conn>> in;
+  std::vector<std::string> where;  // the addresses it listens on, one per rail
+  bool in_closed = false;  // a connection of its to us ended: nothing more will come
+  int byes = 0;            // of its connections to us, those that said goodbye
+  // Its goodbye (frame_bye) on every connection: the newest collective it finished, and
+  // that it left in good order; its connections' ends are then no loss.
   std::optional<std::pair<std::uint32_t, call_signature>> left;
   detail::op_queue posted;
   std::vector<unexpected_msg> unexpected;  // arrival order; short, and a deque would allocate chunks
@@ -131,6 +140,19 @@ inline void limit_unsent(tcp::socket& s) {
     ::setsockopt(s.native_handle(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof v);
 }
 
+// A rank's entry in the store: "ADDRESS[,ADDRESS...] HOST-IDENTITY" (one address per rail).
+inline std::pair<std::vector<std::string>, std::string> split_entry(const std::string& a) {
+  const auto space = a.find(' ');
+  const std::string list = a.substr(0, space), id = space == std::string::npos ? std::string() : a.substr(space + 1);
+  std::vector<std::string> rails;
+  for (std::size_t p = 0; p <= list.size();) {
+    const auto comma = std::min(list.find(',', p), list.size());
+    rails.push_back(list.substr(p, comma - p));
+    p = comma + 1;
+  }
+  return {rails, id};
+}
+
 inline std::string rank_name(int r) { return "rank " + std::to_string(r); }
 
 inline std::string endpoint_text(const tcp::socket& s) {
@@ -141,7 +163,7 @@ inline std::string endpoint_text(const tcp::socket& s) {
 
 class tcp_fabric final : public detail::job_fabric {
 public:
-  tcp_fabric(asio::io_context& io, const config& cfg) : job_fabric(io), cfg_(cfg), acceptor_(ex_) {
+  tcp_fabric(asio::io_context& io, const config& cfg) : job_fabric(io), cfg_(cfg) {
     peers_.reserve(static_cast<std::size_t>(cfg.size));
     for (int r = 0; r < cfg.size; ++r) peers_.emplace_back(ex_);
   }
@@ -153,6 +175,7 @@ public:
   bool receives_from_any() const noexcept override { return true; }
   std::string_view name() const noexcept override { return "tcp"; }
   const std::string& listen_address() const noexcept { return listen_; }
+  const topology* layout() const noexcept override { return &layout_; }
   connection_counts counts() const noexcept { return counts_; }
 
   bool start(operation& op) noexcept override;
@@ -165,7 +188,7 @@ public:
   void sign(std::uint32_t seq, const call_signature& s) override;
   std::error_code leftover(std::uint32_t seq) override;
   // A connection broke (read or write): lost_connection after closing it.
-  void out_lost(int p, const std::string& why);
+  void out_lost(int p, int rail, const std::string& why);
   // `seq`: a collective that waits on the connection (0 and `waits` false: none known).
   void lost_connection(const std::string& why, std::uint32_t seq = 0, bool waits = false);
 
@@ -182,6 +205,12 @@ private:
 
   static std::string addr_key(int r) { return "optcast/addr/" + std::to_string(r); }
   peer_state& peer(int r) { return peers_[static_cast<std::size_t>(r)]; }
+  out_conn& out(int p, int rail) { return peer(p).out[static_cast<std::size_t>(rail)]; }
+  // Where every rank listens and which host it is on: the topology, and each peer's
+  // addresses and connections (one rail to a rank of this host).
+  void learn_peers();
+  // The connection that carries `op`: its lane's rail toward a rank of another host.
+  int rail_of(const operation& op) { return static_cast<int>(op.lane % peer(op.peer).out.size()); }
 
   bool fail_now(operation& op, std::error_code ec, const std::string& why);
 
@@ -198,17 +227,18 @@ private:
     const std::array<std::span<const std::byte>, 2> parts{hello, std::span(acceptor_nonce)};
     return key_->prove(session_label, parts);
   }
-  void continue_write(int p);
-  void write_next(int p);
+  void continue_write(int p, int rail);
+  void write_next(int p, int rail);
 
   // Connection on first use: ask the store where the peer listens, connect, handshake.
-  void open_out(int p);
-  void send_hello(int p);
-  void read_reply(int p);
-  void handshake_done(int p);
+  void open_out(int p, int rail);
+  void send_hello(int p, int rail);
+  void read_reply(int p, int rail);
+  void handshake_done(int p, int rail);
 
-  // The connection to p cannot carry more: fail what waits on it.
+  // The connections to p cannot carry more: fail what waits on them.
   void fail_out(int p, std::error_code ec, const std::string& why);
+  void fail_out(int p, int rail, std::error_code ec, const std::string& why);
 
   // Nothing in flight: no operation posted, queued, or being read or written.
   bool idle() const noexcept;
@@ -236,7 +266,7 @@ private:
   }
   void fail_posted(int p, std::error_code ec, const std::string& why);
   void fail_posted_any(std::error_code ec, const std::string& why);
-  void accept_next();
+  void accept_next(tcp::acceptor& a);
 
   void end_handshake(const std::shared_ptr<in_conn>& c) { std::erase(handshaking_, c); }
 
@@ -263,7 +293,8 @@ private:
   void read_abort(const std::shared_ptr<in_conn>& c, std::uint64_t len);
   // A goodbye: what waits on its sender fails (peer_left), and its connection's end is
   // read as the orderly close it is.
-  void read_bye(const std::shared_ptr<in_conn>& c, std::uint32_t seq, const call_signature& sig);
+  // `connections`: on how many it says goodbye (the frame's step).
+  void read_bye(const std::shared_ptr<in_conn>& c, std::uint32_t seq, const call_signature& sig, std::uint32_t connections);
   // Reads a frame's payload (len bytes to data) and, when encrypted, its tag, and opens
   // it in place; then `then()`. A payload that fails to open is a protocol violation.
   template <class Then>
@@ -284,8 +315,9 @@ private:
   config cfg_;
   std::uint64_t job_id_ = 0;
   std::optional<auth::key> key_;
-  tcp::acceptor acceptor_;
-  std::string listen_;
+  std::vector<tcp::acceptor> acceptors_;  // one per rail
+  std::string listen_;  // rail 0's
+  topology layout_;
   std::vector<peer_state> peers_;
   std::vector<std::shared_ptr<in_conn>> handshaking_;
   detail::buffer_pool pool_;

@@ -60,13 +60,15 @@ struct hello {
   std::uint64_t job = 0;
   std::uint32_t rank = 0, size = 0;
   auth::nonce nonce{};
+  // Which of the opener's rails (connections to the acceptor) this is: the flags' high byte.
+  std::uint8_t rail = 0;
 };
 
 inline std::array<std::byte, hs_bytes> encode(const hello& h) noexcept {
   std::array<std::byte, hs_bytes> b{};
   wire::put_u32(b.data(), hs_magic);
   wire::put_u16(b.data() + 4, h.version);
-  wire::put_u16(b.data() + 6, h.flags);
+  wire::put_u16(b.data() + 6, static_cast<std::uint16_t>((h.flags & 0xff) | h.rail << 8));
   wire::put_u64(b.data() + 8, h.job);
   wire::put_u32(b.data() + 16, h.rank);
   wire::put_u32(b.data() + 20, h.size);
@@ -78,6 +80,8 @@ inline hello decode_hello(std::span<const std::byte, hs_bytes> b) noexcept {
   hello h;
   h.version = wire::get_u16(b.data() + 4);
   h.flags = wire::get_u16(b.data() + 6);
+  h.rail = static_cast<std::uint8_t>(h.flags >> 8);
+  h.flags &= 0xff;
   h.job = wire::get_u64(b.data() + 8);
   h.rank = wire::get_u32(b.data() + 16);
   h.size = wire::get_u32(b.data() + 20);
@@ -138,7 +142,9 @@ constexpr std::size_t max_abort_text = 2000;
 // flight), after its last data frame: nothing more will come on this connection, and the
 // close that follows is a goodbye, not a loss. The tag's seq and the signature name the
 // newest collective it finished (all zero: none), so that a receive still waiting on it
-// fails at once, as the mismatch it is. No payload (with encryption, its tag alone).
+// fails at once, as the mismatch it is; the tag's step, on how many connections (rails) it
+// says goodbye: it has left once every one of them has (0: one, from a rank of one rail).
+// No payload (with encryption, its tag alone).
 constexpr std::uint32_t frame_bye = 0x42444f43;  // "CODB"
 constexpr std::size_t frame_bytes = 24 + call_signature::wire_bytes;
 // The largest payload any frame may claim; a data frame must also fit what the receiver

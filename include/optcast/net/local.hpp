@@ -36,6 +36,11 @@ public:
   // errc::peer_lost, and later operations with it fail the same way.
   void kill(int rank);
 
+  // Groups the ranks into hosts (topology::host_of; rails too), as a job of several ranks
+  // per host is: the algorithms that use the topology (multi_lane) see it. The messages
+  // stay in-process copies. Before the first collective.
+  void set_layout(topology t);
+
 
 private:
   std::unique_ptr<asio::io_context> owned_io_;

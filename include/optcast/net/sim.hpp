@@ -168,6 +168,10 @@ struct world_options {
   // Called every 65536 events with the virtual time and the messages sent so far (a
   // progress line for long runs); nothing else may be done to the world from it.
   std::function<void(double now, std::uint64_t messages)> progress;
+  // The ranks grouped into hosts with rails (fabric.hpp's topology), for the algorithms
+  // that decompose by it (multi_lane). The timing model does not read it yet: every rank
+  // keeps ports of its own, as a host of its own would.
+  std::optional<topology> layout;
 };
 
 struct world_state;
