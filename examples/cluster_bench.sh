@@ -21,6 +21,9 @@
 #   srun    Slurm's srun -N P -n P on h0; a slurmctld on h0 and a slurmd on every host are
 #           started for the run and stopped after (tests/cluster/slurm.sh), unless
 #           SLURM_CONF names a Slurm already running on the hosts
+# PPN: ranks per host (default 1; env launch only), placed in blocks: ranks r PPN ..
+# r PPN + PPN - 1 on host r, P PPN ranks in all. With RAILS interfaces per host
+# (netcluster.sh up P RATE RAILS) every rank sends through all of them (OPTCAST_IFNAME=eth).
 # Every OPTCAST_* variable set here reaches every rank, whatever the launcher.
 # NETCLUSTER: path of netcluster.sh (default ../shared/tools/netcluster.sh from the
 # repository); BENCH, DEMO: optcast-bench's, optcast-demo's path (default: in build/examples).
@@ -35,6 +38,9 @@ cmd=broadcast
 case "${1:-}" in demo|broadcast|model|coll|calibrate|python) cmd=$1; shift ;; esac
 launch=${LAUNCH:-env}
 case "$launch" in env|mpirun|srun) ;; *) echo "cluster_bench: LAUNCH=$launch: env, mpirun or srun" >&2; exit 2 ;; esac
+PPN=${PPN:-1}
+[[ "$PPN" =~ ^[0-9]+$ ]] && [ "$PPN" -ge 1 ] || { echo "cluster_bench: PPN must be a number of ranks per host" >&2; exit 2; }
+[ "$PPN" = 1 ] || [ "$launch" = env ] || { echo "cluster_bench: PPN > 1 with LAUNCH=env only" >&2; exit 2; }
 args=("$cmd" --fabric tcp)  # the program's own arguments before the user's
 case "$cmd" in broadcast|model) args+=(--quiet) ;; esac  # progress lines off where the command has them
 NC=${NETCLUSTER:-$here/../shared/tools/netcluster.sh}
@@ -60,14 +66,15 @@ rc=0
 case "$launch" in
   env)
     pids=()
-    for r in $(seq 0 $((P - 1))); do
+    NP=$((P * PPN))
+    for r in $(seq 0 $((NP - 1))); do
       if [ "$cmd" = python ]; then
-        vars=(RANK="$r" WORLD_SIZE="$P" MASTER_ADDR="$store" MASTER_PORT=29500 LOCAL_RANK=0
+        vars=(RANK="$r" WORLD_SIZE="$NP" MASTER_ADDR="$store" MASTER_PORT=29500 LOCAL_RANK=$((r % PPN))
               PYTHONPATH="$here/build/bindings/torch${PYTHONPATH:+:$PYTHONPATH}")
       else
-        vars=(OPTCAST_RANK="$r" OPTCAST_SIZE="$P" OPTCAST_STORE="$store:29500" OPTCAST_JOB_ID=$$)
+        vars=(OPTCAST_RANK="$r" OPTCAST_SIZE="$NP" OPTCAST_STORE="$store:29500" OPTCAST_JOB_ID=$$)
       fi
-      bash "$NC" exec "h$r" env "${vars[@]}" "$BIN" "${args[@]}" "$@" > "$out/rank$r" 2>&1 &
+      bash "$NC" exec "h$((r / PPN))" env "${vars[@]}" "$BIN" "${args[@]}" "$@" > "$out/rank$r" 2>&1 &
       pids+=($!)
     done
     for pid in "${pids[@]}"; do wait "$pid" || rc=1; done

@@ -54,12 +54,23 @@ TEST_CASE("every registry row runs in the simulator and reaches the time its pap
       for (int p : {2, 3, 5, 8, 13, 20})
         for (int blocks : {1, 4})
           for (int root : {0, p - 1}) {
-            const sim::run_request req{.coll = row.coll, .alg = row.alg, .p = p, .bytes = bytes_for(row.coll, p),
-                                       .blocks = blocks, .root = root, .model = m};
+            sim::run_request req{.coll = row.coll, .alg = row.alg, .p = p, .bytes = bytes_for(row.coll, p),
+                                 .blocks = blocks, .root = root, .model = m};
+            // A row that decomposes by host runs on hosts of one rank with a rail per port
+            // (the k-port model's ports made rails), or on hosts of two ranks; with neither
+            // (one port, p odd) it is refused, saying why.
+            if (row.needs.lanes && m.ports >= 2) req.rails = m.ports;
+            else if (row.needs.lanes && p % 2 == 0 && p > 2) req.per_host = 2;
             INFO(name << ", p " << p << ", n " << blocks << ", root " << root << ", " << m.describe());
             std::string why;
             const auto o = sim::simulate(req, &why);
             INFO(why);
+            if (row.needs.lanes && req.rails == 1 && req.per_host == 1) {
+              CHECK_FALSE(o);
+              CHECK(why.find("needs hosts of several ranks or several rails") != std::string::npos);
+              ++refusals;
+              continue;
+            }
             if (m.ports < row.needs.ports) {
               // Refused where its requirements say, with the reason.
               CHECK_FALSE(o);
@@ -126,6 +137,11 @@ TEST_CASE("the registry refuses an algorithm for a collective it does not serve,
         CHECK_FALSE(plan);
         CHECK(why.find("is not an algorithm of " + std::string(to_string(coll))) != std::string::npos);
         CHECK(why.find(algorithm_names(coll)) != std::string::npos);
+      } else if (find(coll, alg)->needs.lanes) {
+        // This world has no topology: every rank a host of its own, one rail.
+        CHECK_FALSE(plan);
+        CHECK(why.find("needs hosts of several ranks or several rails") != std::string::npos);
+        ++pairs;
       } else {
         CHECK(plan);
         CHECK(plan->alg == alg);
@@ -135,7 +151,9 @@ TEST_CASE("the registry refuses an algorithm for a collective it does not serve,
       // and never the automatic choice.
       const auto nc = plan_collective(c, coll, {.bytes = 64, .largest = 16, .smallest = 16, .commutative = false, .order_free = false},
                                       {.alg = alg}, &why);
-      if (find(coll, alg) && find(coll, alg)->needs.commutative) {
+      if (find(coll, alg) && find(coll, alg)->needs.lanes) {
+        CHECK_FALSE(nc);
+      } else if (find(coll, alg) && find(coll, alg)->needs.commutative) {
         CHECK_FALSE(nc);
         CHECK(why.find("non-commutative") != std::string::npos);
       } else {

@@ -33,6 +33,9 @@ int cmd_simulate(int argc, char** argv) {
   app.add_option("--collective", coll, "one of " + collective_names());
   app.add_option("--algorithm", alg_name, "an algorithm of that collective (see --list)")->capture_default_str();
   app.add_option("--p", req.p, "number of ranks")->check(CLI::Range(1, 1 << 24));
+  app.add_option("--per-host", req.per_host, "ranks per host, in blocks (multi_lane decomposes by host; p a multiple of it)")
+      ->check(CLI::Range(1, 1 << 24));
+  app.add_option("--rails", req.rails, "network interfaces per host (multi_lane's lanes)")->check(CLI::Range(1, 8));
   app.add_option("--bytes", req.bytes,
                  "message size (allgather, scatter, gather: per rank; alltoall: per pair of ranks; allgatherv, "
                  "reduce_scatter(_block): in total; summation: the operand count n; stream: per item)")
@@ -96,6 +99,7 @@ int cmd_simulate(int argc, char** argv) {
     for (const auto& e : registry()) {
       std::string needs = e.needs.ports > 1 ? std::to_string(e.needs.ports) + " ports" : "";
       if (e.needs.commutative) needs += needs.empty() ? "commutative operator" : ", commutative operator";
+      if (e.needs.lanes) needs += needs.empty() ? "hosts of several ranks or rails" : ", hosts of several ranks or rails";
       std::string automatic = e.automatic ? "candidate" : "";
       if (e.needs.order_free) automatic += " (order-free operators)";
       std::printf("| %s | `%s` | %s, %s | %s | %s | %s | %s |\n", std::string(to_string(e.coll)).c_str(),

@@ -31,6 +31,7 @@ enum class algorithm {
   continuous,      // Karp et al. 3.1-3.3: continuous broadcast (broadcast_stream)
   ring,            // baseline: the pipelined ring, fixed neighbours (chain for rooted collectives)
   recursive_doubling,  // baseline: allreduce by pairwise exchanges of the whole vector, log2 p rounds
+  multi_lane,  // Träff and Hunold 2020: node-local phase, an inter-node collective on every lane at once, node-local phase
 };
 
 enum class collective {
@@ -62,6 +63,9 @@ struct requirements {
   // order at all (it reduces in a different order on every rank, so floating-point sums
   // would differ between ranks); asked for by name, commutative is enough.
   bool order_free = false;
+  // Hosts of several ranks, or several rails (fabric.hpp's topology), the same number of
+  // ranks on each host: the multi-lane decomposition's.
+  bool lanes = false;
 };
 
 // What a call offers: the communicator's ports, the operator's properties (reductions).
@@ -69,6 +73,7 @@ struct call_traits {
   int ports = 1;
   bool commutative = true;
   bool order_free = true;
+  bool lanes = false;  // the communicator's topology has lanes (requirements::lanes)
 };
 
 // The cost model a paper analyses its algorithm in. A schedule for the rounds model

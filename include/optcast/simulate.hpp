@@ -28,6 +28,9 @@ struct run_request {
   int blocks = 0;  // 0: the library's own choice (stream: the number of items, default 1)
   int root = 0;
   std::string counts = "even";  // allgatherv, reduce_scatter: even, skewed (every 4th rank 0), one
+  // Ranks per host (in blocks: host h has ranks h n .. h n + n - 1; p a multiple of n) and
+  // rails per host, for the algorithms that decompose by host (world_options::layout).
+  int per_host = 1, rails = 1;
   sim::model model = sim::model::rounds();
   // Buffers per rank and every result checked; off (or when they would need more than
   // 2 GiB), one shared buffer and timing only.

@@ -41,6 +41,7 @@ constexpr std::pair<algorithm, std::string_view> algorithm_name_table[] = {
     {algorithm::continuous, "continuous"},
     {algorithm::ring, "ring"},
     {algorithm::recursive_doubling, "recursive_doubling"},
+    {algorithm::multi_lane, "multi_lane"},
 };
 constexpr std::pair<collective, std::string_view> collective_name_table[] = {
     {collective::broadcast, "broadcast"},
@@ -129,6 +130,10 @@ std::string refusal(collective coll, algorithm alg, const call_traits& t) {
     return what + ": " + name + " is a k-port algorithm (" + std::string(a->paper) + ") and needs at least " +
            std::to_string(a->needs.ports) + " ports; the communicator gives " + std::to_string(t.ports) +
            " (make it with more ports: OPTCAST_PORTS, or the world's ports argument)";
+  if (a->needs.lanes && !t.lanes)
+    return what + ": " + name + " decomposes the job into lanes (" + std::string(a->paper) +
+           ") and needs hosts of several ranks or several rails, every host with the same number of ranks; this "
+           "communicator's topology has none";
   if (a->needs.commutative && !t.commutative)
     return what + ": " + name + " combines operands out of rank order; the operator is non-commutative (use "
            "algorithm::automatic or binomial, the rank-ordered tree)";

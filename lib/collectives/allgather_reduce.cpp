@@ -41,7 +41,7 @@ task<result<void>> allgatherv_bytes(communicator& c, std::span<const std::byte> 
   const algorithms::segment_layout lay(elem, n, counts);
   auto own = lay.block(out, c.rank(), 0).data();  // block 0 starts the segment
   if (mine) std::memmove(own, in.data(), in.size());
-  co_return co_await call.run(row->runner_for<segments_call>()({&c.get_fabric(), call.seq, out, out, &lay, nullptr}));
+  co_return co_await call.run(row->runner_for<segments_call>()({&c.get_fabric(), call.seq, out, out, &lay, nullptr, *model}));
 }
 
 task<result<void>> reduce_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,

@@ -122,5 +122,10 @@ public:
 
 resolved resolve(const communicator& c, collective coll, const collective_options& o, const call_traits& traits,
                  const loggp_params& m, const call_shape& shape);
+// The same for `p` ranks of `ports` ports (a lane's collective, lib/traff_hunold).
+resolved resolve_for(int p, int ports, const communicator_options& opts, collective coll, const collective_options& o,
+                     const call_traits& traits, const loggp_params& m, const call_shape& shape);
+// The communicator's topology has lanes (call_traits::lanes).
+bool has_lanes(const communicator& c);
 
 }  // namespace optcast::detail

@@ -13,6 +13,7 @@
 #include "bar_noy_ho/multiport.hpp"
 #include "collective_common.hpp"
 #include "traff/circulant.hpp"
+#include "traff_hunold/lanes.hpp"
 #include "runtime/comm_access.hpp"
 
 namespace optcast {
@@ -101,13 +102,18 @@ std::vector<std::size_t> call_start::counts(const std::vector<std::int64_t>& giv
   return out;
 }
 
+bool has_lanes(const communicator& c) {
+  const auto s = lane_shape::of(c.get_fabric().layout(), c.rank());
+  return s && s->worth_it();
+}
+
 call_traits call_start::traits(const erased_reduction* op) noexcept {
   if (op) {
     sig.op = op->op_code;
     sig.type = op->type_code;
     sig.elem = static_cast<std::uint32_t>(op->elem);
   }
-  return {comm.ports(), op ? op->commutative : true, op ? op->order_free : true};
+  return {comm.ports(), op ? op->commutative : true, op ? op->order_free : true, has_lanes(comm)};
 }
 
 bool call_start::accepts(const call_traits& t) {
@@ -138,19 +144,25 @@ void call_start::ran(algorithm alg, int blocks) noexcept {
 
 resolved resolve(const communicator& c, collective coll, const collective_options& o, const call_traits& t,
                  const loggp_params& m, const call_shape& shape) {
+  return resolve_for(c.size(), c.ports(), c.options(), coll, o, t, m, shape);
+}
+
+resolved resolve_for(int p, int ports, const communicator_options& opts, collective coll, const collective_options& o,
+                     const call_traits& t, const loggp_params& m, const call_shape& shape) {
+  const std::size_t min_block_bytes = opts.min_block_bytes;
   const auto circ = [&](circulant_collective what) {
-    return choose_circulant_blocks(what, c.size(), shape.bytes, shape.largest, shape.smallest, m, c.options().min_block_bytes).blocks;
+    return choose_circulant_blocks(what, p, shape.bytes, shape.largest, shape.smallest, m, min_block_bytes).blocks;
   };
   const auto blocks_of = [&](const entry& row) {
     if (row.blocks == block_rule::one) return 1;
     if (o.blocks) return o.blocks;
     switch (row.blocks) {
-      case block_rule::kitem_linear: return automatic_block_count(shape.bytes, c.size(), c.options());
+      case block_rule::kitem_linear: return automatic_block_count(shape.bytes, p, opts);
       case block_rule::circulant_reduce: return circ(circulant_collective::reduce);
       case block_rule::circulant_all_roots: return circ(circulant_collective::all_roots);
       case block_rule::circulant_allreduce: return circ(circulant_collective::allreduce);
-      case block_rule::ring_reduce: return choose_ring_blocks(circulant_collective::reduce, c.size(), shape.bytes, m, c.options().min_block_bytes).blocks;
-      case block_rule::ring_allreduce: return choose_ring_blocks(circulant_collective::allreduce, c.size(), shape.bytes, m, c.options().min_block_bytes).blocks;
+      case block_rule::ring_reduce: return choose_ring_blocks(circulant_collective::reduce, p, shape.bytes, m, min_block_bytes).blocks;
+      case block_rule::ring_allreduce: return choose_ring_blocks(circulant_collective::allreduce, p, shape.bytes, m, min_block_bytes).blocks;
       default: return 1;  // given_or_one; broadcast_model: plan_broadcast's candidates
     }
   };
@@ -160,7 +172,7 @@ resolved resolve(const communicator& c, collective coll, const collective_option
   }
   // The candidates that fit the call, in the registry's order: the least prediction among
   // those the model predicts (ties to the earlier row), else the first.
-  prediction_shape sh(c.size(), c.ports());
+  prediction_shape sh(p, ports);
   sh.largest = shape.largest;
   sh.smallest = shape.smallest;
   const entry* first = nullptr;
@@ -293,7 +305,7 @@ result<broadcast_pick> pick_broadcast(communicator& c, std::size_t bytes, const 
   if (c.ports() > c.get_fabric().ports())
     return refused("broadcast: the communicator asks for " + std::to_string(c.ports()) + " ports, the " +
                    std::string(c.get_fabric().name()) + " fabric has " + std::to_string(c.get_fabric().ports()));
-  if (auto no = refusal(collective::broadcast, alg, {c.ports()}); !no.empty()) return refused(std::move(no));
+  if (auto no = refusal(collective::broadcast, alg, {c.ports(), true, true, detail::has_lanes(c)}); !no.empty()) return refused(std::move(no));
   // optcast/choose.hpp: every candidate's LogGP prediction with its best block count.
   broadcast_pick out{detail::choose_broadcast_shared(c.size(), bytes, *model, c.ports(), c.options().min_block_bytes, opts.blocks), {}};
   const broadcast_choice& ch = *out.all;
@@ -346,7 +358,7 @@ result<collective_plan> plan_collective(communicator& c, collective coll, const 
     return collective_plan{b->alg, b->blocks};
   }
   if (opts.blocks < 0) return refused(std::string(to_string(coll)) + ": blocks must not be negative");
-  const call_traits t{c.ports(), shape.commutative, shape.order_free};
+  const call_traits t{c.ports(), shape.commutative, shape.order_free, detail::has_lanes(c)};
   if (auto no = refusal(coll, opts.alg, t); !no.empty()) return refused(std::move(no));
   std::string w;
   const auto m = detail::model_for(c, opts, to_string(coll), w);

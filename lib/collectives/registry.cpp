@@ -14,6 +14,7 @@
 #include "bar_noy_ho/multiport.hpp"
 #include "alexandrov/loggp.hpp"
 #include "traff/circulant.hpp"
+#include "multi_lane_runners.hpp"
 #include "optcast/predict.hpp"
 
 namespace optcast::detail {
@@ -26,11 +27,14 @@ constexpr std::string_view bch = "Bruck, Cypher, Ho 1992";
 constexpr std::string_view bnh = "Bar-Noy, Ho 1998";
 constexpr std::string_view loggp_paper = "Alexandrov et al. 1995";
 constexpr std::string_view baseline = "baseline";
+constexpr std::string_view traff_hunold = "Träff, Hunold 2020";
 
 constexpr requirements any{};
 constexpr requirements k_ports{.ports = 2};
 constexpr requirements commutative{.commutative = true};
 constexpr requirements order_free{.commutative = true, .order_free = true};
+constexpr requirements lanes{.lanes = true};
+constexpr requirements commutative_lanes{.commutative = true, .lanes = true};
 
 using namespace proven;
 
@@ -304,6 +308,11 @@ const std::vector<entry>& table() {
          return (n + sh.p - 2) * round_time(block_bytes(bytes, n), m);
        },
        chain_rounds},
+      {{C::broadcast, A::multi_lane, traff_hunold, "Section III",
+        "the root's host scatters one block to each of its n ranks, every lane broadcasts its block between the H hosts "
+        "(on sub-lanes over every rail), every host allgathers its blocks; per host m / (k B) on its k rails",
+        M::rounds, lanes, false},
+       runner_of<broadcast_call>{run_broadcast_multi_lane}},
       // Scatter and gather (gather runs each tree backwards).
       {{C::scatter, A::split_tree, loggp_paper, "4.5-4.7",
         "A_t^k, the split tree of least LogGP time (optimal for one item per rank, Theorem 1); split_sets: Figures 9-10",
@@ -337,6 +346,11 @@ const std::vector<entry>& table() {
       {{C::allgather, A::ring, baseline, "ring",
         "rank r sends to r + 1 only: p - 1 steps of n blocks", M::rounds, any, true},
        runner_of<segments_call>{allgather_ring}, block_rule::given_or_one, false, ring_predicted<CC::all_roots>, ring_rounds<1>},
+      {{C::allgather, A::multi_lane, traff_hunold, "Section III",
+        "every lane allgathers its ranks' segments between the hosts, then every host exchanges what its lanes "
+        "gathered; per host (H - 1) n m / (k B)",
+        M::rounds, lanes, false},
+       runner_of<segments_call>{run_allgather_multi_lane}},
       {{C::allgatherv, A::circulant, traff, "Algorithm 7, Observation 1.2",
         "irregular counts; empty contributions skipped; n - 1 + ceil(log2 p) rounds", M::rounds, any, true},
        runner_of<segments_call>{allgather_circulant}, block_rule::circulant_all_roots, true, circulant_predicted<CC::all_roots>,
@@ -366,6 +380,11 @@ const std::vector<entry>& table() {
       {{C::reduce, A::ring, baseline, "pipelined ring",
         "the ring broadcast backwards, n + p - 2 rounds; commutative operators", M::rounds, commutative, true},
        runner_of<reduction_call>{reduce_rng}, block_rule::ring_reduce, true, ring_predicted<CC::reduce>, chain_rounds},
+      {{C::reduce, A::multi_lane, traff_hunold, "Section III",
+        "node-local reduce-scatter, every lane reduces its block to the root's host, the root gathers the blocks; "
+        "commutative operators",
+        M::rounds, commutative_lanes, false},
+       runner_of<reduction_call>{run_reduce_multi_lane}},
       {{C::allreduce, A::circulant, traff, "Observation 1.4",
         "reduce_scatter then allgather, 2 (n - 1 + ceil(log2 p)) rounds; commutative operators", M::rounds, commutative, true},
        runner_of<reduction_call>{allreduce_circ}, block_rule::circulant_allreduce, true, circulant_predicted<CC::allreduce>,
@@ -396,6 +415,11 @@ const std::vector<entry>& table() {
         "not a power of 2; the same bits everywhere; commutative operators",
         M::rounds, commutative, true},
        runner_of<reduction_call>{allreduce_rd}, block_rule::one, true, doubling_predicted, doubling_time},
+      {{C::allreduce, A::multi_lane, traff_hunold, "Section III",
+        "node-local reduce-scatter, every lane allreduces its block between the hosts, node-local allgather; "
+        "per host 2 (H - 1) / H m / (k B); commutative operators",
+        M::rounds, commutative_lanes, false},
+       runner_of<reduction_call>{run_allreduce_multi_lane}},
       {{C::reduce_scatter_block, A::circulant, traff, "Observation 1.4",
         "Algorithm 7 backwards, n - 1 + ceil(log2 p) rounds; commutative operators", M::rounds, commutative, true},
        runner_of<segments_call>{reduce_scatter_circ}, block_rule::circulant_all_roots, true, circulant_predicted<CC::all_roots>,

@@ -52,6 +52,7 @@ struct segments_call {  // allgather(v), alltoall, reduce_scatter(_block)
   std::span<std::byte> in, out;  // allgather, reduce_scatter: one buffer, in == out
   const algorithms::segment_layout* lay;
   const erased_reduction* op;  // reductions only
+  loggp_params model = {};     // for a row that chooses again inside (multi_lane's lanes)
 };
 struct reduction_call {  // reduce, allreduce
   fabric* f;

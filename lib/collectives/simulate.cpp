@@ -428,7 +428,16 @@ result<run_result> simulate(run_request sp, std::string* why) {
   if (sp.coll == collective::alltoall) per_rank = sp.bytes * static_cast<std::uint64_t>(sp.p) * 2;
   sp.verify = sp.verify && per_rank * static_cast<std::uint64_t>(sp.p) <= (std::uint64_t{2} << 30);
 
-  world w(sp.p, sp.model, {.move_payload = sp.verify, .record = sp.record, .progress = sp.progress});
+  std::optional<topology> layout;
+  if (sp.per_host < 1 || sp.rails < 1 || sp.p % sp.per_host != 0)
+    return refused("simulate: " + std::to_string(sp.per_host) + " ranks per host and " + std::to_string(sp.rails) +
+                   " rails for p = " + std::to_string(sp.p) + ": both at least 1, and p a multiple of the ranks per host");
+  if (sp.per_host > 1 || sp.rails > 1) {
+    layout.emplace();
+    layout->rails = sp.rails;
+    for (int r = 0; r < sp.p; ++r) layout->host_of.push_back(r / sp.per_host);
+  }
+  world w(sp.p, sp.model, {.move_payload = sp.verify, .record = sp.record, .progress = sp.progress, .layout = layout});
   auto comms = optcast::communicators_of(w);
   for (auto& c : comms) c.options().min_block_bytes = 1;  // simulated bytes are cheap to cut
   // What the library itself will run (the automatic choice resolved), with the n it

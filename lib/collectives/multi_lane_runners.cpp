@@ -1,0 +1,92 @@
+#include "multi_lane_runners.hpp"
+
+#include <cstring>
+
+#include "collective_common.hpp"
+#include "optcast/choose.hpp"
+#include "traff_hunold/multi_lane.hpp"
+
+namespace optcast::detail {
+
+namespace {
+
+// The lane's collective is a call of its own on H ranks of one port, the operator's
+// properties the call's, never multi-lane again (a lane has no topology).
+resolved lane_choice(collective coll, int p, const loggp_params& m, const call_shape& shape,
+                     const erased_reduction* op = nullptr) {
+  const call_traits t{1, op ? op->commutative : true, op ? op->order_free : true, false};
+  return resolve_for(p, 1, communicator_options{}, coll, {}, t, m, shape);
+}
+
+task<result<void>> lane_broadcast(fabric& lane, std::uint32_t seq, std::span<std::byte> buf, int root, loggp_params m) {
+  const auto pick = choose_broadcast(lane.size(), buf.size(), m, 1, communicator_options{}.min_block_bytes);
+  const auto* row = find_entry(collective::broadcast, pick.alg);
+  co_return co_await row->runner_for<broadcast_call>()({&lane, seq, buf, root, pick.blocks, 1, m});
+}
+
+task<result<void>> lane_reduction(collective coll, fabric& lane, std::uint32_t seq, std::span<std::byte> work, int root,
+                                  const erased_reduction* op, loggp_params m) {
+  const auto [row, n] = lane_choice(coll, lane.size(), m, {work.size(), 0, 0, op->commutative, op->order_free}, op);
+  co_return co_await row->runner_for<reduction_call>()({&lane, seq, work, root, n, op, m});
+}
+
+task<result<void>> lane_allgather(fabric& lane, std::uint32_t seq, std::span<std::byte> buf, std::size_t each, loggp_params m) {
+  const auto p = static_cast<std::size_t>(lane.size());
+  const auto [row, n] = lane_choice(collective::allgather, lane.size(), m, {p * each, each, each});
+  const algorithms::segment_layout lay(1, n, std::vector<std::size_t>(p, each));
+  co_return co_await row->runner_for<segments_call>()({&lane, seq, buf, buf, &lay, nullptr, m});
+}
+
+result<lane_shape> shape_of(const fabric& f) {
+  auto s = lane_shape::of(f.layout(), f.rank());
+  if (!s) return fail(errc::invalid_argument);  // refusal() keeps such calls away
+  return *s;
+}
+
+}  // namespace
+
+task<result<void>> run_broadcast_multi_lane(broadcast_call c) {
+  const auto s = shape_of(*c.f);
+  if (!s) co_return fail(s.error());
+  const loggp_params m = c.model;
+  const std::uint32_t seq = c.seq;
+  co_return co_await algorithms::broadcast_multi_lane(*c.f, c.seq, c.data, c.root, *s, [seq, m](fabric& lane, std::span<std::byte> buf, int root) {
+    return lane_broadcast(lane, seq, buf, root, m);
+  });
+}
+
+task<result<void>> run_reduce_multi_lane(reduction_call c) {
+  const auto s = shape_of(*c.f);
+  if (!s) co_return fail(s.error());
+  const loggp_params m = c.model;
+  const std::uint32_t seq = c.seq;
+  const erased_reduction* op = c.op;
+  co_return co_await algorithms::reduce_multi_lane(*c.f, c.seq, c.work, c.root, *c.op, *s, [seq, m, op](fabric& lane, std::span<std::byte> work, int root) {
+    return lane_reduction(collective::reduce, lane, seq, work, root, op, m);
+  });
+}
+
+task<result<void>> run_allreduce_multi_lane(reduction_call c) {
+  const auto s = shape_of(*c.f);
+  if (!s) co_return fail(s.error());
+  if (!c.in.empty() && c.in.data() != c.work.data()) std::memmove(c.work.data(), c.in.data(), c.in.size());
+  const loggp_params m = c.model;
+  const std::uint32_t seq = c.seq;
+  const erased_reduction* op = c.op;
+  co_return co_await algorithms::allreduce_multi_lane(*c.f, c.seq, c.work, *c.op, *s, [seq, m, op](fabric& lane, std::span<std::byte> work) {
+    return lane_reduction(collective::allreduce, lane, seq, work, 0, op, m);
+  });
+}
+
+task<result<void>> run_allgather_multi_lane(segments_call c) {
+  const auto s = shape_of(*c.f);
+  if (!s) co_return fail(s.error());
+  const std::size_t each = (c.lay->offset.size() > 1 ? c.lay->offset[1] - c.lay->offset[0] : 0) * c.lay->elem;
+  const loggp_params m = c.model;
+  const std::uint32_t seq = c.seq;
+  co_return co_await algorithms::allgather_multi_lane(*c.f, c.seq, c.out, each, *s, [seq, m](fabric& lane, std::span<std::byte> buf, std::size_t e) {
+    return lane_allgather(lane, seq, buf, e, m);
+  });
+}
+
+}  // namespace optcast::detail

@@ -1,0 +1,207 @@
+// Träff and Hunold's multi-lane decomposition (lanes.hpp), for the collectives whose data
+// divides into one block per rank of a host: broadcast, reduce, allreduce, allgather.
+// The node-local phases send every block straight to the rank that needs it (n - 1
+// messages each way, through memory); the lanes' phase is the inter-node collective the
+// caller gives, on every sub-lane at once.
+#include "multi_lane.hpp"
+
+#include <cstring>
+#include <deque>
+
+#include "../blocks.hpp"
+#include "optcast/when_all.hpp"
+
+namespace optcast::algorithms {
+
+namespace {
+
+using detail::lane_shape;
+using detail::lane_view;
+
+constexpr int first_local = 1, last_local = 2, lanes_region = 16;
+
+// `bytes` in `count` pieces of whole elements; pieces [first, first + k) as one span.
+struct pieces {
+  block_partition part;
+  std::size_t elem;
+  pieces(std::size_t bytes, std::size_t element, int count)
+      : part(bytes / element, static_cast<std::size_t>(count)), elem(element) {}
+  std::span<std::byte> of(std::span<std::byte> buf, int first, int k = 1) const noexcept {
+    const std::size_t a = part.offset(static_cast<std::size_t>(first)) * elem;
+    const std::size_t b = part.offset(static_cast<std::size_t>(first + k)) * elem;
+    return buf.subspan(a, b - a);
+  }
+};
+
+task<result<void>> all_of(std::vector<operation>& ops) {
+  if (ops.empty()) co_return result<void>{};
+  co_return co_await when_all(std::span<operation>(ops));
+}
+
+// The sub-lanes' collectives at once: `run(view, j)` on lane (local * sub + j).
+template <class Run>
+task<result<void>> on_every_lane(fabric& f, const lane_shape& s, Run run) {
+  std::deque<lane_view> views;
+  std::vector<task<result<void>>> tasks;
+  for (int j = 0; j < s.sub; ++j) {
+    views.emplace_back(f, s.lane_group, s.local * s.sub + j, lanes_region + j);
+    tasks.push_back(run(views.back(), j));
+  }
+  for (auto& r : co_await when_all_tasks(std::move(tasks)))
+    if (!r) co_return r;
+  co_return result<void>{};
+}
+
+// Each rank of the host sends its block to every other (but to `skip`, a local index, or
+// -1), and receives theirs (unless it is `skip`).
+task<result<void>> local_allgather(fabric& f, std::uint32_t seq, const lane_shape& s, std::span<std::byte> buf,
+                                   const pieces& part, int skip) {
+  if (s.per_host == 1) co_return result<void>{};
+  lane_view local(f, s.host_group, 0, last_local);
+  std::vector<operation> ops;
+  ops.reserve(2 * static_cast<std::size_t>(s.per_host));
+  for (int l = 0; l < s.per_host; ++l) {
+    if (l == s.local) continue;
+    if (l != skip) ops.push_back(local.send(l, {seq, 0}, part.of(buf, s.local * s.sub, s.sub)));
+    if (s.local != skip) ops.push_back(local.recv(l, {seq, 0}, part.of(buf, l * s.sub, s.sub)));
+  }
+  co_return co_await all_of(ops);
+}
+
+// Rank l of the host ends with block l of the host's sum, in `work`: it receives every
+// other rank's block l and combines them in local-rank order.
+task<result<void>> local_reduce_scatter(fabric& f, std::uint32_t seq, const lane_shape& s, std::span<std::byte> work,
+                                        const pieces& part, const detail::erased_reduction& op) {
+  if (s.per_host == 1) co_return result<void>{};
+  lane_view local(f, s.host_group, 0, first_local);
+  const auto mine = part.of(work, s.local * s.sub, s.sub);
+  const auto lease = f.scratch().take(mine.size() * static_cast<std::size_t>(s.per_host));
+  const auto from = [&](int l) { return lease.span().subspan(mine.size() * static_cast<std::size_t>(l), mine.size()); };
+  std::vector<operation> ops;
+  ops.reserve(2 * static_cast<std::size_t>(s.per_host));
+  for (int l = 0; l < s.per_host; ++l) {
+    if (l == s.local) continue;
+    ops.push_back(local.send(l, {seq, 0}, part.of(work, l * s.sub, s.sub)));
+    ops.push_back(local.recv(l, {seq, 0}, from(l)));
+  }
+  if (auto r = co_await all_of(ops); !r) co_return r;
+  if (!f.carries_data()) co_return result<void>{};
+  // in_0 (+) in_1 (+) ...: the same order on every host's rank l.
+  const std::size_t count = mine.size() / op.elem;
+  std::memcpy(from(s.local).data(), mine.data(), mine.size());
+  std::memcpy(mine.data(), from(0).data(), mine.size());
+  for (int l = 1; l < s.per_host; ++l) op(mine.data(), from(l).data(), mine.data(), count);
+  co_return result<void>{};
+}
+
+}  // namespace
+
+task<result<void>> broadcast_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root,
+                                        const lane_shape& s, lane_broadcast inner) {
+  const pieces part(buf.size(), 1, s.lanes());
+  const int root_host = s.host_of[static_cast<std::size_t>(root)], root_local = s.local_of[static_cast<std::size_t>(root)];
+  if (s.host == root_host && s.per_host > 1) {  // the root hands each rank of its host its block
+    lane_view local(f, s.host_group, 0, first_local);
+    std::vector<operation> ops;
+    if (f.rank() == root) {
+      for (int l = 0; l < s.per_host; ++l)
+        if (l != root_local) ops.push_back(local.send(l, {seq, 0}, part.of(buf, l * s.sub, s.sub)));
+    } else {
+      ops.push_back(local.recv(root_local, {seq, 0}, part.of(buf, s.local * s.sub, s.sub)));
+    }
+    if (auto r = co_await all_of(ops); !r) co_return r;
+  }
+  if (s.hosts > 1)
+    if (auto r = co_await on_every_lane(f, s, [&](fabric& lane, int j) { return inner(lane, part.of(buf, s.local * s.sub + j), root_host); }); !r)
+      co_return r;
+  // The root has everything: nobody sends it anything.
+  co_return co_await local_allgather(f, seq, s, buf, part, s.host == root_host ? root_local : -1);
+}
+
+task<result<void>> reduce_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> work, int root,
+                                     const detail::erased_reduction& op, const lane_shape& s, lane_reduce inner) {
+  const pieces part(work.size(), op.elem, s.lanes());
+  const int root_host = s.host_of[static_cast<std::size_t>(root)], root_local = s.local_of[static_cast<std::size_t>(root)];
+  if (auto r = co_await local_reduce_scatter(f, seq, s, work, part, op); !r) co_return r;
+  if (s.hosts > 1)
+    if (auto r = co_await on_every_lane(f, s, [&](fabric& lane, int j) { return inner(lane, part.of(work, s.local * s.sub + j), root_host); }); !r)
+      co_return r;
+  if (s.host != root_host || s.per_host == 1) co_return result<void>{};
+  lane_view local(f, s.host_group, 0, last_local);
+  std::vector<operation> ops;
+  if (f.rank() == root) {
+    for (int l = 0; l < s.per_host; ++l)
+      if (l != root_local) ops.push_back(local.recv(l, {seq, 0}, part.of(work, l * s.sub, s.sub)));
+  } else {
+    ops.push_back(local.send(root_local, {seq, 0}, part.of(work, s.local * s.sub, s.sub)));
+  }
+  co_return co_await all_of(ops);
+}
+
+task<result<void>> allreduce_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> work,
+                                        const detail::erased_reduction& op, const lane_shape& s, lane_allreduce inner) {
+  const pieces part(work.size(), op.elem, s.lanes());
+  if (auto r = co_await local_reduce_scatter(f, seq, s, work, part, op); !r) co_return r;
+  if (s.hosts > 1)
+    if (auto r = co_await on_every_lane(f, s, [&](fabric& lane, int j) { return inner(lane, part.of(work, s.local * s.sub + j)); }); !r)
+      co_return r;
+  co_return co_await local_allgather(f, seq, s, work, part, -1);
+}
+
+task<result<void>> allgather_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> buf, std::size_t each,
+                                        const lane_shape& s, lane_allgather inner) {
+  const auto H = static_cast<std::size_t>(s.hosts);
+  const pieces seg(each, 1, s.sub);  // a segment's sub-lane pieces
+  // This lane's segments, host by host, then each other rank of the host's lane's: the
+  // lane's collective and the local exchange work on contiguous copies.
+  const auto lease = f.scratch().take(H * each * static_cast<std::size_t>(s.per_host));
+  const auto lane_of = [&](int l) { return lease.span().subspan(H * each * static_cast<std::size_t>(l), H * each); };
+  // Sub-lane j's pieces of the lane's segments lie together: H pieces of seg size j.
+  const auto sub_block = [&](std::span<std::byte> lane, int j) {
+    const std::size_t off = seg.part.offset(static_cast<std::size_t>(j)), len = seg.part.size(static_cast<std::size_t>(j));
+    return lane.subspan(H * off, H * len);
+  };
+  // Where member h of local index l's lane keeps its segment in `buf`: that rank's slot.
+  std::vector<int> member(static_cast<std::size_t>(s.hosts * s.per_host), -1);  // [l * H + h] = rank
+  for (int r = 0; r < static_cast<int>(s.host_of.size()); ++r)
+    member[static_cast<std::size_t>(s.local_of[static_cast<std::size_t>(r)]) * H + static_cast<std::size_t>(s.host_of[static_cast<std::size_t>(r)])] = r;
+  const auto segment = [&](int l, std::size_t h) { return buf.subspan(static_cast<std::size_t>(member[static_cast<std::size_t>(l) * H + h]) * each, each); };
+  const auto pack_own = [&] {  // this rank's segment into its lane's copy, by sub-lane
+    const auto h = static_cast<std::size_t>(s.host);
+    for (int j = 0; j < s.sub; ++j) {
+      const auto from = seg.of(segment(s.local, h), j);
+      std::memcpy(sub_block(lane_of(s.local), j).data() + h * from.size(), from.data(), from.size());
+    }
+  };
+  const auto unpack = [&](int l) {
+    for (int j = 0; j < s.sub; ++j)
+      for (std::size_t h = 0; h < H; ++h) {
+        const auto to = seg.of(segment(l, h), j);
+        std::memcpy(to.data(), sub_block(lane_of(l), j).data() + h * to.size(), to.size());
+      }
+  };
+  const bool data = f.carries_data();
+  if (data) pack_own();
+  if (s.hosts > 1)
+    if (auto r = co_await on_every_lane(f, s, [&](fabric& lane, int j) {
+          return inner(lane, sub_block(lane_of(s.local), j), seg.part.size(static_cast<std::size_t>(j)));
+        });
+        !r)
+      co_return r;
+  if (s.per_host > 1) {
+    lane_view local(f, s.host_group, 0, last_local);
+    std::vector<operation> ops;
+    ops.reserve(2 * static_cast<std::size_t>(s.per_host));
+    for (int l = 0; l < s.per_host; ++l) {
+      if (l == s.local) continue;
+      ops.push_back(local.send(l, {seq, 0}, lane_of(s.local)));
+      ops.push_back(local.recv(l, {seq, 0}, lane_of(l)));
+    }
+    if (auto r = co_await all_of(ops); !r) co_return r;
+  }
+  if (data)
+    for (int l = 0; l < s.per_host; ++l) unpack(l);
+  co_return result<void>{};
+}
+
+}  // namespace optcast::algorithms

@@ -1,0 +1,38 @@
+// The multi-lane collectives (lanes.hpp): node-local phase, one inter-node collective per
+// lane at once, node-local phase. The inter-node collective is the caller's choice (the
+// registry's adapter asks the model, as for any call on the lane's H ranks).
+#pragma once
+
+#include <functional>
+#include <span>
+
+#include "lanes.hpp"
+#include "optcast/reduction.hpp"
+#include "optcast/task.hpp"
+
+namespace optcast::algorithms {
+
+// The inter-node collectives a lane runs, on its view (ranks = hosts).
+using lane_broadcast = std::function<task<result<void>>(fabric& lane, std::span<std::byte> buf, int root)>;
+using lane_reduce = std::function<task<result<void>>(fabric& lane, std::span<std::byte> work, int root)>;
+using lane_allreduce = std::function<task<result<void>>(fabric& lane, std::span<std::byte> work)>;
+// Every lane member's `each` bytes at member index * each of `buf`.
+using lane_allgather = std::function<task<result<void>>(fabric& lane, std::span<std::byte> buf, std::size_t each)>;
+
+// The root's host scatters the data over its ranks (one block each), every lane
+// broadcasts its block between the hosts, every host allgathers its blocks.
+task<result<void>> broadcast_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root,
+                                        const detail::lane_shape& s, lane_broadcast inner);
+// Node-local reduce-scatter (rank l of a host combines block l), each lane reduces its
+// block to the root's host, the root gathers the blocks. Commutative operators.
+task<result<void>> reduce_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> work, int root,
+                                     const detail::erased_reduction& op, const detail::lane_shape& s, lane_reduce inner);
+// Node-local reduce-scatter, each lane allreduces its block, node-local allgather.
+task<result<void>> allreduce_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> work,
+                                        const detail::erased_reduction& op, const detail::lane_shape& s, lane_allreduce inner);
+// Each lane allgathers its members' segments (`each` bytes, rank r's at r * each of
+// `buf`) between the hosts, then every host allgathers what its lanes gathered.
+task<result<void>> allgather_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> buf, std::size_t each,
+                                        const detail::lane_shape& s, lane_allgather inner);
+
+}  // namespace optcast::algorithms

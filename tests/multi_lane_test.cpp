@@ -1,0 +1,131 @@
+// Träff and Hunold's multi-lane collectives (lib/traff_hunold) on the in-process fabric
+// with the ranks grouped into hosts (local::world::set_layout): every shape of hosts,
+// ranks per host and rails, placements in blocks and interleaved, roots everywhere, sizes
+// that leave lanes empty; every element checked on every rank. Their refusals where the
+// topology has no lanes. On real rails: tests/rails_test.sh.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "optcast/collectives.hpp"
+#include "optcast/net/local.hpp"
+#include "worlds.hpp"
+
+using namespace optcast;
+
+namespace {
+
+struct shape {
+  int hosts, per_host, rails;
+  bool interleaved;  // rank r on host r % hosts, not r / per_host
+};
+
+topology layout_of(const shape& s) {
+  topology t;
+  t.rails = s.rails;
+  const int p = s.hosts * s.per_host;
+  for (int r = 0; r < p; ++r) t.host_of.push_back(s.interleaved ? r % s.hosts : r / s.per_host);
+  // Hosts are numbered in the order of their lowest rank: so they are here either way.
+  return t;
+}
+
+std::string text(const shape& s) {
+  return std::to_string(s.hosts) + " hosts x " + std::to_string(s.per_host) + " ranks, " + std::to_string(s.rails) + " rails" +
+         (s.interleaved ? ", interleaved" : "");
+}
+
+const collective_options lanes{.alg = algorithm::multi_lane};
+
+}  // namespace
+
+TEST_CASE("multi-lane broadcast, reduce, allreduce and allgather: every shape, root and size", "[local][multi_lane]") {
+  const std::vector<shape> shapes = {{2, 2, 1, false}, {2, 2, 2, false}, {3, 2, 1, true}, {4, 1, 2, false},
+                                     {2, 3, 2, false}, {3, 3, 1, true},  {2, 4, 2, true}, {3, 1, 3, false}};
+  for (const auto& sh : shapes) {
+    const int p = sh.hosts * sh.per_host;
+    local::world w(p);
+    w.set_layout(layout_of(sh));
+    auto comms = communicators_of(w);
+    for (const std::size_t count : {std::size_t{1}, std::size_t{5}, std::size_t{1000}, std::size_t{100003}}) {
+      for (const int root : {0, p - 1, p / 2}) {
+        INFO(text(sh) << ", " << count << " elements, root " << root);
+        std::vector<std::vector<std::int64_t>> b(p, std::vector<std::int64_t>(count, -1)), red(p, std::vector<std::int64_t>(count, -1)),
+            all(p, std::vector<std::int64_t>(count, -1));
+        std::vector<std::vector<double>> dall(p, std::vector<double>(count, -1));
+        std::vector<std::vector<std::int32_t>> gath(p, std::vector<std::int32_t>(count * static_cast<std::size_t>(p), -1));
+        auto res = run_all(comms, [&](communicator& c) -> task<result<void>> {
+          const int r = c.rank();
+          const auto ur = static_cast<std::size_t>(r);
+          if (r == root) std::iota(b[ur].begin(), b[ur].end(), std::int64_t{7});
+          if (auto x = co_await broadcast(c, std::span(b[ur]), root, {.alg = algorithm::multi_lane}); !x) co_return x;
+          std::vector<std::int64_t> mine(count);
+          for (std::size_t i = 0; i < count; ++i) mine[i] = static_cast<std::int64_t>(i) * (r + 1) + r;
+          if (auto x = co_await reduce(c, std::span<const std::int64_t>(mine), std::span(red[ur]), ops::sum, root, lanes); !x) co_return x;
+          if (auto x = co_await allreduce(c, std::span<const std::int64_t>(mine), std::span(all[ur]), ops::sum, lanes); !x) co_return x;
+          std::vector<double> d(count);
+          for (std::size_t i = 0; i < count; ++i) d[i] = 0.1 * static_cast<double>(i + 1) / (r + 3);
+          if (auto x = co_await allreduce(c, std::span<const double>(d), std::span(dall[ur]), ops::sum, lanes); !x) co_return x;
+          std::vector<std::int32_t> seg(count);
+          for (std::size_t i = 0; i < count; ++i) seg[i] = static_cast<std::int32_t>(r * 1000003 + static_cast<int>(i % 1000));
+          co_return co_await allgather(c, std::span<const std::int32_t>(seg), std::span(gath[ur]), lanes);
+        });
+        for (int r = 0; r < p; ++r) {
+          const auto ur = static_cast<std::size_t>(r);
+          INFO("rank " << r);
+          REQUIRE(res[ur]);
+          std::int64_t rank_sum = 0, weight = 0;
+          for (int q = 0; q < p; ++q) rank_sum += q, weight += q + 1;
+          bool bcast_ok = true, all_ok = true, red_ok = true, gath_ok = true;
+          for (std::size_t i = 0; i < count; ++i) {
+            const std::int64_t want = static_cast<std::int64_t>(i) * weight + rank_sum;
+            bcast_ok = bcast_ok && b[ur][i] == static_cast<std::int64_t>(i) + 7;
+            all_ok = all_ok && all[ur][i] == want;
+            if (r == root) red_ok = red_ok && red[ur][i] == want;
+          }
+          for (int q = 0; q < p; ++q)
+            for (std::size_t i = 0; i < count; ++i)
+              gath_ok = gath_ok && gath[ur][static_cast<std::size_t>(q) * count + i] == q * 1000003 + static_cast<int>(i % 1000);
+          CHECK(bcast_ok);
+          CHECK(red_ok);
+          CHECK(all_ok);
+          CHECK(gath_ok);
+          // Floating point: the same bits on every rank (each block is one lane's result).
+          CHECK(dall[ur] == dall[0]);
+        }
+        // The doubles' sum is right too, within rounding.
+        double want = 0;
+        for (int q = 0; q < p; ++q) want += 0.1 / (q + 3);
+        CHECK(dall[0][0] == Approx(want));
+      }
+    }
+  }
+}
+
+TEST_CASE("multi_lane is refused, with the reason, where the topology has no lanes", "[local][multi_lane]") {
+  const int p = 6;
+  const std::vector<std::pair<std::string, std::optional<topology>>> cases = {
+      {"no topology (a host per rank, one rail)", std::nullopt},
+      {"one host", topology{{0, 0, 0, 0, 0, 0}, 2}},
+      {"hosts of 2, 3 and 1 ranks", topology{{0, 0, 1, 1, 1, 2}, 1}},
+  };
+  for (const auto& [what, t] : cases) {
+    INFO(what);
+    local::world w(p);
+    if (t) w.set_layout(*t);
+    auto comms = communicators_of(w);
+    std::vector<std::int64_t> buf(100);
+    auto res = run_all(comms, [&](communicator& c) -> task<result<void>> {
+      co_return co_await broadcast(c, std::span(buf), 0, {.alg = algorithm::multi_lane});
+    });
+    for (int r = 0; r < p; ++r) {
+      REQUIRE_FALSE(res[static_cast<std::size_t>(r)]);
+      CHECK(res[static_cast<std::size_t>(r)].error() == errc::invalid_argument);
+      CHECK_THAT(comms[static_cast<std::size_t>(r)].last_error(), Catch::Contains("needs hosts of several ranks or several rails"));
+    }
+  }
+  local::world w(4);
+  CHECK_THROWS_WITH(w.set_layout(topology{{0, 1}, 1}), Catch::Contains("a layout of 2 ranks for a world of 4"));
+}
