@@ -5,7 +5,8 @@
 # is in a namespace of its own. No rate caps (../shared/tools/netcluster.sh has them, for
 # benchmarks): these tests are about who finds whom.
 #
-#   netns.sh up TAG N      namespaces TAG-h0 .. TAG-h{N-1} and TAG-sw
+#   netns.sh up TAG N [RAILS]  namespaces TAG-h0 .. TAG-h{N-1} and TAG-sw; with RAILS > 1
+#                          every host also has eth1.. (10.97.R.(I+1), a bridge per rail)
 #   netns.sh down TAG      remove them (and their /etc/netns entries)
 #   netns.sh exec TAG I CMD...   run CMD in host I (its host name hI)
 #   netns.sh addr I [6]    host I's address (IPv4, or IPv6 with 6)
@@ -15,10 +16,12 @@ set -euo pipefail
 addr() { if [ "${2:-4}" = 6 ]; then echo "fd97::$(($1 + 1))"; else echo "10.97.0.$(($1 + 1))"; fi; }
 
 up() {
-  local tag=$1 n=$2 sw="$1-sw"
+  local tag=$1 n=$2 rails=${3:-1} sw="$1-sw"
   ip netns add "$sw"
-  ip netns exec "$sw" ip link add br0 type bridge
-  ip netns exec "$sw" ip link set br0 up
+  for r in $(seq 0 $((rails - 1))); do
+    ip netns exec "$sw" ip link add "br$r" type bridge
+    ip netns exec "$sw" ip link set "br$r" up
+  done
   ip netns exec "$sw" ip link set lo up
   local hosts=""
   for i in $(seq 0 $((n - 1))); do hosts+="$(addr "$i") h$i"$'\n'"$(addr "$i" 6) h$i"$'\n'; done
@@ -32,6 +35,13 @@ up() {
     ip netns exec "$ns" ip addr add "$(addr "$i")/24" dev eth0
     ip netns exec "$ns" ip -6 addr add "$(addr "$i" 6)/64" dev eth0 nodad
     ip netns exec "$ns" ip link set eth0 up
+    for r in $(seq 1 $((rails - 1))); do
+      ip link add "$tag-v${i}r$r" type veth peer name "eth$r" netns "$ns"
+      ip link set "$tag-v${i}r$r" netns "$sw"
+      ip netns exec "$sw" ip link set "$tag-v${i}r$r" master "br$r" up
+      ip netns exec "$ns" ip addr add "10.97.$r.$((i + 1))/24" dev "eth$r"
+      ip netns exec "$ns" ip link set "eth$r" up
+    done
     mkdir -p "/etc/netns/$ns"
     printf '127.0.0.1 localhost\n::1 localhost ip6-localhost\n%s' "$hosts" > "/etc/netns/$ns/hosts"
   done
@@ -57,10 +67,10 @@ down() {
 }
 
 case "${1:-}" in
-  up) up "$2" "$3" ;;
+  up) up "$2" "$3" "${4:-1}" ;;
   down) down "$2" ;;
   # Each host its own name too (a UTS namespace), as launchers' daemons expect.
   exec) tag=$2 i=$3; shift 3; exec ip netns exec "$tag-h$i" unshare --uts -- sh -c 'hostname "$0"; exec "$@"' "h$i" "$@" ;;
   addr) addr "$2" "${3:-4}" ;;
-  *) echo "usage: netns.sh up TAG N | down TAG | exec TAG I CMD... | addr I [6]" >&2; exit 2 ;;
+  *) echo "usage: netns.sh up TAG N [RAILS] | down TAG | exec TAG I CMD... | addr I [6]" >&2; exit 2 ;;
 esac

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Rails and hosts for real: 2 emulated hosts (network namespaces, tests/cluster/netns.sh)
+# with 2 interfaces each, 2 ranks per host, running optcast-bench coll's multi-lane
+# broadcast, allreduce and allgather (every result checked on every rank). Then:
+#   - both rails carried the data: eth1 sent a good share of what crossed between the hosts;
+#   - what crossed between the hosts went through the links, not around them: the two
+#     hosts' interfaces together sent at least what the collectives must move between
+#     hosts (ranks of different hosts share one kernel here, but never memory);
+#   - ranks of one host talked over their own host (loopback), not the links: one
+#     connection between two ranks of a host (the job's log says so), and the links
+#     carried no more than the inter-host volume plus overhead.
+#
+#   tests/rails_test.sh OPTCAST_BENCH          (root; exit 77 where it cannot run)
+set -uo pipefail
+BENCH=${1:?usage: rails_test.sh path/to/optcast-bench}
+here=$(cd "$(dirname "$0")" && pwd)
+NS="$here/cluster/netns.sh"
+TAG="or$$"
+skip() { echo "skipped: $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root (network namespaces)"
+command -v ip > /dev/null || skip "needs ip (Debian: iproute2)"
+ip netns add "$TAG-probe" 2> /dev/null || skip "cannot create network namespaces here"
+ip netns del "$TAG-probe"
+work=$(mktemp -d)
+cleanup() { bash "$NS" down "$TAG"; rm -rf "$work"; }
+trap cleanup EXIT
+bash "$NS" up "$TAG" 2 2 || { echo "FAIL: cannot set up 2 hosts with 2 rails"; exit 1; }
+
+tx() { bash "$NS" exec "$TAG" "$1" cat "/sys/class/net/$2/statistics/tx_bytes"; }
+declare -A before
+for h in 0 1; do for i in eth0 eth1; do before[$h$i]=$(tx $h $i); done; done
+
+size=$((4 << 20))
+pids=()
+for r in 0 1 2 3; do
+  bash "$NS" exec "$TAG" $((r / 2)) env OPTCAST_RANK=$r OPTCAST_SIZE=4 OPTCAST_STORE=10.97.0.1:29700 OPTCAST_JOB_ID=$$ \
+    OPTCAST_LOG=info OPTCAST_BOOTSTRAP_TIMEOUT=10000 timeout 120 "$BENCH" coll --fabric tcp -o bcast,allreduce,allgather \
+    -l $size -t 0.3 -m 3 -r 3 --alg multi_lane > "$work/rank$r" 2>&1 &
+  pids+=($!)
+done
+failures=0
+for r in 0 1 2 3; do
+  wait "${pids[$r]}" || { echo "FAIL: rank $r exited with $?: $(tail -3 "$work/rank$r")"; failures=$((failures + 1)); }
+done
+[ $failures = 0 ] || exit 1
+grep -q "2 hosts x 2 ranks, 2 rails" "$work/rank0" || { echo "FAIL: rank 0 did not log the job's layout as 2 hosts x 2 ranks, 2 rails:"; head -5 "$work/rank0"; exit 1; }
+for op in bcast allreduce allgather; do
+  grep -Eq "^optcast $op $size .* ok$" "$work/rank0" || { echo "FAIL: no verified $op line:"; cat "$work/rank0"; exit 1; }
+  grep -q "# $op $size: multi_lane" "$work/rank0" || { echo "FAIL: $op did not run multi_lane"; exit 1; }
+done
+reps=$(awk -v s=$size '$1 == "optcast" && $3 == s {n += $4 + 1} END {print n}' "$work/rank0")  # + the warm-up each
+sent0=0 sent1=0
+for h in 0 1; do
+  sent0=$((sent0 + $(tx $h eth0) - before[${h}eth0]))
+  sent1=$((sent1 + $(tx $h eth1) - before[${h}eth1]))
+done
+# Between 2 hosts, per repetition (m = size): a broadcast moves m one way, an allreduce m
+# each way, an allgather of m per rank 2 m each way: about 2 m per repetition at least.
+need=$((reps * 2 * size / 3))
+echo "eth0 sent $sent0 B, eth1 sent $sent1 B over $reps repetitions; at least $need B must cross between the hosts"
+[ $((sent0 + sent1)) -ge $need ] || { echo "FAIL: the links carried less than the inter-host volume: traffic went around them"; exit 1; }
+[ "$sent1" -ge $((sent0 / 3)) ] || { echo "FAIL: rail 1 (eth1) carried too little of it ($sent1 of $((sent0 + sent1)) B)"; exit 1; }
+echo "rails test passed"
