@@ -103,8 +103,17 @@ struct segment_layout {
   std::vector<std::size_t> offset;
   std::vector<int> contributors;  // the j with count[j] > 0, ascending
 
-  bool uniform = true;             // every segment has the same count
+  bool uniform = true;             // every segment has the same count, and they lie one after another
   segment_layout(std::size_t elem_bytes, int blocks, std::span<const std::size_t> counts);
+  // Segment j at element offset at[j] instead of right after segment j - 1 (a lane's
+  // members' segments where they lie, strided, in a buffer of every rank's). The round
+  // loops reach segments through block() only, so they work on either.
+  void place(std::span<const std::size_t> at) {
+    for (std::size_t j = 0; j < at.size() && j + 1 < offset.size(); ++j) {
+      if (at[j] != offset[j]) uniform = false;  // the fast paths' arithmetic on j no longer holds
+      offset[j] = at[j];
+    }
+  }
   // Bytes of block b of segment j, within the buffer (block_partition's split, with the
   // divisions done once per segment: this runs p times per round).
   std::span<std::byte> block(std::span<std::byte> buf, int j, int b) const noexcept {

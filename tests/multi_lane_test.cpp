@@ -129,3 +129,41 @@ TEST_CASE("multi_lane is refused, with the reason, where the topology has no lan
   local::world w(4);
   CHECK_THROWS_WITH(w.set_layout(topology{{0, 1}, 1}), Catch::Contains("a layout of 2 ranks for a world of 4"));
 }
+
+TEST_CASE("the automatic choice takes multi_lane for large messages on hosts of several ranks or rails, never without", "[local][multi_lane][choose]") {
+  struct when {
+    std::string what;
+    std::optional<topology> layout;
+    bool lanes_for_large;
+  };
+  const std::vector<when> cases = {
+      {"4 hosts x 2 ranks, 2 rails", topology{{0, 0, 1, 1, 2, 2, 3, 3}, 2}, true},
+      {"8 hosts x 1 rank, 2 rails", topology{{0, 1, 2, 3, 4, 5, 6, 7}, 2}, true},
+      {"2 hosts x 4 ranks, 1 rail", topology{{0, 0, 0, 0, 1, 1, 1, 1}, 1}, true},
+      {"no topology", std::nullopt, false},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    local::world w(8);
+    if (c.layout) w.set_layout(*c.layout);
+    auto comms = communicators_of(w);
+    auto& comm = comms[0];
+    const std::size_t large = 16 << 20;
+    const auto b = plan_broadcast(comm, large);
+    REQUIRE(b);
+    CHECK((b->alg == algorithm::multi_lane) == c.lanes_for_large);
+    for (const auto coll : {collective::allreduce, collective::reduce}) {
+      const auto r = plan_collective(comm, coll, {.bytes = large});
+      REQUIRE(r);
+      INFO(to_string(coll) << " chose " << to_string(r->alg));
+      CHECK((r->alg == algorithm::multi_lane) == c.lanes_for_large);
+    }
+    const auto g = plan_collective(comm, collective::allgather, {.bytes = large * 8, .largest = large, .smallest = large});
+    REQUIRE(g);
+    CHECK((g->alg == algorithm::multi_lane) == c.lanes_for_large);
+    // A non-commutative operator keeps to the rank-ordered rows, topology or not.
+    const auto nc = plan_collective(comm, collective::allreduce, {.bytes = large, .commutative = false, .order_free = false});
+    REQUIRE(nc);
+    CHECK(nc->alg != algorithm::multi_lane);
+  }
+}

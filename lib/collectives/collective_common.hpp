@@ -4,12 +4,14 @@
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <optional>
 #include <string>
 
 #include "optcast/collectives.hpp"
 #include "optcast/communicator.hpp"
 #include "registry.hpp"
+#include "traff_hunold/lanes.hpp"
 #include "runtime/comm_access.hpp"
 
 namespace optcast::detail {
@@ -123,8 +125,13 @@ public:
 resolved resolve(const communicator& c, collective coll, const collective_options& o, const call_traits& traits,
                  const loggp_params& m, const call_shape& shape);
 // The same for `p` ranks of `ports` ports (a lane's collective, lib/traff_hunold).
+// `lanes`: the communicator's topology where it has lanes (call_traits::lanes); the
+// flat rows are then predicted with the host's ranks sharing one rail (G times the ranks
+// per host), the multi-lane rows by their decomposition (multi_lane_runners.hpp).
+// `predicted`: the chosen row's predicted time, INFINITY where none was predicted.
 resolved resolve_for(int p, int ports, const communicator_options& opts, collective coll, const collective_options& o,
-                     const call_traits& traits, const loggp_params& m, const call_shape& shape);
+                     const call_traits& traits, const loggp_params& m, const call_shape& shape,
+                     const lane_shape* lanes = nullptr, double* predicted = nullptr);
 // The communicator's topology has lanes (call_traits::lanes).
 bool has_lanes(const communicator& c);
 

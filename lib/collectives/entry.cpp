@@ -14,6 +14,7 @@
 #include "collective_common.hpp"
 #include "traff/circulant.hpp"
 #include "traff_hunold/lanes.hpp"
+#include "multi_lane_runners.hpp"
 #include "runtime/comm_access.hpp"
 
 namespace optcast {
@@ -144,11 +145,13 @@ void call_start::ran(algorithm alg, int blocks) noexcept {
 
 resolved resolve(const communicator& c, collective coll, const collective_options& o, const call_traits& t,
                  const loggp_params& m, const call_shape& shape) {
-  return resolve_for(c.size(), c.ports(), c.options(), coll, o, t, m, shape);
+  const auto lanes = t.lanes ? lane_shape::of(c.get_fabric().layout(), c.rank()) : std::nullopt;
+  return resolve_for(c.size(), c.ports(), c.options(), coll, o, t, m, shape, lanes && lanes->worth_it() ? &*lanes : nullptr);
 }
 
 resolved resolve_for(int p, int ports, const communicator_options& opts, collective coll, const collective_options& o,
-                     const call_traits& t, const loggp_params& m, const call_shape& shape) {
+                     const call_traits& t, const loggp_params& m, const call_shape& shape, const lane_shape* lanes,
+                     double* predicted) {
   const std::size_t min_block_bytes = opts.min_block_bytes;
   const auto circ = [&](circulant_collective what) {
     return choose_circulant_blocks(what, p, shape.bytes, shape.largest, shape.smallest, m, min_block_bytes).blocks;
@@ -183,14 +186,18 @@ resolved resolve_for(int p, int ports, const communicator_options& opts, collect
     if (e.info.coll != coll || !e.info.automatic || !refusal(coll, e.info.alg, t).empty()) continue;
     if (e.info.needs.order_free && !t.order_free) continue;  // asked for by name only (algorithm.hpp)
     if (!first) first = &e;
-    if (!e.predict) continue;
     const int n = blocks_of(e);
-    if (const double time = e.predict(sh, shape.bytes, n, m); time < best_t || !best) {
+    double time = INFINITY;
+    if (e.predict_lanes && lanes) time = e.predict_lanes(coll, *lanes, shape, m, t);
+    else if (e.predict) time = e.predict(sh, shape.bytes, n, lanes ? shared_rail(m, *lanes) : m);
+    else continue;
+    if (time < best_t || !best) {
       best = &e;
       best_n = n;
       best_t = time;
     }
   }
+  if (predicted) *predicted = best ? best_t : INFINITY;
   if (best) return {best, best_n};
   return {first, blocks_of(*first)};
 }
@@ -307,10 +314,19 @@ result<broadcast_pick> pick_broadcast(communicator& c, std::size_t bytes, const 
                    std::string(c.get_fabric().name()) + " fabric has " + std::to_string(c.get_fabric().ports()));
   if (auto no = refusal(collective::broadcast, alg, {c.ports(), true, true, detail::has_lanes(c)}); !no.empty()) return refused(std::move(no));
   // optcast/choose.hpp: every candidate's LogGP prediction with its best block count.
-  broadcast_pick out{detail::choose_broadcast_shared(c.size(), bytes, *model, c.ports(), c.options().min_block_bytes, opts.blocks), {}};
+  // On hosts of several ranks or rails, the one-lane algorithms share a rail per host, and
+  // the multi-lane broadcast is a candidate too.
+  const auto lanes = detail::has_lanes(c) ? detail::lane_shape::of(c.get_fabric().layout(), c.rank()) : std::nullopt;
+  const loggp_params flat = lanes ? detail::shared_rail(*model, *lanes) : *model;
+  broadcast_pick out{detail::choose_broadcast_shared(c.size(), bytes, flat, c.ports(), c.options().min_block_bytes, opts.blocks), {}};
   const broadcast_choice& ch = *out.all;
   out.chosen = {ch.alg, ch.blocks, ch.predicted};
-  if (alg == algorithm::automatic) return out;
+  if (alg == algorithm::automatic) {
+    if (lanes && !opts.blocks)
+      if (const double t = detail::predict_multi_lane(collective::broadcast, *lanes, {bytes}, *model, {c.ports()}); t < ch.predicted)
+        out.chosen = {algorithm::multi_lane, 1, t};
+    return out;
+  }
   // A fixed algorithm: its own best block count (or the caller's) by its row's rule.
   const auto& row = *detail::find_entry(collective::broadcast, alg);
   auto& pick = out.chosen;

@@ -30,10 +30,12 @@ task<result<void>> lane_reduction(collective coll, fabric& lane, std::uint32_t s
   co_return co_await row->runner_for<reduction_call>()({&lane, seq, work, root, n, op, m});
 }
 
-task<result<void>> lane_allgather(fabric& lane, std::uint32_t seq, std::span<std::byte> buf, std::size_t each, loggp_params m) {
+task<result<void>> lane_allgather(fabric& lane, std::uint32_t seq, std::span<std::byte> buf, std::vector<std::size_t> at,
+                                  std::size_t each, loggp_params m) {
   const auto p = static_cast<std::size_t>(lane.size());
   const auto [row, n] = lane_choice(collective::allgather, lane.size(), m, {p * each, each, each});
-  const algorithms::segment_layout lay(1, n, std::vector<std::size_t>(p, each));
+  algorithms::segment_layout lay(1, n, std::vector<std::size_t>(p, each));
+  lay.place(at);
   co_return co_await row->runner_for<segments_call>()({&lane, seq, buf, buf, &lay, nullptr, m});
 }
 
@@ -84,9 +86,44 @@ task<result<void>> run_allgather_multi_lane(segments_call c) {
   const std::size_t each = (c.lay->offset.size() > 1 ? c.lay->offset[1] - c.lay->offset[0] : 0) * c.lay->elem;
   const loggp_params m = c.model;
   const std::uint32_t seq = c.seq;
-  co_return co_await algorithms::allgather_multi_lane(*c.f, c.seq, c.out, each, *s, [seq, m](fabric& lane, std::span<std::byte> buf, std::size_t e) {
-    return lane_allgather(lane, seq, buf, e, m);
-  });
+  co_return co_await algorithms::allgather_multi_lane(
+      *c.f, c.seq, c.out, each, *s, [seq, m](fabric& lane, std::span<std::byte> buf, std::vector<std::size_t> at, std::size_t e) {
+        return lane_allgather(lane, seq, buf, std::move(at), e, m);
+      });
+}
+
+loggp_params shared_rail(const loggp_params& m, const lane_shape& s) {
+  loggp_params out = m;
+  out.G *= s.per_host;
+  return out;
+}
+
+double predict_multi_lane(collective coll, const lane_shape& s, const call_shape& shape, const loggp_params& m,
+                          const call_traits& t) {
+  const int lanes = s.lanes();
+  loggp_params lane = m;
+  lane.G *= std::max(1.0, static_cast<double>(lanes) / s.rails);
+  // A rank's sub-lanes run at once on its one CPU: each message's overhead is paid once
+  // per sub-lane (small messages gain nothing from being split).
+  lane.o *= s.sub;
+  lane.g *= s.sub;
+  const double local = s.per_host > 1 ? 2 * (m.L + 2 * m.o) : 0;
+  const call_traits inner{1, t.commutative, t.order_free, false};
+  if (coll == collective::broadcast) {
+    const auto b = shape.bytes / static_cast<std::size_t>(lanes);
+    return local + choose_broadcast(s.hosts, b, lane, 1, communicator_options{}.min_block_bytes).predicted;
+  }
+  call_shape per_lane = shape;
+  if (coll == collective::allgather) {  // each lane: H segments of one sub-lane's piece of a segment
+    const std::size_t each = shape.largest / static_cast<std::size_t>(s.sub);
+    per_lane = {each * static_cast<std::size_t>(s.hosts), each, each, t.commutative, t.order_free};
+  } else {
+    per_lane.bytes = shape.bytes / static_cast<std::size_t>(lanes);
+  }
+  double predicted = INFINITY;
+  resolve_for(s.hosts, 1, communicator_options{}, coll, {}, inner, lane, per_lane, nullptr, &predicted);
+  const double combine = coll == collective::allgather ? 0 : m.gamma * static_cast<double>(shape.bytes) * (s.per_host - 1) / s.per_host;
+  return local + combine + predicted;
 }
 
 }  // namespace optcast::detail

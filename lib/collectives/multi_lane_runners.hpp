@@ -12,4 +12,16 @@ task<result<void>> run_reduce_multi_lane(reduction_call c);
 task<result<void>> run_allreduce_multi_lane(reduction_call c);
 task<result<void>> run_allgather_multi_lane(segments_call c);
 
+// The automatic choice on a topology with lanes (resolve_for, plan_broadcast).
+// What a one-lane (flat) algorithm sees of the network there: every rank of a host sends
+// through the same rail, so G is the ranks per host times the rail's.
+loggp_params shared_rail(const loggp_params& m, const lane_shape& s);
+// A multi-lane collective's time: the lanes' inter-node collective on H ranks, each lane
+// with 1 / (n c) of the data and its rail shared by n c / k lanes, as the automatic choice
+// would run it (the per-message overheads o and g paid c times: a rank's c sub-lanes share
+// its CPU), plus the node-local phases' latencies (two rounds; memory's bandwidth is not
+// charged) and, for reductions, the node-local combining.
+double predict_multi_lane(collective coll, const lane_shape& s, const call_shape& shape, const loggp_params& m,
+                          const call_traits& t);
+
 }  // namespace optcast::detail

@@ -311,8 +311,8 @@ const std::vector<entry>& table() {
       {{C::broadcast, A::multi_lane, traff_hunold, "Section III",
         "the root's host scatters one block to each of its n ranks, every lane broadcasts its block between the H hosts "
         "(on sub-lanes over every rail), every host allgathers its blocks; per host m / (k B) on its k rails",
-        M::rounds, lanes, false},
-       runner_of<broadcast_call>{run_broadcast_multi_lane}},
+        M::rounds, lanes, true},
+       runner_of<broadcast_call>{run_broadcast_multi_lane}, block_rule::one, true, nullptr, nullptr, predict_multi_lane},
       // Scatter and gather (gather runs each tree backwards).
       {{C::scatter, A::split_tree, loggp_paper, "4.5-4.7",
         "A_t^k, the split tree of least LogGP time (optimal for one item per rank, Theorem 1); split_sets: Figures 9-10",
@@ -349,8 +349,8 @@ const std::vector<entry>& table() {
       {{C::allgather, A::multi_lane, traff_hunold, "Section III",
         "every lane allgathers its ranks' segments between the hosts, then every host exchanges what its lanes "
         "gathered; per host (H - 1) n m / (k B)",
-        M::rounds, lanes, false},
-       runner_of<segments_call>{run_allgather_multi_lane}},
+        M::rounds, lanes, true},
+       runner_of<segments_call>{run_allgather_multi_lane}, block_rule::one, true, nullptr, nullptr, predict_multi_lane},
       {{C::allgatherv, A::circulant, traff, "Algorithm 7, Observation 1.2",
         "irregular counts; empty contributions skipped; n - 1 + ceil(log2 p) rounds", M::rounds, any, true},
        runner_of<segments_call>{allgather_circulant}, block_rule::circulant_all_roots, true, circulant_predicted<CC::all_roots>,
@@ -383,8 +383,8 @@ const std::vector<entry>& table() {
       {{C::reduce, A::multi_lane, traff_hunold, "Section III",
         "node-local reduce-scatter, every lane reduces its block to the root's host, the root gathers the blocks; "
         "commutative operators",
-        M::rounds, commutative_lanes, false},
-       runner_of<reduction_call>{run_reduce_multi_lane}},
+        M::rounds, commutative_lanes, true},
+       runner_of<reduction_call>{run_reduce_multi_lane}, block_rule::one, true, nullptr, nullptr, predict_multi_lane},
       {{C::allreduce, A::circulant, traff, "Observation 1.4",
         "reduce_scatter then allgather, 2 (n - 1 + ceil(log2 p)) rounds; commutative operators", M::rounds, commutative, true},
        runner_of<reduction_call>{allreduce_circ}, block_rule::circulant_allreduce, true, circulant_predicted<CC::allreduce>,
@@ -418,8 +418,8 @@ const std::vector<entry>& table() {
       {{C::allreduce, A::multi_lane, traff_hunold, "Section III",
         "node-local reduce-scatter, every lane allreduces its block between the hosts, node-local allgather; "
         "per host 2 (H - 1) / H m / (k B); commutative operators",
-        M::rounds, commutative_lanes, false},
-       runner_of<reduction_call>{run_allreduce_multi_lane}},
+        M::rounds, commutative_lanes, true},
+       runner_of<reduction_call>{run_allreduce_multi_lane}, block_rule::one, true, nullptr, nullptr, predict_multi_lane},
       {{C::reduce_scatter_block, A::circulant, traff, "Observation 1.4",
         "Algorithm 7 backwards, n - 1 + ceil(log2 p) rounds; commutative operators", M::rounds, commutative, true},
        runner_of<segments_call>{reduce_scatter_circ}, block_rule::circulant_all_roots, true, circulant_predicted<CC::all_roots>,

@@ -16,6 +16,8 @@
 #include <variant>
 
 #include "algorithms.hpp"
+#include "optcast/collectives.hpp"
+#include "traff_hunold/lanes.hpp"
 #include "model/predict.hpp"
 #include "optcast/algorithm.hpp"
 #include "optcast/bounds.hpp"
@@ -105,6 +107,10 @@ struct entry {
   double (*predict)(prediction_shape&, std::size_t bytes, int n, const loggp_params&) = nullptr;
   // The paper's time under `m` for a run of this shape, where it states one.
   std::optional<proven_time> (*proves)(const sim::model& m, const run_shape& s) = nullptr;
+  // A row that decomposes by host (multi_lane): its prediction on the communicator's
+  // topology, in place of `predict` (which has none).
+  double (*predict_lanes)(collective coll, const lane_shape& s, const call_shape& shape, const loggp_params& m,
+                          const call_traits& t) = nullptr;
 
   template <class Call>
   runner_of<Call> runner_for() const {

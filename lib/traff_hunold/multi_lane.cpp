@@ -150,57 +150,39 @@ task<result<void>> allreduce_multi_lane(fabric& f, std::uint32_t seq, std::span<
 
 task<result<void>> allgather_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> buf, std::size_t each,
                                         const lane_shape& s, lane_allgather inner) {
-  const auto H = static_cast<std::size_t>(s.hosts);
+  // Everything in place: a lane's segments lie strided in `buf` (rank r's at r * each),
+  // and the lane's collective works on them where they are.
   const pieces seg(each, 1, s.sub);  // a segment's sub-lane pieces
-  // This lane's segments, host by host, then each other rank of the host's lane's: the
-  // lane's collective and the local exchange work on contiguous copies.
-  const auto lease = f.scratch().take(H * each * static_cast<std::size_t>(s.per_host));
-  const auto lane_of = [&](int l) { return lease.span().subspan(H * each * static_cast<std::size_t>(l), H * each); };
-  // Sub-lane j's pieces of the lane's segments lie together: H pieces of seg size j.
-  const auto sub_block = [&](std::span<std::byte> lane, int j) {
-    const std::size_t off = seg.part.offset(static_cast<std::size_t>(j)), len = seg.part.size(static_cast<std::size_t>(j));
-    return lane.subspan(H * off, H * len);
+  const auto H = static_cast<std::size_t>(s.hosts);
+  std::vector<int> member(H * static_cast<std::size_t>(s.per_host), -1);  // [l * H + h]: that rank
+  for (std::size_t r = 0; r < s.host_of.size(); ++r)
+    member[static_cast<std::size_t>(s.local_of[r]) * H + static_cast<std::size_t>(s.host_of[r])] = static_cast<int>(r);
+  const auto segment = [&](int l, std::size_t h) {
+    return buf.subspan(static_cast<std::size_t>(member[static_cast<std::size_t>(l) * H + h]) * each, each);
   };
-  // Where member h of local index l's lane keeps its segment in `buf`: that rank's slot.
-  std::vector<int> member(static_cast<std::size_t>(s.hosts * s.per_host), -1);  // [l * H + h] = rank
-  for (int r = 0; r < static_cast<int>(s.host_of.size()); ++r)
-    member[static_cast<std::size_t>(s.local_of[static_cast<std::size_t>(r)]) * H + static_cast<std::size_t>(s.host_of[static_cast<std::size_t>(r)])] = r;
-  const auto segment = [&](int l, std::size_t h) { return buf.subspan(static_cast<std::size_t>(member[static_cast<std::size_t>(l) * H + h]) * each, each); };
-  const auto pack_own = [&] {  // this rank's segment into its lane's copy, by sub-lane
-    const auto h = static_cast<std::size_t>(s.host);
-    for (int j = 0; j < s.sub; ++j) {
-      const auto from = seg.of(segment(s.local, h), j);
-      std::memcpy(sub_block(lane_of(s.local), j).data() + h * from.size(), from.data(), from.size());
-    }
-  };
-  const auto unpack = [&](int l) {
-    for (int j = 0; j < s.sub; ++j)
-      for (std::size_t h = 0; h < H; ++h) {
-        const auto to = seg.of(segment(l, h), j);
-        std::memcpy(to.data(), sub_block(lane_of(l), j).data() + h * to.size(), to.size());
-      }
-  };
-  const bool data = f.carries_data();
-  if (data) pack_own();
   if (s.hosts > 1)
     if (auto r = co_await on_every_lane(f, s, [&](fabric& lane, int j) {
-          return inner(lane, sub_block(lane_of(s.local), j), seg.part.size(static_cast<std::size_t>(j)));
+          std::vector<std::size_t> at(H);
+          for (std::size_t h = 0; h < H; ++h) at[h] = static_cast<std::size_t>(seg.of(segment(s.local, h), j).data() - buf.data());
+          return inner(lane, buf, std::move(at), seg.part.size(static_cast<std::size_t>(j)));
         });
         !r)
       co_return r;
-  if (s.per_host > 1) {
-    lane_view local(f, s.host_group, 0, last_local);
-    std::vector<operation> ops;
+  if (s.per_host == 1) co_return result<void>{};
+  // Every rank of the host sends the others its lane's segments where they lie: host h's
+  // in round h, so that a rank has one message in flight per local peer.
+  lane_view local(f, s.host_group, 0, last_local);
+  std::vector<operation> ops;
+  for (std::size_t h = 0; h < H; ++h) {
+    ops.clear();
     ops.reserve(2 * static_cast<std::size_t>(s.per_host));
     for (int l = 0; l < s.per_host; ++l) {
       if (l == s.local) continue;
-      ops.push_back(local.send(l, {seq, 0}, lane_of(s.local)));
-      ops.push_back(local.recv(l, {seq, 0}, lane_of(l)));
+      ops.push_back(local.send(l, {seq, static_cast<std::uint32_t>(h)}, segment(s.local, h)));
+      ops.push_back(local.recv(l, {seq, static_cast<std::uint32_t>(h)}, segment(l, h)));
     }
     if (auto r = co_await all_of(ops); !r) co_return r;
   }
-  if (data)
-    for (int l = 0; l < s.per_host; ++l) unpack(l);
   co_return result<void>{};
 }
 

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <span>
+#include <vector>
 
 #include "lanes.hpp"
 #include "optcast/reduction.hpp"
@@ -16,8 +17,9 @@ namespace optcast::algorithms {
 using lane_broadcast = std::function<task<result<void>>(fabric& lane, std::span<std::byte> buf, int root)>;
 using lane_reduce = std::function<task<result<void>>(fabric& lane, std::span<std::byte> work, int root)>;
 using lane_allreduce = std::function<task<result<void>>(fabric& lane, std::span<std::byte> work)>;
-// Every lane member's `each` bytes at member index * each of `buf`.
-using lane_allgather = std::function<task<result<void>>(fabric& lane, std::span<std::byte> buf, std::size_t each)>;
+// Lane member i's `each` bytes at byte offset at[i] of `buf` (strided: the job's buffer).
+using lane_allgather =
+    std::function<task<result<void>>(fabric& lane, std::span<std::byte> buf, std::vector<std::size_t> at, std::size_t each)>;
 
 // The root's host scatters the data over its ranks (one block each), every lane
 // broadcasts its block between the hosts, every host allgathers its blocks.
