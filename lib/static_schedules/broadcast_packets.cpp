@@ -29,8 +29,12 @@ task<result<void>> broadcast_packets(fabric& f, std::uint32_t seq, std::span<std
   std::size_t si = 0, ri = 0;
   for (int r = 0; r <= last; ++r) {
     ops.clear();
-    for (; si < sends.size() && sends[si].round == r; ++si)
+    // Port i of the k-port model is rail i where the fabric has rails (operation::lane);
+    // every packet has a tag of its own, so any lane keeps the order.
+    for (std::uint8_t port = 0; si < sends.size() && sends[si].round == r; ++si, ++port) {
       ops.push_back(f.send(ranks.real(sends[si].peer), {seq, static_cast<std::uint32_t>(sends[si].packet)}, packet(sends[si].packet)));
+      ops.back().lane = port;
+    }
     for (; ri < recvs.size() && recvs[ri].round == r; ++ri)
       ops.push_back(f.recv(ranks.real(recvs[ri].peer), {seq, static_cast<std::uint32_t>(recvs[ri].packet)}, packet(recvs[ri].packet)));
     if (ops.empty()) {

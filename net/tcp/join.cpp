@@ -31,7 +31,12 @@ void tcp_fabric::bootstrap() {
     published += (published.empty() ? "" : ",") + at;
   }
   // A peer may connect on any of them as soon as they listen (the loop may run already).
-  for (auto& pe : peers_) pe.in.resize(acceptors_.size());
+  // The connections' slots too, one per rail of this rank's, before a failure handled on
+  // the loop may walk them: learn_peers then only says how many each peer uses.
+  for (auto& pe : peers_) {
+    pe.in.resize(acceptors_.size());
+    while (pe.out.size() < acceptors_.size()) pe.out.emplace_back(ex_);
+  }
   for (auto& a : acceptors_) accept_next(a);
   // With who this host is, so that a peer can tell a loopback address of another host's
   // (a host name that means 127.0.1.1 there) from one it can reach, and its own host's
@@ -100,7 +105,7 @@ void tcp_fabric::learn_peers() {
   for (int r = 0; r < cfg_.size; ++r) {
     const bool local = layout_.host_of[static_cast<std::size_t>(r)] == layout_.host_of[static_cast<std::size_t>(cfg_.rank)];
     const auto n = static_cast<std::size_t>(local ? 1 : std::min(mine, rails[static_cast<std::size_t>(r)]));
-    while (peer(r).out.size() < n) peer(r).out.emplace_back(ex_);
+    peer(r).rails = static_cast<int>(n);
   }
   if (cfg_.rank == 0) log(log_level::info, "job " + std::to_string(job_id_) + ": " + layout_.describe());
 }

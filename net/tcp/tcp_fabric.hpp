@@ -106,6 +106,7 @@ struct peer_state {
   std::vector<out_conn> out;
   std::vector<std::shared_ptr<in_conn>> in;
   std::vector<std::string> where;  // the addresses it listens on, one per rail
+  int rails = 1;                   // of `out`, those its operations use (1 toward this host)
   bool in_closed = false;  // a connection of its to us ended: nothing more will come
   int byes = 0;            // of its connections to us, those that said goodbye
   // Its goodbye (frame_bye) on every connection: the newest collective it finished, and
@@ -210,7 +211,7 @@ private:
   // addresses and connections (one rail to a rank of this host).
   void learn_peers();
   // The connection that carries `op`: its lane's rail toward a rank of another host.
-  int rail_of(const operation& op) { return static_cast<int>(op.lane % peer(op.peer).out.size()); }
+  int rail_of(const operation& op) { return op.lane % peer(op.peer).rails; }
 
   bool fail_now(operation& op, std::error_code ec, const std::string& why);
 
