@@ -25,11 +25,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 NS="$here/cluster/netns.sh"
 N=8
 TAG="oc$$"
-skip() { echo "skipped: $*"; exit 77; }
-[ "$(id -u)" = 0 ] || skip "needs root (network namespaces)"
-command -v ip > /dev/null || skip "needs ip (Debian: iproute2)"
-ip netns add "$TAG-probe" 2> /dev/null || skip "cannot create network namespaces here"
-ip netns del "$TAG-probe"
+bash "$NS" can "$TAG" || exit $?
 
 work=$(mktemp -d)
 redis_pid=

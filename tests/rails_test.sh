@@ -16,11 +16,7 @@ BENCH=${1:?usage: rails_test.sh path/to/optcast-bench}
 here=$(cd "$(dirname "$0")" && pwd)
 NS="$here/cluster/netns.sh"
 TAG="or$$"
-skip() { echo "skipped: $*"; exit 77; }
-[ "$(id -u)" = 0 ] || skip "needs root (network namespaces)"
-command -v ip > /dev/null || skip "needs ip (Debian: iproute2)"
-ip netns add "$TAG-probe" 2> /dev/null || skip "cannot create network namespaces here"
-ip netns del "$TAG-probe"
+bash "$NS" can "$TAG" || exit $?
 work=$(mktemp -d)
 cleanup() { bash "$NS" down "$TAG"; rm -rf "$work"; }
 trap cleanup EXIT

@@ -104,7 +104,11 @@ std::vector<std::size_t> call_start::counts(const std::vector<std::int64_t>& giv
 }
 
 bool has_lanes(const communicator& c) {
-  const auto s = lane_shape::of(c.get_fabric().layout(), c.rank());
+  // Every call asks: the common answer (no layout, or a host per rank on one rail) without
+  // building the shape's tables.
+  const topology* t = c.get_fabric().layout();
+  if (!t || (t->rails <= 1 && t->hosts() == t->size())) return false;
+  const auto s = lane_shape::of(t, c.rank());
   return s && s->worth_it();
 }
 

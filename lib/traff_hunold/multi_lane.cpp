@@ -94,23 +94,33 @@ task<result<void>> local_reduce_scatter(fabric& f, std::uint32_t seq, const lane
   co_return result<void>{};
 }
 
+// On the root's host: the root hands each rank its block (`scatter`) or takes each rank's
+// (gather), in `region`.
+task<result<void>> root_blocks(fabric& f, std::uint32_t seq, const lane_shape& s, std::span<std::byte> buf,
+                               const pieces& part, int root, int root_local, bool scatter, int region) {
+  lane_view local(f, s.host_group, 0, region);
+  std::vector<operation> ops;
+  if (f.rank() == root) {
+    for (int l = 0; l < s.per_host; ++l)
+      if (l != root_local) {
+        const auto block = part.of(buf, l * s.sub, s.sub);
+        ops.push_back(scatter ? local.send(l, {seq, 0}, block) : local.recv(l, {seq, 0}, block));
+      }
+  } else {
+    const auto mine = part.of(buf, s.local * s.sub, s.sub);
+    ops.push_back(scatter ? local.recv(root_local, {seq, 0}, mine) : local.send(root_local, {seq, 0}, mine));
+  }
+  co_return co_await all_of(ops);
+}
+
 }  // namespace
 
 task<result<void>> broadcast_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root,
                                         const lane_shape& s, lane_broadcast inner) {
   const pieces part(buf.size(), 1, s.lanes());
   const int root_host = s.host_of[static_cast<std::size_t>(root)], root_local = s.local_of[static_cast<std::size_t>(root)];
-  if (s.host == root_host && s.per_host > 1) {  // the root hands each rank of its host its block
-    lane_view local(f, s.host_group, 0, first_local);
-    std::vector<operation> ops;
-    if (f.rank() == root) {
-      for (int l = 0; l < s.per_host; ++l)
-        if (l != root_local) ops.push_back(local.send(l, {seq, 0}, part.of(buf, l * s.sub, s.sub)));
-    } else {
-      ops.push_back(local.recv(root_local, {seq, 0}, part.of(buf, s.local * s.sub, s.sub)));
-    }
-    if (auto r = co_await all_of(ops); !r) co_return r;
-  }
+  if (s.host == root_host && s.per_host > 1)
+    if (auto r = co_await root_blocks(f, seq, s, buf, part, root, root_local, true, first_local); !r) co_return r;
   if (s.hosts > 1)
     if (auto r = co_await on_every_lane(f, s, [&](fabric& lane, int j) { return inner(lane, part.of(buf, s.local * s.sub + j), root_host); }); !r)
       co_return r;
@@ -127,15 +137,7 @@ task<result<void>> reduce_multi_lane(fabric& f, std::uint32_t seq, std::span<std
     if (auto r = co_await on_every_lane(f, s, [&](fabric& lane, int j) { return inner(lane, part.of(work, s.local * s.sub + j), root_host); }); !r)
       co_return r;
   if (s.host != root_host || s.per_host == 1) co_return result<void>{};
-  lane_view local(f, s.host_group, 0, last_local);
-  std::vector<operation> ops;
-  if (f.rank() == root) {
-    for (int l = 0; l < s.per_host; ++l)
-      if (l != root_local) ops.push_back(local.recv(l, {seq, 0}, part.of(work, l * s.sub, s.sub)));
-  } else {
-    ops.push_back(local.send(root_local, {seq, 0}, part.of(work, s.local * s.sub, s.sub)));
-  }
-  co_return co_await all_of(ops);
+  co_return co_await root_blocks(f, seq, s, work, part, root, root_local, false, last_local);
 }
 
 task<result<void>> allreduce_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> work,

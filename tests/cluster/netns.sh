@@ -10,6 +10,7 @@
 #   netns.sh down TAG      remove them (and their /etc/netns entries)
 #   netns.sh exec TAG I CMD...   run CMD in host I (its host name hI)
 #   netns.sh addr I [6]    host I's address (IPv4, or IPv6 with 6)
+#   netns.sh can TAG       exit 77 with the reason where namespaces cannot be made
 # Host I is named hI, at 10.97.0.(I+1) and fd97::(I+1).
 set -euo pipefail
 
@@ -67,10 +68,16 @@ down() {
 }
 
 case "${1:-}" in
+  # Exits 77 (a test's "skipped") saying why, where namespaces cannot be made here.
+  can)
+    [ "$(id -u)" = 0 ] || { echo "skipped: needs root (network namespaces)"; exit 77; }
+    command -v ip > /dev/null || { echo "skipped: needs ip (Debian: iproute2)"; exit 77; }
+    ip netns add "$2-probe" 2> /dev/null || { echo "skipped: cannot create network namespaces here"; exit 77; }
+    ip netns del "$2-probe" ;;
   up) up "$2" "$3" "${4:-1}" ;;
   down) down "$2" ;;
   # Each host its own name too (a UTS namespace), as launchers' daemons expect.
   exec) tag=$2 i=$3; shift 3; exec ip netns exec "$tag-h$i" unshare --uts -- sh -c 'hostname "$0"; exec "$@"' "h$i" "$@" ;;
   addr) addr "$2" "${3:-4}" ;;
-  *) echo "usage: netns.sh up TAG N [RAILS] | down TAG | exec TAG I CMD... | addr I [6]" >&2; exit 2 ;;
+  *) echo "usage: netns.sh can TAG | up TAG N [RAILS] | down TAG | exec TAG I CMD... | addr I [6]" >&2; exit 2 ;;
 esac
