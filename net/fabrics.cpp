@@ -20,10 +20,14 @@ const fabric_entry table[] = {
     {"tcp", "TCP sockets (standalone Asio): a connection per peer and direction, opened on first use",
      [](asio::io_context* io, const job_config& job, std::string_view variant) {
        auto c = job;
-       if (variant == "encrypt")
+       if (variant == "encrypt") {
          c.encrypt = true;
-       else if (!variant.empty())
-         throw setup_error(make_error_code(errc::invalid_argument), "tcp: unknown variant '" + std::string(variant) + "' (encrypt)");
+       } else if (variant == "shm") {  // every message between ranks of one host by single copy
+         c.single_copy = 1;
+         c.single_copy_min = 0;
+       } else if (!variant.empty()) {
+         throw setup_error(make_error_code(errc::invalid_argument), "tcp: unknown variant '" + std::string(variant) + "' (encrypt, shm)");
+       }
        return io ? tcp::connect(*io, c) : tcp::connect(c);
      },
      nothing_more, always},

@@ -26,6 +26,7 @@ struct job_outcome {
   std::vector<std::string> reports;  // per rank: "ok", "error <code> <text>", or "" if none
   std::vector<long> exit_ms;         // per rank: from its start to its exit, -1 if unknown
   std::vector<int> checked;          // per rank: broadcasts it checked, -1 if unknown
+  long long single_copies = 0;       // messages received by single copy, all ranks
   std::string launcher_stderr;
 };
 
@@ -50,6 +51,7 @@ job_outcome run_job(int np, const std::string& extra, const std::string& env = {
     out.exit_ms.push_back(std::getline(f, ms) ? std::atol(ms.c_str()) : -1);
     std::string n;
     out.checked.push_back(std::getline(f, n) ? std::atoi(n.c_str()) : -1);
+    if (std::getline(f, n)) out.single_copies += std::atoll(n.c_str());
   }
   std::ifstream e(dir / "stderr.txt");
   std::stringstream ss;
@@ -74,8 +76,8 @@ job_outcome run_job(int np, const std::string& extra, const std::string& env = {
 
 // One job for each p runs the broadcasts of every root and size given in turn (each
 // checked by every rank: the helper's report names the first that failed).
-static void broadcasts(int p, const std::string& roots, const std::string& sizes, const std::string& fabric = "tcp",
-                       const std::string& env = {}) {
+static job_outcome broadcasts(int p, const std::string& roots, const std::string& sizes, const std::string& fabric = "tcp",
+                              const std::string& env = {}) {
   auto out = run_job(p, "--fabric " + fabric + " --roots " + roots + " --bytes " + sizes + " --blocks 9", env);
   INFO(env << " p=" << p << " roots " << roots << " sizes " << sizes);
   REQUIRE(out.launcher_status == 0);
@@ -85,11 +87,30 @@ static void broadcasts(int p, const std::string& roots, const std::string& sizes
     CHECK(out.reports[static_cast<std::size_t>(r)] == "ok");
     CHECK(out.checked[static_cast<std::size_t>(r)] == calls);
   }
+  return out;
 }
 
 TEST_CASE("broadcast among real processes over TCP", "[tcp][process]") {
-  for (int p : {1, 2, 3, 5, 8})
-    broadcasts(p, std::to_string(0) + "," + std::to_string(p - 1) + "," + std::to_string(p / 2), "0,1,1000003,4MiB");
+  for (int p : {1, 2, 3, 5, 8}) {
+    const auto out = broadcasts(p, std::to_string(0) + "," + std::to_string(p - 1) + "," + std::to_string(p / 2), "0,1,1000003,4MiB");
+    // The ranks share this host: their blocks of 4 MiB / 9 went by single copy (the
+    // launcher's job has a secret).
+    if (p > 1) CHECK(out.single_copies > 0);
+  }
+}
+
+TEST_CASE("ranks of one host copy large messages out of each other's memory, unless told not to", "[tcp][process]") {
+  // Every message, of every size, by reference (OPTCAST_SHM_MIN=1), then none (OPTCAST_SHM=0).
+  auto all = broadcasts(5, "0,4", "1,1000003,4MiB", "tcp", "OPTCAST_SHM_MIN=1");
+  CHECK(all.single_copies >= 2 * 3 * 4);  // each broadcast reaches every other rank at least once
+  auto none = broadcasts(5, "0,4", "1,1000003,4MiB", "tcp", "OPTCAST_SHM=0");
+  CHECK(none.single_copies == 0);
+  // Without a job secret only when asked: a peer proves who it is before another reads
+  // memory it names.
+  auto open = broadcasts(3, "0", "4MiB", "tcp", "OPTCAST_SECRET=");
+  CHECK(open.single_copies == 0);
+  auto asked = broadcasts(3, "0", "4MiB", "tcp", "OPTCAST_SECRET= OPTCAST_SHM=1");
+  CHECK(asked.single_copies > 0);
 }
 
 TEST_CASE("binomial broadcast among real processes", "[tcp][process]") {

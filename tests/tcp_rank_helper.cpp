@@ -9,7 +9,8 @@
 // the kernel) just before its K-th fabric operation; with --odd-rank K --odd-root R rank K
 // names root R (a mismatched call); with --stall-rank S --stall-ms T rank S sleeps T ms
 // first. The report's second line: milliseconds from start to exit, the third (after
-// "ok") how many broadcasts it checked. A rank reports "ok" only if the whole job
+// "ok") how many broadcasts it checked, the fourth how many messages it received by
+// single copy from ranks of its host (TCP). A rank reports "ok" only if the whole job
 // succeeded (comm.leave()).
 #include <chrono>
 #include <cstdio>
@@ -75,6 +76,7 @@ int main(int argc, char** argv) try {
     roots.push_back(static_cast<int>(r));
   }
   auto fab = optcast::find_fabric(fabric)->connect(nullptr, cfg, {});
+  const auto tcp_fabric = fab;
   if (cfg.rank == die_rank)
     fab = std::make_shared<optcast::testing::fault_fabric>(fab, die_after,
                                                             [] { ::_exit(3); });
@@ -115,7 +117,7 @@ int main(int argc, char** argv) try {
     report << "error 0 " << wrong << "\n" << elapsed() << "\n";
     return 1;
   }
-  report << "ok\n" << elapsed() << "\n" << checked << "\n";
+  report << "ok\n" << elapsed() << "\n" << checked << "\n" << optcast::tcp::connections(*tcp_fabric).single_copies << "\n";
   return 0;
 } catch (const optcast::setup_error& e) {
   std::fprintf(stderr, "tcp_rank_helper: %s\n", e.what());

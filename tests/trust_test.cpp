@@ -60,7 +60,7 @@ namespace {
 
 // A stranger admitted as rank 2 sends `frame`; rank 1, waiting for rank 2, must fail
 // with a protocol violation and be broken by it.
-void expect_protocol_violation(const std::vector<std::byte>& frame) {
+void expect_protocol_violation(const std::vector<std::byte>& frame, const std::string& why = "malformed frame") {
   auto old = set_log_sink([](log_level, std::string_view) {});
   testing::tcp_test_world w(3, {}, {.secret = {}});  // without a secret anyone with the job id gets this far
   auto bytes = handshake(2, 3);
@@ -73,7 +73,7 @@ void expect_protocol_violation(const std::vector<std::byte>& frame) {
   REQUIRE_FALSE(r);
   CHECK(r.error() == errc::protocol_violation);
   CHECK(w.comms()[1].failure() == errc::protocol_violation);
-  CHECK(w.comms()[1].failure_detail().find("malformed frame") != std::string::npos);
+  CHECK(w.comms()[1].failure_detail().find(why) != std::string::npos);
 }
 
 }  // namespace
@@ -87,6 +87,22 @@ TEST_CASE("a malformed frame from an admitted peer is a protocol violation", "[t
     std::memcpy(hdr.data(), &kind, 4);
     std::memcpy(hdr.data() + 16, &len, 8);
     expect_protocol_violation(hdr);
+  }
+  SECTION("a receipt, which only ever goes the other way") {
+    std::vector<std::byte> hdr(24 + 32);
+    const std::uint32_t kind = 0x4b444f43;
+    std::memcpy(hdr.data(), &kind, 4);
+    expect_protocol_violation(hdr);
+  }
+  SECTION("a message by reference on a connection that did not prove it can carry one") {
+    // Read from whose memory? Only a peer whose probe this rank read may name an address.
+    std::vector<std::byte> hdr(24 + 32 + 16, std::byte{0});
+    const std::uint32_t kind = 0x52444f43;
+    const std::uint64_t tg = std::uint64_t{5} << 32, len = 16;
+    std::memcpy(hdr.data(), &kind, 4);
+    std::memcpy(hdr.data() + 8, &tg, 8);
+    std::memcpy(hdr.data() + 16, &len, 8);
+    expect_protocol_violation(hdr, "a message by reference on a connection that cannot carry one");
   }
 }
 

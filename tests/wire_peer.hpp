@@ -51,12 +51,12 @@ private:
 
 
 // A handshake as a rank without the job secret sends it: `rank` of `size` in job `job`,
-// flags, a nonce (zero).
+// flags, a nonce (zero), no offer of single copy (zero).
 inline std::vector<std::byte> handshake(std::uint32_t rank, std::uint32_t size, std::uint64_t job = test_job_id,
                                  std::uint16_t flags = 0) {
-  std::vector<std::byte> h(56);
+  std::vector<std::byte> h(80);
   const std::uint32_t magic = 0x4354504f;
-  const std::uint16_t version = 2;
+  const std::uint16_t version = 3;
   std::memcpy(h.data(), &magic, 4);
   std::memcpy(h.data() + 4, &version, 2);
   std::memcpy(h.data() + 6, &flags, 2);

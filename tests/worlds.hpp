@@ -128,7 +128,8 @@ constexpr std::uint64_t test_job_id = 0x0b7c457ull;
 // (TCP sockets or a libfabric provider), and a store this world hosts.
 class process_test_world final : public test_world {
 public:
-  // kind: a fabric table row and its variant: "tcp", "tcp:encrypt", or "ofi:<provider>"
+  // kind: a fabric table row and its variant: "tcp", "tcp:encrypt", "tcp:shm" or
+  // "ofi:<provider>"
   // (optcast/fabrics.hpp).
   process_test_world(const std::string& kind, int p, communicator_options o = {}, const job_options& jo = {})
       : server_("127.0.0.1", 0, p, test_job_id, jo.secret), ios_(static_cast<std::size_t>(p)), caller_loops_(jo.caller_loops) {
@@ -281,10 +282,11 @@ inline std::optional<std::string> job_env_for(std::string_view fabric) {
 }
 
 // The fabrics every conformance test runs on: local, the simulator (rounds and LogGP),
-// tcp and tcp with every frame encrypted; in the libfabric run, libfabric's tcp;ofi_rxm
+// tcp, tcp with every frame encrypted, and tcp with every message by single copy (the
+// ranks of a test world share a host); in the libfabric run, libfabric's tcp;ofi_rxm
 // and shm.
 inline std::vector<std::string> fabric_kinds() {
-  if (!ofi_run()) return {"local", "sim", "sim:logp", "tcp", "tcp:encrypt"};
+  if (!ofi_run()) return {"local", "sim", "sim:logp", "tcp", "tcp:encrypt", "tcp:shm"};
   std::vector<std::string> kinds;
   for (const auto& prov : ofi_providers()) kinds.push_back("ofi:" + prov);
   return kinds;
@@ -320,6 +322,7 @@ inline std::vector<world_case> world_cases(std::initializer_list<int> local, std
   for (int p : tcp)
     if (p <= 7) enc = std::max(enc, p);
   if (enc) out.push_back({"tcp:encrypt", enc});
+  if (enc) out.push_back({"tcp:shm", enc});  // and every message by single copy
   // And on sub-communicators (split_test_world): once on each kind, at a middle size.
   int sub_local = 0, sub_tcp = 0;
   for (int p : local)

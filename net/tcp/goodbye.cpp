@@ -13,7 +13,7 @@ namespace optcast::tcp::impl {
 bool tcp_fabric::idle() const noexcept {
   if (!any_posted_.empty()) return false;
   for (const auto& pe : peers_) {
-    if (!pe.posted.empty()) return false;
+    if (!pe.posted.empty() || !pe.lent.empty()) return false;
     for (const auto& out : pe.out)
       if (!out.queue.empty() || out.writing) return false;
     for (const auto& c : pe.in)

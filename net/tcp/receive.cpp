@@ -175,19 +175,26 @@ void tcp_fabric::admit(const std::shared_ptr<in_conn>& c) {
   c->timer.cancel();
   c->peer = static_cast<int>(r);
   c->rail = h.rail;
+  std::error_code ignored_ec;
+  c->pid = h.pid;
+  c->readable = h.pid != 0 && single_copy_allowed() && probe_reads(h);
+  if (c->readable) c->sock.non_blocking(true, ignored_ec);  // receipts are written back without waiting
   slot = c;
   pe.in_closed = false;
   ++counts_.incoming;
   std::error_code ignored;
   c->sock.set_option(tcp::no_delay(true), ignored);
   wire::put_u32(c->ack.data(), hs_magic);
-  wire::put_u32(c->ack.data() + 4, hs_ok);
+  wire::put_u32(c->ack.data() + 4, hs_ok | (c->readable ? hs_reads_you : 0));
   std::memset(c->ack.data() + 8, 0, auth::proof_bytes);
   if (key_) {
     const std::array<std::span<const std::byte>, 2> parts{std::span(c->hdr.data(), hs_bytes), std::span(c->nonce)};
     const auto mine = key_->prove(acceptor_label, parts);
     std::memcpy(c->ack.data() + 8, mine.data(), mine.size());
-    if (cfg_.encrypt) c->chan = std::make_unique<auth::channel>(session_key(std::span(c->hdr.data(), hs_bytes), c->nonce));
+    if (cfg_.encrypt) {
+      c->chan = std::make_unique<auth::channel>(session_key(std::span(c->hdr.data(), hs_bytes), c->nonce));
+      c->back = std::make_unique<auth::channel>(session_key(std::span(c->hdr.data(), hs_bytes), c->nonce, receipts_label));
+    }
   }
   asio::async_write(c->sock, asio::buffer(c->ack), [c](std::error_code, std::size_t) {});
   read_frame(c);
@@ -202,9 +209,10 @@ void tcp_fabric::read_frame(const std::shared_ptr<in_conn>& c) {
       c->abort_code = f.abort_code;
       return read_abort(c, f.len);
     }
-    if (f.kind == frame_header::malformed) return protocol_error(c, "malformed frame header");
+    if (f.kind == frame_header::malformed || f.kind == frame_header::done) return protocol_error(c, "malformed frame header");
     if (c->said_bye) return protocol_error(c, "a frame after its goodbye");
     if (f.kind == frame_header::bye) return read_bye(c, f.tg.seq, f.sig, f.tg.step);
+    if (f.kind == frame_header::ref) return read_ref(c, f.tg, f.sig, f.len);
     const std::uint64_t len = f.len;
     const tag tg = f.tg;
     const call_signature& sig = f.sig;
@@ -236,6 +244,12 @@ void tcp_fabric::read_body(const std::shared_ptr<in_conn>& c, std::byte* data, s
   }));
 }
 
+// single_copy.cpp's, here for read_body.
+void tcp_fabric::read_ref(const std::shared_ptr<in_conn>& c, tag tg, const call_signature& sig, std::uint64_t len) {
+  if (!c->readable) return protocol_error(c, "a message by reference on a connection that cannot carry one");
+  read_body(c, c->ref.data(), ref_bytes, [this, c, tg, sig, len] { take_ref(c, tg, sig, len); });
+}
+
 void tcp_fabric::read_into(const std::shared_ptr<in_conn>& c, std::uint64_t len) {
   read_body(c, c->target->data, len, [this, c] { finish_into(c); });
 }
@@ -250,7 +264,7 @@ void tcp_fabric::finish_into(const std::shared_ptr<in_conn>& c) {
   if (c->open) read_frame(c);
 }
 
-void tcp_fabric::read_payload(const std::shared_ptr<in_conn>& c, tag tg, const call_signature& sig, std::uint64_t len) {
+std::optional<detail::message_buffer> tcp_fabric::hold_unexpected(const std::shared_ptr<in_conn>& c, tag tg, std::uint64_t len) {
   // The length comes from the wire: checked before anything is allocated for it.
   const std::size_t limit = cfg_.unexpected_limit;
   auto refuse_payload = [&](const std::string& why) {
@@ -258,6 +272,7 @@ void tcp_fabric::read_payload(const std::shared_ptr<in_conn>& c, tag tg, const c
                              " with no receive of that size posted: " + why;
     log(log_level::error, rank_name(cfg_.rank) + ": " + text);
     abort(make_error_code(errc::limit_exceeded), text);
+    return std::nullopt;
   };
   if (!may_hold(len, unexpected_bytes_, limit))
     return refuse_payload("with " + std::to_string(unexpected_bytes_) + " B already waiting for receives, more than this rank may hold (" +
@@ -266,15 +281,23 @@ void tcp_fabric::read_payload(const std::shared_ptr<in_conn>& c, tag tg, const c
   if (!may_hold(len, pe.unexpected_bytes, cfg_.unexpected_peer_limit))
     return refuse_payload("with " + std::to_string(pe.unexpected_bytes) + " B of its messages already waiting for receives, more than this rank holds from one peer (" +
                           std::to_string(cfg_.unexpected_peer_limit) + " B, OPTCAST_UNEXPECTED_PEER_LIMIT)");
-  c->pending_tag = tg;
-  c->pending_sig = sig;
+  detail::message_buffer b;
   try {
-    c->payload = take_buffer(len);
+    b = take_buffer(len);
   } catch (const std::exception& e) {  // bad_alloc, length_error: an error, not an exception through the event loop
     return refuse_payload(std::string("no memory to hold it (") + e.what() + ")");
   }
   unexpected_bytes_ += len;
   pe.unexpected_bytes += len;
+  return b;
+}
+
+void tcp_fabric::read_payload(const std::shared_ptr<in_conn>& c, tag tg, const call_signature& sig, std::uint64_t len) {
+  auto b = hold_unexpected(c, tg, len);
+  if (!b) return;
+  c->pending_tag = tg;
+  c->pending_sig = sig;
+  c->payload = std::move(*b);
   read_body(c, c->payload.data(), len, [this, c] { stash(c); });
 }
 
@@ -398,7 +421,8 @@ void tcp_fabric::drop_in(int p, std::error_code ec, const std::string& why) {
         if (!*alive) return;
       }
     }
-  fail_posted(p, ec, why);
+  fail_lent(p, ec, why);  // their receipts would come on these connections
+  if (*alive) fail_posted(p, ec, why);
 }
 
 std::string tcp_fabric::waiting_for(std::uint32_t seq) const {
@@ -406,8 +430,9 @@ std::string tcp_fabric::waiting_for(std::uint32_t seq) const {
   for (operation* op = any_posted_.front(); op; op = op->next)
     if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
   for (const auto& pe : peers_) {
-    for (operation* op = pe.posted.front(); op; op = op->next)
-      if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
+    for (const auto* q : {&pe.posted, &pe.lent})
+      for (operation* op = q->front(); op; op = op->next)
+        if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
     for (const auto& out : pe.out) {
       for (operation* op = out.queue.front(); op; op = op->next)
         if (op->tg.seq == seq) waiting += "; " + describe_op(*op);

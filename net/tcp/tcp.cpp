@@ -35,6 +35,11 @@ void tcp_fabric::cancel(operation& op, std::error_code ec) noexcept {
     case st_posted:
       pe.posted.remove(op);
       break;
+    case st_lent:
+      // The receiver may still copy it: the job fails with this (a deadline, an abort),
+      // and a copy of memory the caller has reused is at worst wrong data on a failing job.
+      pe.lent.remove(op);
+      break;
     case st_writing:
       // Half a frame may be on the wire: the connection cannot carry anything more.
       pe.out[static_cast<std::size_t>(rail_of(op))].writing = nullptr;
@@ -124,14 +129,18 @@ bool tcp_fabric::start_send(operation& op, peer_state& pe) {
     // the event loop.
     if (!fill_header(out, op)) return fail_now(op, make_error_code(errc::limit_exceeded), "no memory to encrypt the message");
     std::error_code ec;
-    const std::size_t n = out.sock.write_some(frame_buffers(out, op, 0), ec);
+    const std::size_t n = out.sock.write_some(frame_buffers(out, 0), ec);
     if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
       op.fabric_state = st_queued;
       out.queue.push_back(op);
       out_lost(op.peer, rail, "writing to " + rank_name(op.peer) + ": " + ec.message());
       return false;
     }
-    if (n == frame_total(out, op)) return op.finish_now({});
+    if (n == frame_total(out) && !out.lending) return op.finish_now({});
+    if (n == frame_total(out)) {
+      lend(op);
+      return false;
+    }
     out.writing = &op;
     out.written = n;
     op.fabric_state = st_writing;
@@ -144,33 +153,53 @@ bool tcp_fabric::start_send(operation& op, peer_state& pe) {
   return false;
 }
 
-bool tcp_fabric::fill_header(out_conn& out, const operation& op) noexcept {
+bool tcp_fabric::fill_header(out_conn& out, operation& op) noexcept {
   frame_header f;
-  f.kind = frame_header::data;
+  out.lending = out.by_reference && op.size > 0 && op.size >= cfg_.single_copy_min;
+  f.kind = out.lending ? frame_header::ref : frame_header::data;
   f.tg = op.tg;
   f.len = op.size;
   f.sig = signature_of(op.tg.seq);
   encode(out.hdr, f);
+  const std::byte* body = op.data;
+  std::size_t len = op.size;
+  if (out.lending) {
+    const std::uint64_t token = ++tokens_;
+    op.fabric_ctx[1] = reinterpret_cast<void*>(static_cast<std::uintptr_t>(token));
+    wire::put_u64(out.ref.data(), reinterpret_cast<std::uintptr_t>(op.data));
+    wire::put_u64(out.ref.data() + 8, token);
+    body = out.ref.data();
+    len = ref_bytes;
+  }
+  out.body = body;
+  out.body_len = len;
   if (!out.chan) return true;
   try {
-    out.sealed.resize(op.size + auth::channel::tag_bytes);
+    out.sealed.resize(len + auth::channel::tag_bytes);
   } catch (const std::exception&) {
     return false;
   }
-  out.chan->seal(out.hdr, op.data, out.sealed.data(), op.size, out.sealed.data() + op.size);
+  out.chan->seal(out.hdr, body, out.sealed.data(), len, out.sealed.data() + len);
+  out.body = out.sealed.data();
+  out.body_len = out.sealed.size();
   return true;
 }
 
-std::array<asio::const_buffer, 2> tcp_fabric::frame_buffers(const out_conn& out, const operation& op, std::size_t skip) {
-  const std::byte* body = out.chan ? out.sealed.data() : op.data;
-  const std::size_t len = frame_total(out, op) - frame_bytes;
+std::array<asio::const_buffer, 2> tcp_fabric::frame_buffers(const out_conn& out, std::size_t skip) {
+  const std::byte* body = out.body;
+  const std::size_t len = out.body_len;
   if (skip < frame_bytes) return {asio::buffer(out.hdr.data() + skip, frame_bytes - skip), asio::buffer(body, len)};
   return {asio::buffer(body + (skip - frame_bytes), len - (skip - frame_bytes)), asio::const_buffer()};
 }
 
+void tcp_fabric::lend(operation& op) {
+  op.fabric_state = st_lent;
+  peer(op.peer).lent.push_back(op);
+}
+
 void tcp_fabric::continue_write(int p, int rail) {
   auto& out = this->out(p, rail);
-  asio::async_write(out.sock, frame_buffers(out, *out.writing, out.written),
+  asio::async_write(out.sock, frame_buffers(out, out.written),
                     asio::bind_allocator(detail::handler_allocator<int>(*out.mem),
                     [this, alive = alive_, p, rail, mem = out.mem](std::error_code ec, std::size_t) {
                       if (!*alive) return;
@@ -185,8 +214,12 @@ void tcp_fabric::continue_write(int p, int rail) {
                         return;
                       }
                       if (op) {
-                        op->fabric_state = st_none;
-                        op->complete({});
+                        if (o.lending) {
+                          lend(*op);
+                        } else {
+                          op->fabric_state = st_none;
+                          op->complete({});
+                        }
                       }
                       if (*alive) write_next(p, rail);
                     }));
@@ -254,6 +287,8 @@ void tcp_fabric::send_hello(int p, int rail) {
   h.size = static_cast<std::uint32_t>(cfg_.size);
   h.rail = static_cast<std::uint8_t>(rail);
   if (key_) h.nonce = auth::fresh_nonce();
+  offer_single_copy(h, p);
+  out.offered = h.pid != 0;
   out.hs = encode(h);
   asio::async_write(out.sock, asio::buffer(out.hs), [this, alive = alive_, p, rail](std::error_code e, std::size_t) {
     if (!*alive) return;
@@ -268,7 +303,7 @@ void tcp_fabric::read_reply(int p, int rail) {
     if (!*alive) return;
     auto& o2 = out(p, rail);
     if (e) return out_lost(p, rail, "handshake with " + rank_name(p) + ": " + e.message());
-    const auto status = wire::get_u32(o2.ack.data() + 4);
+    const auto status = status_of(wire::get_u32(o2.ack.data() + 4));
     if (wire::get_u32(o2.ack.data()) != hs_magic)
       return fail_out(p, rail, make_error_code(errc::protocol_violation), "what listens at " + o2.where + " is not " + rank_name(p));
     if (status != hs_challenge) return handshake_done(p, rail);
@@ -287,7 +322,7 @@ void tcp_fabric::read_reply(int p, int rail) {
 
 void tcp_fabric::handshake_done(int p, int rail) {
   auto& o = out(p, rail);
-  const auto status = wire::get_u32(o.ack.data() + 4);
+  const auto word = wire::get_u32(o.ack.data() + 4), status = status_of(word);
   if (status != hs_ok)
     return fail_out(p, rail, make_error_code(errc::protocol_violation), rank_name(p) + " at " + o.where + " refused the connection: " + status_text(status));
   if (key_) {
@@ -297,13 +332,18 @@ void tcp_fabric::handshake_done(int p, int rail) {
     if (o.acceptor_nonce == auth::nonce{} || !key_->check(o.proof, acceptor_label, parts))
       return fail_out(p, rail, make_error_code(errc::protocol_violation),
                       "what listens at " + o.where + " for " + rank_name(p) + " could not prove it knows the job secret");
-    if (cfg_.encrypt) o.chan = std::make_unique<auth::channel>(session_key(o.hs, o.acceptor_nonce));
+    if (cfg_.encrypt) {
+      o.chan = std::make_unique<auth::channel>(session_key(o.hs, o.acceptor_nonce));
+      o.back = std::make_unique<auth::channel>(session_key(o.hs, o.acceptor_nonce, receipts_label));
+    }
   }
   std::error_code ignored;
   o.sock.non_blocking(true, ignored);
   limit_unsent(o.sock);
+  o.by_reference = o.offered && (word & hs_reads_you) != 0;
   o.st = out_conn::state::ready;
   ++counts_.outgoing;
+  if (o.by_reference) read_receipts(p, rail);
   write_next(p, rail);
 }
 

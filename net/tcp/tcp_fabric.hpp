@@ -41,7 +41,8 @@ namespace impl {
 constexpr auto handshake_timeout = std::chrono::seconds(10);
 
 // Where an operation is, in operation::fabric_state.
-enum : std::uintptr_t { st_none = 0, st_queued, st_writing, st_posted, st_reading, st_posted_any };
+// st_lent: a send by reference, written, whose receiver has not yet copied it.
+enum : std::uintptr_t { st_none = 0, st_queued, st_writing, st_posted, st_reading, st_posted_any, st_lent };
 
 struct unexpected_msg {
   tag tg;
@@ -68,6 +69,12 @@ struct in_conn {
   auth::proof proof{};  // its answer to it
   std::unique_ptr<auth::channel> chan;  // OPTCAST_ENCRYPT
   std::array<std::byte, auth::channel::tag_bytes> mac{};
+  std::uint32_t pid = 0;   // the peer's process, when
+  bool readable = false;   // this rank read its probe there: it may send by reference
+  std::array<std::byte, ref_bytes> ref{};  // the reference being read
+  // Receipts written back to the peer: those waiting and those being written.
+  std::unique_ptr<auth::channel> back;  // OPTCAST_ENCRYPT: theirs
+  std::vector<std::byte> receipts, receipts_writing;
   operation* target = nullptr;     // posted receive being filled in place
   tag pending_tag{};               // unexpected payload being read
   call_signature pending_sig{};
@@ -89,6 +96,16 @@ struct out_conn {
   std::unique_ptr<auth::channel> chan;  // OPTCAST_ENCRYPT
   detail::message_buffer sealed;        // the frame being written, encrypted, and its tag
   std::array<std::byte, frame_bytes> hdr{};
+  const std::byte* body = nullptr;      // what follows hdr on the wire, and its length
+  std::size_t body_len = 0;
+  bool offered = false;       // single copy, in its hello; and the acceptor's yes to it:
+  bool by_reference = false;  // large messages go as references (frame_ref)
+  bool lending = false;       // the frame being written is one
+  std::array<std::byte, ref_bytes> ref{};
+  // The receipts the peer writes back (frame_done), read one at a time.
+  std::unique_ptr<auth::channel> back;  // OPTCAST_ENCRYPT
+  std::array<std::byte, frame_bytes + auth::channel::tag_bytes> receipt{};
+  std::shared_ptr<detail::handler_memory> read_mem = std::make_shared<detail::handler_memory>();
   operation* writing = nullptr;
   std::size_t written = 0;  // of header + payload
   detail::op_queue queue;
@@ -113,6 +130,7 @@ struct peer_state {
   // that it left in good order; its connections' ends are then no loss.
   std::optional<std::pair<std::uint32_t, call_signature>> left;
   detail::op_queue posted;
+  detail::op_queue lent;  // sends by reference awaiting its receipt
   std::vector<unexpected_msg> unexpected;  // arrival order; short, and a deque would allocate chunks
   std::size_t unexpected_bytes = 0;        // its share of tcp_fabric::unexpected_bytes_
 };
@@ -218,15 +236,17 @@ private:
   // ------------------------------------------------------------------ sending
 
   bool start_send(operation& op, peer_state& pe);
-  // The header, and with encryption the sealed payload; false when there is no memory for it.
-  [[nodiscard]] bool fill_header(out_conn& out, const operation& op) noexcept;
-  static std::size_t frame_total(const out_conn& out, const operation& op) {
-    return frame_bytes + op.size + (out.chan ? auth::channel::tag_bytes : 0);
-  }
-  static std::array<asio::const_buffer, 2> frame_buffers(const out_conn& out, const operation& op, std::size_t skip);
-  auth::proof session_key(std::span<const std::byte> hello, const auth::nonce& acceptor_nonce) const {
+  // The header and the body (the payload, or a reference to it), with encryption the
+  // body sealed; false when there is no memory for it.
+  [[nodiscard]] bool fill_header(out_conn& out, operation& op) noexcept;
+  static std::size_t frame_total(const out_conn& out) { return frame_bytes + out.body_len; }
+  static std::array<asio::const_buffer, 2> frame_buffers(const out_conn& out, std::size_t skip);
+  // A reference written: the send waits for its receipt (receipt_came).
+  void lend(operation& op);
+  auth::proof session_key(std::span<const std::byte> hello, const auth::nonce& acceptor_nonce,
+                          std::string_view label = session_label) const {
     const std::array<std::span<const std::byte>, 2> parts{hello, std::span(acceptor_nonce)};
-    return key_->prove(session_label, parts);
+    return key_->prove(label, parts);
   }
   void continue_write(int p, int rail);
   void write_next(int p, int rail);
@@ -250,6 +270,24 @@ private:
   // After the job's outcome: the goodbyes that did not fit their sockets at close are
   // written within `within` (0: not at all, the peers having left as well), then closed.
   void finish_goodbyes(std::chrono::milliseconds within) noexcept;
+
+  // ------------------------------------------------------------------ single copy
+  // (single_copy.cpp) between ranks of one host.
+
+  bool single_copy_allowed() const noexcept { return cfg_.single_copy == 1 || (cfg_.single_copy == -1 && key_.has_value()); }
+  // The hello's offer toward a rank of this host (nothing toward others).
+  void offer_single_copy(hello& h, int p);
+  // Whether the opener's probe reads as it said (the acceptor's answer to the offer).
+  bool probe_reads(const hello& h) const;
+  // A frame_ref's reference, then the copy into the posted receive (else a held buffer).
+  void read_ref(const std::shared_ptr<in_conn>& c, tag tg, const call_signature& sig, std::uint64_t len);
+  void take_ref(const std::shared_ptr<in_conn>& c, tag tg, const call_signature& sig, std::uint64_t len);
+  // The receipt for a message copied, written back on the connection it came on.
+  void send_receipt(const std::shared_ptr<in_conn>& c, std::uint64_t token);
+  void write_receipts(const std::shared_ptr<in_conn>& c);
+  // The sender's side: receipts read from its connection to p, each ending a lent send.
+  void read_receipts(int p, int rail);
+  void fail_lent(int p, std::error_code ec, const std::string& why);
 
   // ------------------------------------------------------------------ receiving
 
@@ -283,8 +321,11 @@ private:
   void read_into(const std::shared_ptr<in_conn>& c, std::uint64_t len);
   void finish_into(const std::shared_ptr<in_conn>& c);
 
-  // No receive posted yet (or one of another size): buffer the payload until one is,
-  // within cfg_.unexpected_limit, and cfg_.unexpected_peer_limit from one peer.
+  // A buffer for a message with no receive posted yet (or one of another size), within
+  // cfg_.unexpected_limit, and cfg_.unexpected_peer_limit from one peer; else the job
+  // fails (nullopt).
+  std::optional<detail::message_buffer> hold_unexpected(const std::shared_ptr<in_conn>& c, tag tg, std::uint64_t len);
+  // Reads such a payload into one, and stashes it.
   void read_payload(const std::shared_ptr<in_conn>& c, tag tg, const call_signature& sig, std::uint64_t len);
   void release_unexpected(peer_state& pe, std::size_t bytes) noexcept {
     unexpected_bytes_ -= std::min(bytes, unexpected_bytes_);
@@ -326,6 +367,7 @@ private:
   detail::op_queue any_posted_;       // receives from any peer, in the order posted
   std::uint64_t arrivals_ = 0;        // messages stashed so far (unexpected_msg::arrival)
   std::uintptr_t posts_ = 0;          // receives posted so far (stamp_posted)
+  std::uint64_t tokens_ = 0;          // sends by reference so far (their tokens)
   connection_counts counts_;
   struct lingering_goodbye {
     tcp::socket sock;

@@ -28,17 +28,26 @@ namespace optcast::tcp::impl {
 // hs_encrypt (OPTCAST_ENCRYPT, which needs a secret): both ends then derive a key for the
 // connection from the handshake, and every frame's payload is encrypted and followed by a
 // 16-byte tag that authenticates it and its header (auth::channel).
+// Then, toward a rank of its own host, the opener's offer of single copy (zero without):
+// u32 pid, u32 zero, u64 the address of 8 bytes in its memory, u64 what they hold. The
+// acceptor that can read them there says so in its final reply (hs_reads_you in the
+// status word's high half), and frames by reference may then come (single_copy.cpp).
 constexpr std::uint32_t hs_magic = 0x4354504f;  // "OPTC"
-constexpr std::uint16_t hs_version = 2;
+constexpr std::uint16_t hs_version = 3;
 constexpr std::uint16_t hs_auth = 1, hs_encrypt = 2;
-constexpr std::size_t hs_bytes = 24 + auth::nonce_bytes;
+constexpr std::size_t hs_bytes = 48 + auth::nonce_bytes;
 constexpr std::size_t reply_bytes = 8 + auth::proof_bytes;
+// session_label's key seals the opener's frames; receipts_label's the receipts the
+// acceptor writes back on the same connection (its own key: no nonce is used twice).
 constexpr std::string_view opener_label = "optcast/tcp/opener", acceptor_label = "optcast/tcp/acceptor",
-                           session_label = "optcast/tcp/session";
+                           session_label = "optcast/tcp/session", receipts_label = "optcast/tcp/receipts";
 enum hs_status : std::uint32_t {
   hs_ok = 0, hs_bad_version, hs_bad_job, hs_bad_rank, hs_bad_size, hs_duplicate, hs_challenge, hs_auth_differs, hs_auth_failed,
   hs_encrypt_differs
 };
+// In the final reply's status word, beside hs_ok: the acceptor read the opener's probe.
+constexpr std::uint32_t hs_reads_you = 1u << 16;
+constexpr std::uint32_t status_of(std::uint32_t word) noexcept { return word & 0xffff; }
 
 inline const char* status_text(std::uint32_t s) {
   switch (s) {
@@ -62,6 +71,9 @@ struct hello {
   auth::nonce nonce{};
   // Which of the opener's rails (connections to the acceptor) this is: the flags' high byte.
   std::uint8_t rail = 0;
+  // Its offer of single copy: where the acceptor may read `cookie` in process `pid`.
+  std::uint32_t pid = 0;
+  std::uint64_t probe = 0, cookie = 0;
 };
 
 inline std::array<std::byte, hs_bytes> encode(const hello& h) noexcept {
@@ -73,6 +85,9 @@ inline std::array<std::byte, hs_bytes> encode(const hello& h) noexcept {
   wire::put_u32(b.data() + 16, h.rank);
   wire::put_u32(b.data() + 20, h.size);
   std::memcpy(b.data() + 24, h.nonce.data(), h.nonce.size());
+  wire::put_u32(b.data() + 24 + auth::nonce_bytes, h.pid);
+  wire::put_u64(b.data() + 32 + auth::nonce_bytes, h.probe);
+  wire::put_u64(b.data() + 40 + auth::nonce_bytes, h.cookie);
   return b;
 }
 
@@ -86,6 +101,9 @@ inline hello decode_hello(std::span<const std::byte, hs_bytes> b) noexcept {
   h.rank = wire::get_u32(b.data() + 16);
   h.size = wire::get_u32(b.data() + 20);
   std::memcpy(h.nonce.data(), b.data() + 24, h.nonce.size());
+  h.pid = wire::get_u32(b.data() + 24 + auth::nonce_bytes);
+  h.probe = wire::get_u64(b.data() + 32 + auth::nonce_bytes);
+  h.cookie = wire::get_u64(b.data() + 40 + auth::nonce_bytes);
   return h;
 }
 
@@ -109,6 +127,7 @@ inline std::optional<refusal> judge_opening(std::span<const std::byte, hs_bytes>
   const hello h = decode_hello(b);
   if (h.version != hs_version)
     return refusal{hs_bad_version, "protocol version " + std::to_string(h.version) + ", this is " + std::to_string(hs_version)};
+  if (wire::get_u32(b.data() + 28 + auth::nonce_bytes) != 0) return refusal{hs_ok, "not an optcast peer (malformed hello)"};
   const bool offers = (h.flags & hs_auth) != 0;
   if (offers != me.secret)
     return refusal{hs_auth_differs, offers ? "the peer has a job secret and this rank none (OPTCAST_SECRET set for some ranks only?)"
@@ -146,23 +165,35 @@ constexpr std::size_t max_abort_text = 2000;
 // says goodbye: it has left once every one of them has (0: one, from a rank of one rail).
 // No payload (with encryption, its tag alone).
 constexpr std::uint32_t frame_bye = 0x42444f43;  // "CODB"
+// A message by reference (single_copy.cpp), on a connection whose acceptor read the
+// opener's probe: the header as a data frame's (its length the message's), then 16 bytes,
+// u64 the message's address in the sender, u64 the sender's token for it.
+constexpr std::uint32_t frame_ref = 0x52444f43;  // "CODR"
+constexpr std::size_t ref_bytes = 16;
+// The receiver has copied it: the tag word holds the token; no payload. Written back on
+// the connection the reference came on (the only frame that goes against its direction,
+// so that no other connection needs opening, or progress, for it); the sender's send
+// then completes, and its buffer is the caller's again.
+constexpr std::uint32_t frame_done = 0x4b444f43;  // "CODK"
 constexpr std::size_t frame_bytes = 24 + call_signature::wire_bytes;
 // The largest payload any frame may claim; a data frame must also fit what the receiver
 // expects (its posted receive, or its unexpected-message budget) before a byte is held.
 constexpr std::uint64_t max_frame = std::uint64_t{1} << 40;
 
 struct frame_header {
-  enum kind_t : std::uint8_t { malformed, data, abort, bye } kind = malformed;
+  enum kind_t : std::uint8_t { malformed, data, abort, bye, ref, done } kind = malformed;
   tag tg{};
-  std::uint64_t abort_code = 0;  // abort: the sender's error code
+  std::uint64_t abort_code = 0;  // abort: the sender's error code; done: the token
   std::uint64_t len = 0;
   call_signature sig{};
 };
 
 inline void encode(std::span<std::byte, frame_bytes> b, const frame_header& f) noexcept {
-  wire::put_u32(b.data(), f.kind == frame_header::abort ? frame_abort : f.kind == frame_header::bye ? frame_bye : frame_data);
+  const std::uint32_t kinds[] = {frame_data, frame_data, frame_abort, frame_bye, frame_ref, frame_done};
+  wire::put_u32(b.data(), kinds[f.kind]);
   wire::put_u32(b.data() + 4, 0);
-  wire::put_u64(b.data() + 8, f.kind == frame_header::abort ? f.abort_code : f.tg.packed());
+  const bool word = f.kind == frame_header::abort || f.kind == frame_header::done;
+  wire::put_u64(b.data() + 8, word ? f.abort_code : f.tg.packed());
   wire::put_u64(b.data() + 16, f.len);
   f.sig.encode(b.data() + 24);
 }
@@ -176,9 +207,15 @@ inline frame_header decode_frame(std::span<const std::byte, frame_bytes> b) noex
     f.abort_code = wire::get_u64(b.data() + 8);
     return f;
   }
-  if ((kind != frame_data && kind != frame_bye) || wire::get_u32(b.data() + 4) != 0 || f.len > max_frame) return f;
+  if (kind == frame_done && f.len == 0 && wire::get_u32(b.data() + 4) == 0) {
+    f.kind = frame_header::done;
+    f.abort_code = wire::get_u64(b.data() + 8);
+    f.sig = call_signature::decode(b.data() + 24);
+    return f;
+  }
+  if ((kind != frame_data && kind != frame_bye && kind != frame_ref) || wire::get_u32(b.data() + 4) != 0 || f.len > max_frame) return f;
   if (kind == frame_bye && f.len != 0) return f;
-  f.kind = kind == frame_bye ? frame_header::bye : frame_header::data;
+  f.kind = kind == frame_bye ? frame_header::bye : kind == frame_ref ? frame_header::ref : frame_header::data;
   f.tg = tag::unpack(wire::get_u64(b.data() + 8));
   f.sig = call_signature::decode(b.data() + 24);
   return f;

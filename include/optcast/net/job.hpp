@@ -30,6 +30,9 @@
 //   OPTCAST_TIMEOUT              default collective deadline, seconds (default 120)
 //   OPTCAST_BOOTSTRAP_TIMEOUT    how long to wait for the store, seconds (60)
 //   OPTCAST_PORTS                k of the k-port model (default 1)
+//   OPTCAST_SHM                  0: no single copy between ranks of one host; 1: also
+//                                without a job secret (default: with a secret only)
+//   OPTCAST_SHM_MIN              the smallest message sent so (bytes, default 65536)
 //   OPTCAST_UNEXPECTED_LIMIT     bytes of messages a rank holds for receives not yet
 //                                posted, from all peers together (default 1 GiB)
 //   OPTCAST_STORE_FD             set by the local launcher for rank 0: a listening socket
@@ -85,6 +88,14 @@ struct job_config {
   // its connection's own (ChaCha20-Poly1305); needs a secret. For untrusted networks.
   bool encrypt = false;
   int ports = 1;
+  // Between ranks of one host (the same host identity), the TCP fabric moves messages of
+  // at least single_copy_min bytes by reference: the receiver copies them straight from
+  // the sender's memory into its own (process_vm_readv, one copy where loopback TCP makes
+  // two), on connections whose two ends proved they can (net/tcp/single_copy.cpp).
+  // -1: only in jobs with a secret (a peer proves who it is before another reads memory
+  // it names); 0: never; 1: also without a secret.
+  int single_copy = -1;
+  std::size_t single_copy_min = std::size_t{64} << 10;
   // Messages that arrive before their receive is posted wait in memory; a peer (or a
   // stranger holding the job id) must not make this rank hold more than this many bytes
   // of them. Beyond it the job fails with errc::limit_exceeded, before anything is
@@ -106,8 +117,8 @@ struct job_config {
   static job_config from_env(const std::function<const char*(const char*)>& env);
   // Only the settings of this rank's own, for a program whose rank, size and store come
   // from elsewhere (torch.distributed): OPTCAST_HOST, OPTCAST_IFNAME, OPTCAST_FAMILY,
-  // OPTCAST_SECRET or OPTCAST_SECRET_FILE, OPTCAST_ENCRYPT, OPTCAST_PORTS and the
-  // unexpected-message limits; each one unset leaves its default. Throws setup_error.
+  // OPTCAST_SECRET or OPTCAST_SECRET_FILE, OPTCAST_ENCRYPT, OPTCAST_PORTS, OPTCAST_SHM,
+  // OPTCAST_SHM_MIN and the unexpected-message limits; each one unset leaves its default. Throws setup_error.
   void read_rank_env(const std::function<const char*(const char*)>& env);
 };
 

@@ -49,6 +49,8 @@ std::string listen_address(const optcast::fabric& f);
 struct connection_counts {
   int outgoing = 0;
   int incoming = 0;
+  // Messages received by single copy from ranks of this host (job_config::single_copy).
+  std::uint64_t single_copies = 0;
 };
 connection_counts connections(const optcast::fabric& f);
 
