@@ -32,7 +32,7 @@
 //   OPTCAST_PORTS                k of the k-port model (default 1)
 //   OPTCAST_SHM                  0: no single copy between ranks of one host; 1: also
 //                                without a job secret (default: with a secret only)
-//   OPTCAST_SHM_MIN              the smallest message sent so (bytes, default 65536)
+//   OPTCAST_SHM_MIN              the smallest message sent so (bytes, default 262144)
 //   OPTCAST_UNEXPECTED_LIMIT     bytes of messages a rank holds for receives not yet
 //                                posted, from all peers together (default 1 GiB)
 //   OPTCAST_STORE_FD             set by the local launcher for rank 0: a listening socket
@@ -95,7 +95,7 @@ struct job_config {
   // -1: only in jobs with a secret (a peer proves who it is before another reads memory
   // it names); 0: never; 1: also without a secret.
   int single_copy = -1;
-  std::size_t single_copy_min = std::size_t{64} << 10;
+  std::size_t single_copy_min = std::size_t{256} << 10;
   // Messages that arrive before their receive is posted wait in memory; a peer (or a
   // stranger holding the job id) must not make this rank hold more than this many bytes
   // of them. Beyond it the job fails with errc::limit_exceeded, before anything is
