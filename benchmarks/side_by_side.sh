@@ -6,12 +6,16 @@
 # Builds the peers' benchmarks (../shared/bench/: mpi_coll_bench.c, gloo_coll_bench.cpp),
 # brings up HOSTS network namespaces with full-duplex RATE links (netcluster.sh), runs
 # optcast-bench coll, Open MPI and Gloo with one rank per host, interleaved (optcast,
-# MPI, Gloo, then optcast again so drift shows), brings the cluster down, and prints one
+# MPI, Gloo, then optcast again so drift shows; with several ranks per host or several
+# rails, Open MPI also with coll/han), brings the cluster down, and prints one
 # table: each library's median, the bandwidth bound, and optcast's ratios to the bound
 # and to the best peer (benchmarks/table.py). Every run checks its results on every rank.
 #
 # options:
-#   --hosts N        emulated hosts, one rank each (default 8)
+#   --hosts N        emulated hosts (default 8)
+#   --ppn N          ranks per host (default 1): shared memory between them for each library
+#   --rails K        network interfaces per host (default 1), each a link of RATE: every
+#                    library uses all (optcast's rails, Open MPI's TCP BTL; Gloo has one device)
 #   --rate RATE      link rate per host and direction, netcluster.sh units (default 1gbit)
 #   --sizes LIST     bytes, comma-separated (default 8,65536,1048576,16777216)
 #   --ops LIST       bcast,scatter,gather,reduce,allreduce,allgather (default all six)
@@ -30,13 +34,15 @@
 # default build/examples/optcast-bench), OPTCAST_ARGS (more options for optcast-bench coll).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-hosts=8 rate=1gbit sizes=8,65536,1048576,16777216 ops=bcast,scatter,gather,reduce,allreduce,allgather
+hosts=8 ppn=1 rails=1 rate=1gbit sizes=8,65536,1048576,16777216 ops=bcast,scatter,gather,reduce,allreduce,allgather
 budget=2 out="" keep=0 goodput="" calibration="" record=""
 command="benchmarks/side_by_side.sh $*"
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --hosts) hosts=$2; shift 2 ;;
+    --ppn) ppn=$2; shift 2 ;;
+    --rails) rails=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --ops) ops=$2; shift 2 ;;
@@ -51,6 +57,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 [[ $hosts =~ ^[0-9]+$ ]] && [ "$hosts" -ge 2 ] || { echo "side_by_side: --hosts needs a number >= 2" >&2; exit 2; }
+[[ $ppn =~ ^[0-9]+$ ]] && [ "$ppn" -ge 1 ] || { echo "side_by_side: --ppn needs a number >= 1" >&2; exit 2; }
+[[ $rails =~ ^[0-9]+$ ]] && [ "$rails" -ge 1 ] || { echo "side_by_side: --rails needs a number >= 1" >&2; exit 2; }
+export PPN=$ppn
 [ "$(id -u)" = 0 ] || { echo "side_by_side: network namespaces need root" >&2; exit 2; }
 SHARED=${SHARED:-$here/../shared}
 NC=$SHARED/tools/netcluster.sh
@@ -82,8 +91,8 @@ g++ -O2 -std=c++17 -o "$out/bin/gloo_coll_bench" "$PEERS/gloo_coll_bench.cpp" -l
 
 brought_up=0
 if ! bash "$NC" hosts 2>/dev/null | grep -q " h$((hosts - 1))$"; then
-  echo "== netcluster.sh up $hosts $rate" >&2
-  bash "$NC" up "$hosts" "$rate" >&2
+  echo "== netcluster.sh up $hosts $rate $rails" >&2
+  bash "$NC" up "$hosts" "$rate" "$rails" >&2
   brought_up=1
 fi
 cleanup() { if [ $keep = 0 ] && [ $brought_up = 1 ]; then bash "$NC" down >&2 || true; fi; }
@@ -109,8 +118,12 @@ run_optcast() {  # label
 # Each library spends about --time per (op, size): say how long each stage will take.
 n_ops=$(tr ',' '\n' <<<"$ops" | grep -c .) n_sizes=$(tr ',' '\n' <<<"$sizes" | grep -c .)
 stage() {  # step label ops
-  echo "== [$1/4] $2: $3 ops x $n_sizes sizes x $budget s, about $(($3 * n_sizes * budget)) s  ($(date +%T))" >&2
+  echo "== [$1/$stages] $2: $3 ops x $n_sizes sizes x $budget s, about $(($3 * n_sizes * budget)) s  ($(date +%T))" >&2
 }
+# Open MPI's hierarchical collectives (coll/han, off by default) where there is a hierarchy.
+han=0
+[ "$ppn" -gt 1 ] || [ "$rails" -gt 1 ] && han=1
+stages=$((4 + han))
 stage 1 "optcast (1 of 2)" "$n_ops"
 run_optcast optcast >"$out/optcast1.txt"
 stage 2 "Open MPI" "$n_ops"
@@ -118,20 +131,29 @@ bash "$PEERS/run_mpi_netns.sh" "$hosts" -- "$out/bin/mpi_coll_bench" -L mpi -o "
   >"$out/mpi.txt" 2>"$out/mpi.err" || { echo "side_by_side: Open MPI failed:" >&2; tail -5 "$out/mpi.err" >&2; exit 1; }
 # Gloo's allreduce comes as ring, bcube and halving-doubling: all three run, the best counts.
 gloo_ops=$(sed 's/\ballreduce\b/allreduce_ring,allreduce_bcube,allreduce_hd/' <<<"$ops")
-stage 3 Gloo "$(tr ',' '\n' <<<"$gloo_ops" | grep -c .)"
+mpi_files=("$out/mpi.txt")
+if [ $han = 1 ]; then
+  stage 3 "Open MPI with coll/han" "$n_ops"
+  bash "$PEERS/run_mpi_netns.sh" "$hosts" --mca coll_han_priority 100 -- "$out/bin/mpi_coll_bench" -L mpi+han -o "$ops" -l "$sizes" \
+    -t "$budget" >"$out/mpi_han.txt" 2>"$out/mpi_han.err" || { echo "side_by_side: Open MPI with coll/han failed:" >&2; tail -5 "$out/mpi_han.err" >&2; exit 1; }
+  mpi_files+=("$out/mpi_han.txt")
+fi
+stage $((3 + han)) Gloo "$(tr ',' '\n' <<<"$gloo_ops" | grep -c .)"
 GLOO_BENCH="$out/bin/gloo_coll_bench" bash "$PEERS/run_gloo.sh" netns "$hosts" -L gloo -o "$gloo_ops" -l "$sizes" -t "$budget" \
   >"$out/gloo.txt" 2>"$out/gloo.err" || { echo "side_by_side: Gloo failed:" >&2; tail -5 "$out/gloo.err" >&2; exit 1; }
-stage 4 "optcast (2 of 2)" "$n_ops"
+stage $((4 + han)) "optcast (2 of 2)" "$n_ops"
 run_optcast "optcast#2" >"$out/optcast2.txt"
 
 [ -n "$goodput" ] || goodput=$(python3 -c "import re,sys; n,u=re.match(r'([0-9.]+)([a-z]*)',sys.argv[1].lower()).groups(); print(0.954*float(n)*{'gbit':1000,'mbit':1,'kbit':1e-3}.get(u,1e-6))" "$rate")
-echo "# $hosts hosts at $rate (bounds at $goodput Mbit/s; one TCP flow measured ${flow:-?} Mbit/s by iperf3), sizes $sizes, $budget s per (op, size) and library, $(date -u +%F); optcast's model: ${calibration}; raw outputs in $out"
-python3 "$here/benchmarks/table.py" --p "$hosts" --rate-mbit "$goodput" \
-  "$out/optcast1.txt" "$out/mpi.txt" "$out/gloo.txt" "$out/optcast2.txt"
+echo "# $hosts hosts x $ppn ranks x $rails rails at $rate (bounds at $goodput Mbit/s; one TCP flow measured ${flow:-?} Mbit/s by iperf3), sizes $sizes, $budget s per (op, size) and library, $(date -u +%F); optcast's model: ${calibration}; raw outputs in $out"
+python3 "$here/benchmarks/table.py" --p "$hosts" --ppn "$ppn" --rails "$rails" --rate-mbit "$goodput" \
+  "$out/optcast1.txt" "${mpi_files[@]}" "$out/gloo.txt" "$out/optcast2.txt"
 if [ -n "$record" ]; then
   rm -rf "$out/bin" "$out"/*.err
   [ "$calibration" = "$out/calibration.json" ] || rm -f "$out/calibration.json"
-  python3 "$here/benchmarks/stamp.py" "$out" table "$command" files=optcast1.txt,mpi.txt,gloo.txt,optcast2.txt \
-    p="$hosts" rate_mbit="$goodput" flow_mbit="${flow:-?}" link="$rate"
+  files=optcast1.txt,mpi.txt,gloo.txt,optcast2.txt
+  [ $han = 1 ] && files=optcast1.txt,mpi.txt,mpi_han.txt,gloo.txt,optcast2.txt
+  python3 "$here/benchmarks/stamp.py" "$out" table "$command" files=$files \
+    p="$hosts" ppn="$ppn" rails="$rails" rate_mbit="$goodput" flow_mbit="${flow:-?}" link="$rate"
   echo "side_by_side: recorded in benchmarks/results/$record (benchmarks/figures.py --write shows it where its blocks are)" >&2
 fi

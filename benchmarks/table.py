@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """One markdown table of optcast beside its peers, from the benchmarks' lines.
 
-usage: table.py [--p 8] [--rate-mbit 954] [--stat med|min] [--sizes LIST] [--ops LIST] FILE...
+usage: table.py [--p 8] [--ppn 1] [--rails 1] [--rate-mbit 954] [--stat med|min] [--sizes LIST]
+                [--ops LIST] FILE...
 
 Each FILE holds lines "label op bytes reps min_us med_us max_us ok" (optcast-bench coll,
 ../shared/bench/mpi_coll_bench and gloo_coll_bench); other lines are ignored. A label
 "name#2" is a second run of "name": optcast's two runs are shown as a range, and its
 ratios use the slower one. Gloo's allreduce variants (ring, bcube, halving-doubling)
-count as one peer, its best. The bound is the time the bytes need on links of
---rate-mbit (goodput, each direction) for p ranks, one rank per host:
-  bcast      m/B (1 + (log2 p - 1)/64)   pipelined, 64 blocks
-  reduce     m/B                         every byte into the root once
-  allreduce  2 (p-1)/p m/B               reduce-scatter then allgather
-  scatter, gather, allgather, alltoall  (p-1) m/B, m per rank
+count as one peer, its best (and so do Open MPI's runs with and without coll/han). The
+bound is the time the bytes need on a host's k = --rails links of --rate-mbit (goodput B,
+each direction) for H = --p hosts of n = --ppn ranks each (what crosses a host's links):
+  bcast      m/(kB) (1 + (log2 H - 1)/64)   pipelined, 64 blocks
+  reduce     m/(kB)                         every byte into the root's host once
+  allreduce  2 (H-1)/H m/(kB)               reduce-scatter then allgather
+  scatter, gather, allgather  (H-1) n m/(kB), m per rank
+  alltoall   (H-1) n^2 m/(kB)
 Below 256 KiB the links' token bucket (netcluster.sh: a burst of 70 kB at 1 Gbit/s) lets
 messages through faster than the rate, so there is no bandwidth bound: the column says "—".
 A FAIL anywhere is shown, and makes the exit status 1. The last column is the algorithm
@@ -26,7 +29,9 @@ import sys
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("files", nargs="+")
-ap.add_argument("--p", type=int, default=8)
+ap.add_argument("--p", type=int, default=8, help="hosts")
+ap.add_argument("--ppn", type=int, default=1, help="ranks per host")
+ap.add_argument("--rails", type=int, default=1, help="links per host")
 ap.add_argument("--rate-mbit", type=float, default=954.0)
 ap.add_argument("--stat", default="med", choices=["med", "min"])
 ap.add_argument("--sizes", help="only these sizes, bytes, comma-separated")
@@ -56,8 +61,8 @@ for f in a.files:
             continue
         runs[(op, int(t[2]))][label].append(float(t[col]))
 
-B = a.rate_mbit * 1e6 / 8
-p = a.p
+B = a.rate_mbit * 1e6 / 8 * a.rails
+p, n = a.p, a.ppn
 
 
 def bound_us(op, m):
@@ -70,7 +75,9 @@ def bound_us(op, m):
         return t
     if op == "allreduce":
         return 2 * (p - 1) / p * t
-    return (p - 1) * t
+    if op == "alltoall":
+        return (p - 1) * n * n * t
+    return (p - 1) * n * t
 
 
 def fmt(us):

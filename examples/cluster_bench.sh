@@ -24,7 +24,8 @@
 # PPN: ranks per host (default 1; env launch only), placed in blocks: ranks r PPN ..
 # r PPN + PPN - 1 on host r, P PPN ranks in all. With RAILS interfaces per host
 # (netcluster.sh up P RATE RAILS) every rank sends through all of them (OPTCAST_IFNAME=eth).
-# Every OPTCAST_* variable set here reaches every rank, whatever the launcher.
+# Every OPTCAST_* variable set here reaches every rank, whatever the launcher; without
+# OPTCAST_SECRET or OPTCAST_SECRET_FILE the ranks get a fresh job secret.
 # NETCLUSTER: path of netcluster.sh (default ../shared/tools/netcluster.sh from the
 # repository); BENCH, DEMO: optcast-bench's, optcast-demo's path (default: in build/examples).
 set -euo pipefail
@@ -62,6 +63,13 @@ cleanup() {
   rm -rf "$out"
 }
 trap cleanup EXIT
+# A job secret, as optcast's own launcher gives its ranks (unless the caller set one, or
+# OPTCAST_SECRET= for none): the ranks authenticate, and those of one host copy large
+# messages out of each other's memory (OPTCAST_SHM).
+if [ -z "${OPTCAST_SECRET+set}${OPTCAST_SECRET_FILE+set}" ]; then
+  (umask 077 && head -c 24 /dev/urandom | base64 > "$out/secret")
+  export OPTCAST_SECRET_FILE="$out/secret"
+fi
 rc=0
 case "$launch" in
   env)
