@@ -136,9 +136,9 @@ bool tcp_fabric::start_send(operation& op, peer_state& pe) {
       out_lost(op.peer, rail, "writing to " + rank_name(op.peer) + ": " + ec.message());
       return false;
     }
-    if (n == frame_total(out) && !out.lending) return op.finish_now({});
     if (n == frame_total(out)) {
-      lend(op);
+      if (!out.lending) return op.finish_now({});
+      lend(op);  // by reference: done when its receipt comes
       return false;
     }
     out.writing = &op;
