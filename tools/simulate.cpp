@@ -25,7 +25,7 @@ int cmd_simulate(int argc, char** argv) {
                "Every rank's result is checked unless the buffers would not fit in memory.",
                "optcast simulate"};
   sim::run_request req;
-  std::string coll, alg_name = "automatic", model_spec = "rounds";
+  std::string coll, alg_name = "automatic", model_spec = "rounds", host_spec;
   int ports = 1;
   bool choose = false, json = false, list = false, markdown = false, no_verify = false, quiet = false;
   std::string svg_path, tree_path;
@@ -47,6 +47,9 @@ int cmd_simulate(int argc, char** argv) {
   app.add_option("--counts", req.counts, "allgatherv / reduce_scatter counts: even, skewed (every 4th rank 0), one (all on the last rank)")
       ->check(CLI::IsMember({"even", "skewed", "one"}))->capture_default_str();
   app.add_option("--model", model_spec, "rounds, postal:L, logp:L,o,g or loggp:L,o,g,G")->capture_default_str();
+  app.add_option("--host-model", host_spec,
+                 "with --per-host or --rails, the link between two ranks of one host (postal:L, logp:L,o,g or "
+                 "loggp:L,o,g,G; default: --model's); --model is then one rail's, shared by the host's ranks");
   app.add_option("--ports", ports, "ports per rank (k-port model)")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_flag("--choose", choose, "receivers choose among arrived messages, receives posted first first (Karp et al. 3.5)");
   app.add_flag("--explain", req.explain,
@@ -85,6 +88,14 @@ int cmd_simulate(int argc, char** argv) {
     if (choose && model->kind == sim::model_kind::rounds)
       throw CLI::ValidationError("--choose", "not under the rounds model (postal, logp or loggp)");
     model->choose = choose;
+    if (!host_spec.empty()) {
+      if (req.per_host == 1 && req.rails == 1) throw CLI::ValidationError("--host-model", "needs --per-host or --rails");
+      if (model->kind == sim::model_kind::rounds || choose)
+        throw CLI::ValidationError("--host-model", "under postal, logp or loggp --model without --choose (rounds keeps every rank's own ports)");
+      auto link = sim::model::parse_link(host_spec, &why);
+      if (!link) throw CLI::ValidationError("--host-model", why);
+      model->host = *link;
+    }
     req.model = *model;
     if (req.explain && req.coll != collective::broadcast && req.coll != collective::allreduce)
       throw CLI::ValidationError("--explain", "for --collective broadcast or allreduce");
@@ -184,6 +195,7 @@ int cmd_simulate(int argc, char** argv) {
     j["wall_seconds"] = out.wall_seconds;
     if (paper)
       j["paper_figure"] = {{"name", paper->name}, {"value", paper->value}, {"promise", paper->promise()}, {"met", out.paper_met}};
+    if (out.hosts) j["hosts_bound"] = {{"name", out.hosts->name}, {"value", out.hosts->value}};
     if (!out.explained.empty()) j["explain"] = out.explained;
     for (const auto& [name, v] : out.measured) j["measured"][name] = v;
     std::puts(j.dump().c_str());
@@ -206,6 +218,9 @@ int cmd_simulate(int argc, char** argv) {
       if (paper && paper->by_communication) paper_note();
       std::printf("   (every rank free to communicate again)\n");
     }
+    if (out.hosts)
+      std::printf("  hosts' rails    %g   (%s; finish %.3gx that)\n", out.hosts->value, out.hosts->name.c_str(),
+                  rep.finish_time / out.hosts->value);
     std::printf("  rounds          %llu", static_cast<unsigned long long>(rep.rounds));
     for (const auto& [name, v] : out.measured) std::printf("\n  %-24s %g", name.c_str(), v);
     std::printf("\n  messages        %llu\n  bytes           %llu\n  longest chain   %u messages\n",

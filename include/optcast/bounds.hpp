@@ -53,6 +53,7 @@ struct run_shape {
   std::uint64_t bytes;
   int blocks;
   int root = 0;
+  int per_host = 1, rails = 1;  // ranks per host (in blocks) and rails per host
 };
 
 // The time the paper of `alg` proves for `coll` under `m`, for a run of shape `s`; none
@@ -63,5 +64,15 @@ std::optional<proven_time> proven(collective coll, algorithm alg, const sim::mod
 // broadcast of n blocks under the rounds model with k ports, Bar-Noy and Ho's Lemma 3
 // (for k = 1 it is Bruck, Cypher and Ho's Lemma 2.1, n - 1 + ceil(log2 p)).
 std::optional<proven_time> lower_bound(collective coll, const sim::model& m, const run_shape& s);
+
+// What every host's rails must carry, at G per byte on each of k rails, for H = p / n
+// hosts of n ranks (Träff and Hunold's setting; the bounds of the side-by-side tables):
+// broadcast and reduce m G / k, allreduce 2 (H - 1) / H m G / k, reduce-scatter
+// (H - 1) / H m G / k, allgather, scatter and gather (H - 1) n m G / k with m per rank.
+// A reference (how = reference): no algorithm sends less, but the latency and overhead
+// terms are left out, so a run may come within the bytes' rounding of it, not below.
+// None without several hosts of several ranks or rails, or without G, or for the other
+// collectives.
+std::optional<proven_time> hosts_bound(collective coll, const sim::model& m, const run_shape& s);
 
 }  // namespace optcast

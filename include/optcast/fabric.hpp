@@ -54,6 +54,11 @@ namespace detail {
 class frame_arena;  // lib/runtime/frame_arena.hpp: see fabric::frames()
 }
 
+// One kind of link's LogGP parameters: latency L, overhead o, gap g, gap per byte G.
+struct loggp_link {
+  double L = 0, o = 0, g = 0, G = 0;
+};
+
 // The LogGP parameters of a fabric (Alexandrov et al.; LogP when G = 0): latency L,
 // overhead o, gap g, gap per byte G, in the fabric's time unit.
 struct loggp_params {
@@ -71,6 +76,22 @@ struct loggp_params {
   // tree that sends each rank the data once, the ring) are not. 0 in the simulator, whose
   // rounds are exact; calibrate measures it (a circulant against a ring broadcast).
   double sharing = 0;
+  // Where ranks share hosts (fabric::layout()): the link between two ranks of one host
+  // (shared memory, loopback); L, o, g, G above are then the network's, one rail's.
+  // None: the network's everywhere.
+  std::optional<loggp_link> host;
+
+  // The parameters of a message between two ranks of one host.
+  loggp_params within_host() const noexcept {
+    loggp_params p = *this;
+    if (host) {
+      p.L = host->L;
+      p.o = host->o;
+      p.g = host->g;
+      p.G = host->G;
+    }
+    return p;
+  }
 };
 
 // (collective sequence number, step within the collective).

@@ -53,6 +53,7 @@ struct run_result {
   report rep;
   std::vector<std::pair<std::string, double>> measured;  // what the run itself reports (stream)
   std::optional<proven_time> paper;                       // the time the paper proves, where stated
+  std::optional<proven_time> hosts;                       // with hosts: what their rails must carry (hosts_bound)
   bool paper_met = true;
   std::string explained;
   double wall_seconds = 0;

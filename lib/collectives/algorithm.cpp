@@ -21,6 +21,26 @@ std::optional<proven_time> lower_bound(collective coll, const sim::model& m, con
                      static_cast<double>(multiport::lemma_3(s.p, s.blocks, m.ports)), proven_time::at_least};
 }
 
+std::optional<proven_time> hosts_bound(collective coll, const sim::model& m, const run_shape& s) {
+  if (m.kind != sim::model_kind::loggp || m.G <= 0 || s.per_host < 1 || s.rails < 1 || s.p % s.per_host) return std::nullopt;
+  const double H = s.p / s.per_host, n = s.per_host, k = s.rails, b = static_cast<double>(s.bytes);
+  if (H < 2 || (n == 1 && k == 1)) return std::nullopt;
+  double carried = 0;  // bytes through one host's rails
+  std::string what;
+  switch (coll) {
+    case collective::broadcast:
+    case collective::reduce: carried = b, what = "m G / k"; break;
+    case collective::allreduce: carried = 2 * (H - 1) / H * b, what = "2 (H - 1) / H m G / k"; break;
+    case collective::reduce_scatter:
+    case collective::reduce_scatter_block: carried = (H - 1) / H * b, what = "(H - 1) / H m G / k"; break;
+    case collective::allgather:
+    case collective::scatter:
+    case collective::gather: carried = (H - 1) * n * b, what = "(H - 1) n m G / k"; break;
+    default: return std::nullopt;
+  }
+  return proven_time{"a host's rails carry " + what, carried * m.G / k, proven_time::reference};
+}
+
 namespace {
 
 constexpr std::pair<algorithm, std::string_view> algorithm_name_table[] = {

@@ -1,5 +1,6 @@
 #include "multi_lane_runners.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "collective_common.hpp"
@@ -98,6 +99,17 @@ loggp_params shared_rail(const loggp_params& m, const lane_shape& s) {
   return out;
 }
 
+namespace {
+
+// A node-local phase: every rank sends a block of `bytes` to each of n - 1 others (one
+// after another from its CPU) and receives theirs, over the host link.
+double local_exchange(int n, double bytes, const loggp_params& h) {
+  if (n <= 1) return 0;
+  return (n - 1) * std::max(h.g, h.o + std::max(bytes - 1, 0.0) * h.G) + h.L + h.o;
+}
+
+}  // namespace
+
 double predict_multi_lane(collective coll, const lane_shape& s, const call_shape& shape, const loggp_params& m,
                           const call_traits& t) {
   const int lanes = s.lanes();
@@ -107,7 +119,14 @@ double predict_multi_lane(collective coll, const lane_shape& s, const call_shape
   // per sub-lane (small messages gain nothing from being split).
   lane.o *= s.sub;
   lane.g *= s.sub;
-  const double local = s.per_host > 1 ? 2 * (m.L + 2 * m.o) : 0;
+  // The node-local phases: a rank's block (its sub-lanes' pieces) to or from each other
+  // rank of the host, twice (broadcast, reduce, allreduce); allgather: each host's segment
+  // in a round of its own.
+  const loggp_params host = m.within_host();
+  const double block = static_cast<double>(shape.bytes) / lanes * s.sub;
+  const double local = coll == collective::allgather
+                           ? s.hosts * local_exchange(s.per_host, static_cast<double>(shape.largest), host)
+                           : 2 * local_exchange(s.per_host, block, host);
   const call_traits inner{1, t.commutative, t.order_free, false};
   if (coll == collective::broadcast) {
     const auto b = shape.bytes / static_cast<std::size_t>(lanes);

@@ -19,8 +19,10 @@ loggp_params shared_rail(const loggp_params& m, const lane_shape& s);
 // A multi-lane collective's time: the lanes' inter-node collective on H ranks, each lane
 // with 1 / (n c) of the data and its rail shared by n c / k lanes, as the automatic choice
 // would run it (the per-message overheads o and g paid c times: a rank's c sub-lanes share
-// its CPU), plus the node-local phases' latencies (two rounds; memory's bandwidth is not
-// charged) and, for reductions, the node-local combining.
+// its CPU), plus the node-local phases on the host link (m.within_host(): each rank's
+// block to or from every other rank of its host, twice; allgather once per host) and, for
+// reductions, the node-local combining. tests/hosts_sim_test.cpp holds it to the
+// simulator's two-level timing.
 double predict_multi_lane(collective coll, const lane_shape& s, const call_shape& shape, const loggp_params& m,
                           const call_traits& t);
 

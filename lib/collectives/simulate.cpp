@@ -443,6 +443,7 @@ result<run_result> simulate(run_request sp, std::string* why) {
   // What the library itself will run (the automatic choice resolved), with the n it
   // chooses unless the request gives one.
   run_result out{};
+  const int given_blocks = sp.blocks;
   if (sp.coll == collective::stream) {
     out.alg = algorithm::continuous;
     if (!sp.blocks) sp.blocks = 1;
@@ -453,10 +454,16 @@ result<run_result> simulate(run_request sp, std::string* why) {
     out.alg = plan->alg;
     if (!sp.blocks) sp.blocks = plan->blocks;
   }
+  // Run what was planned: the automatic choice asked again with the planned block count
+  // fixed could answer differently (a broadcast given n = 1 never considers multi_lane).
+  const bool automatic = sp.alg == algorithm::automatic;
+  if (sp.coll != collective::stream) sp.alg = out.alg;
   out.blocks = sp.blocks;
   if (sp.explain && sp.coll == collective::broadcast)
-    out.explained = plan_broadcast(comms[0], sp.bytes, {.alg = sp.alg, .blocks = sp.blocks})->explain();
-  if (sp.coll == collective::allreduce && sp.alg == algorithm::automatic) {
+    out.explained = plan_broadcast(comms[0], sp.bytes, {.alg = automatic ? algorithm::automatic : sp.alg, .blocks = given_blocks})->explain();
+  if (sp.coll == collective::allreduce && automatic && out.alg == algorithm::multi_lane) {
+    out.explained = "multi_lane (hosts of several ranks or rails: the lanes' prediction is the least)";
+  } else if (sp.coll == collective::allreduce && automatic) {
     const auto ch = choose_allreduce(sp.p, sp.bytes, {sp.model.L, sp.model.o, sp.model.g, sp.model.G}, 1, sp.blocks);
     char b[200];
     std::snprintf(b, sizeof b, "%s (predicted circulant %.4g with n = %d, combining %.4g)",
@@ -472,7 +479,8 @@ result<run_result> simulate(run_request sp, std::string* why) {
   out.measured = std::move(o.measured);
   out.rep = w.take_report();
   for (auto& m : out.rep.log) o.where.label(m);
-  out.paper = proven(sp.coll, out.alg, sp.model, {sp.p, sp.bytes, sp.blocks, sp.root});
+  out.paper = proven(sp.coll, out.alg, sp.model, {sp.p, sp.bytes, sp.blocks, sp.root, sp.per_host, sp.rails});
+  out.hosts = hosts_bound(sp.coll, sp.model, {sp.p, sp.bytes, sp.blocks, sp.root, sp.per_host, sp.rails});
   if (out.paper) out.paper_met = out.paper->met_by(out.paper->measure(out.rep.finish_time, out.rep.comm_finish_time));
   return out;
 }

@@ -73,6 +73,16 @@ result<model> model::parse(std::string_view spec, int ports, std::string* why) {
   return bad("unknown model '" + std::string(name) + "' (rounds, postal:L, logp:L,o,g, loggp:L,o,g,G)");
 }
 
+result<loggp_link> model::parse_link(std::string_view spec, std::string* why) {
+  auto m = parse(spec, 1, why);
+  if (!m) return fail(m.error());
+  if (m->kind == model_kind::rounds) {
+    if (why) *why = "the link within a host needs times (postal:L, logp:L,o,g or loggp:L,o,g,G), not rounds";
+    return fail(errc::invalid_argument);
+  }
+  return loggp_link{m->L, m->o, m->g, m->G};
+}
+
 std::string format_time(double t) {
   char buf[64];
   if (t == std::floor(t) && std::fabs(t) < 1e15)
@@ -92,7 +102,10 @@ std::string model::describe() const {
       s = "loggp:" + fmt_time(L) + "," + fmt_time(o) + "," + fmt_time(g) + "," + fmt_time(G);
       break;
   }
-  return s + " (" + std::to_string(ports) + (ports == 1 ? " port" : " ports") + (choose ? ", choosing receivers)" : ")");
+  s += " (" + std::to_string(ports) + (ports == 1 ? " port" : " ports") + (choose ? ", choosing receivers" : "");
+  if (host)
+    s += ", within a host loggp:" + fmt_time(host->L) + "," + fmt_time(host->o) + "," + fmt_time(host->g) + "," + fmt_time(host->G);
+  return s + ")";
 }
 
 std::string report::json() const {

@@ -31,7 +31,9 @@ public:
   std::string_view name() const noexcept override { return "sim"; }
   std::optional<loggp_params> cost_model() const noexcept override {
     const auto& m = w_->m;
-    return loggp_params{m.L, m.o, m.g, m.G};
+    loggp_params p{m.L, m.o, m.g, m.G};
+    if (w_->opts.layout) p.host = m.host;
+    return p;
   }
   std::optional<double> model_time() const noexcept override { return w_->now; }
   const topology* layout() const noexcept override { return w_->opts.layout ? &*w_->opts.layout : nullptr; }
@@ -191,14 +193,25 @@ private:
       mg.last = now;
       return true;
     }
-    const auto& m = w.m;
-    auto out = std::min_element(me.out.begin(), me.out.end(), [](const channel& a, const channel& b) {
-      return a.next_start < b.next_start;
-    });
+    const loggp_link lk = w.link_of(mg);
+    const double bytes_after_first = static_cast<double>(std::max<std::size_t>(mg.size, 1) - 1);
+    channel* out = mg.route == route_host ? &w.host_out(rank_)
+                                          : &*std::min_element(me.out.begin(), me.out.end(), [](const channel& a, const channel& b) {
+                                              return a.next_start < b.next_start;
+                                            });
     const double start = std::max(now, out->next_start);
-    mg.first = start + m.o;
-    mg.last = mg.first + static_cast<double>(std::max<std::size_t>(mg.size, 1) - 1) * m.G;
-    out->next_start = std::max(start + m.o, mg.last + m.g - m.o);
+    if (mg.route == route_rail) {
+      // The overhead on the rank's CPU, the bytes when the host's rail is free.
+      auto& rail = w.rail_out(w.host_of(rank_), mg.rail);
+      mg.first = std::max(start + lk.o, rail.next_start);
+      mg.last = mg.first + bytes_after_first * lk.G;
+      out->next_start = start + lk.o;
+      rail.next_start = mg.last + lk.g;
+      return true;
+    }
+    mg.first = start + lk.o;
+    mg.last = mg.first + bytes_after_first * lk.G;
+    out->next_start = std::max(start + lk.o, mg.last + lk.g - lk.o);
     return true;
   }
 
@@ -217,6 +230,11 @@ private:
     mg.tg = op.tg;
     mg.size = op.size;
     mg.sig = op.owner->signature_of(op.tg.seq);
+    if (w.by_hosts()) {
+      const bool same = w.host_of(rank_) == w.host_of(op.peer);
+      mg.route = same ? route_host : route_rail;
+      mg.rail = same ? 0 : static_cast<std::uint8_t>(op.lane % w.rails_per_host);
+    }
     auto& me = self();
     mg.chain = me.stats.chain + 1;
     if (!time_send(mg, idx)) {
@@ -270,7 +288,7 @@ private:
     if (w.rounds()) {
       w.schedule(w.now + 1, idx, ev::available);  // also completes the send
     } else {
-      w.schedule(mg.first + w.m.L, idx, ev::arrive);
+      w.schedule(mg.first + w.link_of(mg).L, idx, ev::arrive);
     }
     const double done = w.rounds() ? w.now + 1 : mg.last;
     if (done <= w.now) {
@@ -351,6 +369,19 @@ std::shared_ptr<world_state> make_state(int p, const model& m, world_options o) 
       rs.in_with = std::span(s->port_msgs).subspan((P + r) * k, k);
     }
   }
+  if (o.layout) {
+    if (o.layout->size() != p)
+      throw std::invalid_argument("optcast::sim::world: a layout of " + std::to_string(o.layout->size()) +
+                                  " ranks for a world of " + std::to_string(p));
+    if (std::any_of(o.layout->host_of.begin(), o.layout->host_of.end(), [](int h) { return h < 0; }))
+      throw std::invalid_argument("optcast::sim::world: a layout with a negative host number");
+    if (o.layout->rails < 1 || o.layout->rails > 255) throw std::invalid_argument("optcast::sim::world: rails must be 1 to 255");
+    if (m.kind != model_kind::rounds && !m.choose) {
+      s->rails_per_host = o.layout->rails;
+      s->rails.resize(2 * static_cast<std::size_t>(o.layout->hosts()) * static_cast<std::size_t>(o.layout->rails));
+      s->host_links.resize(2 * P);
+    }
+  }
   s->fabrics.assign(static_cast<std::size_t>(p), nullptr);
   return s;
 }
@@ -426,6 +457,8 @@ void world::reset() {
     r.stats = {};
     r.last_post = -1;
   }
+  std::fill(s.rails.begin(), s.rails.end(), channel{});
+  std::fill(s.host_links.begin(), s.host_links.end(), channel{});
   for (auto* f : s.fabrics)
     if (f) static_cast<sim_fabric*>(f)->reset_failure();
 }

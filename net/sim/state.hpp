@@ -42,6 +42,8 @@ struct message {
   bool arrived = false;         // choosing receivers: in the receiver's buffer
   bool served = false;          // choosing receivers: its arrival window is taken
   std::uint8_t events = 0;      // scheduled events that refer to it
+  std::uint8_t route = 0;       // route_*: which channels time it
+  std::uint8_t rail = 0;        // route_rail: the hosts' rail it travels on
   detail::message_buffer payload;
   std::uint32_t next = none, prev = none;  // the receiver's list of unmatched messages
   std::uint32_t rec = none;     // its entry in world_state::log, when recording
@@ -86,6 +88,10 @@ private:
   std::vector<T*> pages_;
   std::uint32_t size_ = 0;
 };
+
+// Which channels time a message (sim.hpp's "Hosts and rails"): the ranks' own ports (no
+// layout, or the rounds model), the ranks' host-local channels, or their hosts' rail.
+enum : std::uint8_t { route_rank = 0, route_host, route_rail };
 
 enum class ev : std::uint8_t { send_done, arrive, available, port_free, serve };
 
@@ -221,6 +227,10 @@ struct world_state {
   std::vector<rank_state> ranks;
   std::vector<channel> channels;          // every rank's out ports, then every rank's in ports
   std::vector<std::uint32_t> port_msgs;   // rounds model: the same for busy_with and in_with
+  // Under a layout (not the rounds model): every host's rails out, then every host's rails
+  // in ([host * rails + rail]), and every rank's host-local channel out, then in.
+  std::vector<channel> rails, host_links;
+  int rails_per_host = 1;
   std::vector<sim_fabric*> fabrics;
   paged_store<message> msgs;
   std::vector<std::uint32_t> free_msgs;
@@ -239,23 +249,48 @@ struct world_state {
   bool rounds() const noexcept { return m.kind == model_kind::rounds; }
   std::uint64_t posts = 0;  // receives posted so far: their order, for choosing receivers
 
+  bool by_hosts() const noexcept { return !rails.empty(); }
+  int host_of(int r) const noexcept { return opts.layout->host_of[static_cast<std::size_t>(r)]; }
+  channel& rail_out(int host, int rail) { return rails[static_cast<std::size_t>(host * rails_per_host + rail)]; }
+  channel& rail_in(int host, int rail) {
+    return rails[rails.size() / 2 + static_cast<std::size_t>(host * rails_per_host + rail)];
+  }
+  channel& host_out(int r) { return host_links[static_cast<std::size_t>(r)]; }
+  channel& host_in(int r) { return host_links[ranks.size() + static_cast<std::size_t>(r)]; }
+  // The link parameters a message's route pays.
+  loggp_link link_of(const message& mg) const noexcept {
+    if (mg.route == route_host && m.host) return *m.host;
+    return {m.L, m.o, m.g, m.G};
+  }
+
   // A message's arrival window and receiving overhead on a free incoming channel of
-  // its receiver, from now.
+  // its receiver (of its host's rail, then the receiver's own overhead), from now.
   void take_window(message& mg, std::uint32_t idx) {
     auto& dst = ranks[static_cast<std::size_t>(mg.dst)];
-    auto in = std::min_element(dst.in.begin(), dst.in.end(), [](const channel& a, const channel& b) {
-      return a.next_window < b.next_window;
-    });
+    const auto least = [&](auto key) {
+      return &*std::min_element(dst.in.begin(), dst.in.end(), [&](const channel& a, const channel& b) { return key(a) < key(b); });
+    };
+    channel* in = nullptr;  // the window's channel
+    channel* cpu = nullptr;  // the receiving overhead's
+    switch (mg.route) {
+      case route_host: in = cpu = &host_in(mg.dst); break;
+      case route_rail:
+        in = &rail_in(host_of(mg.dst), mg.rail);
+        cpu = least([](const channel& c) { return c.overhead_free; });
+        break;
+      default: in = cpu = least([](const channel& c) { return c.next_window; });
+    }
+    const loggp_link lk = link_of(mg);
     const double ws = std::max(now, in->next_window);
     const double wl = ws + (mg.last - mg.first);
-    in->next_window = wl + m.g;
-    const double rs = std::max(wl, in->overhead_free);
-    in->overhead_free = rs + m.o;
+    in->next_window = wl + lk.g;
+    const double rs = std::max(wl, cpu->overhead_free);
+    cpu->overhead_free = rs + lk.o;
     if (auto* r = record_of(mg)) {
       r->window = ws;
       r->rx_start = rs;
     }
-    schedule(rs + m.o, idx, ev::available);
+    schedule(rs + lk.o, idx, ev::available);
     if (m.choose) schedule(in->next_window, idx, ev::port_free);
   }
 

@@ -40,6 +40,19 @@
 //   free, it takes, of the buffered messages whose receives are posted, the one posted
 //   first (its window then starts, and the overhead follows as above).
 //
+// Hosts and rails (world_options::layout; LogGP-family models): ranks grouped into hosts
+//   share their host's rails. A message between two hosts leaves on rail (its lane mod
+//   rails): the sender pays its overhead o on its own CPU (its out channel), then its
+//   bytes go out when the rail is free (first = max(start + o, rail's next start);
+//   next start = last + g), and at the receiving host the same rail's incoming side
+//   takes its window as above before the receiver's own overhead. Ranks of one host that
+//   send to other hosts at once therefore share each rail's bandwidth, and k rails carry
+//   k messages at once. A message between two ranks of one host takes neither rail: it
+//   uses the ranks' own channels for host-local traffic, timed as above with the host
+//   link's parameters (model::host; the network's if none). Under the rounds model and
+//   when choosing receivers the layout is for the algorithms only: every rank keeps
+//   ports of its own.
+//
 // Computation costs what fabric::compute(t) says: t passes for the rank. Deadlines: the simulator does
 // not use wall-clock deadlines; a rank that can never progress is found at once instead:
 // when no message is in flight and some rank still waits, the run fails with
@@ -67,6 +80,9 @@ struct model {
   // messages wait in the receiver's buffer, and a free incoming channel takes the one
   // whose receive was posted first, not the one that arrived first.
   bool choose = false;
+  // Under a layout (world_options::layout): the link between two ranks of one host.
+  // None: the network's parameters there too (but still not through the rails).
+  std::optional<loggp_link> host;
   model choosing() const {
     model c = *this;
     c.choose = true;
@@ -85,7 +101,10 @@ struct model {
   // "rounds", "postal:L", "logp:L,o,g" or "loggp:L,o,g,G"; errc::invalid_argument with
   // `why` filled in otherwise (negative or non-finite parameters, L < 1 for postal, ...).
   static result<model> parse(std::string_view spec, int ports, std::string* why = nullptr);
-  // The same notation back, e.g. "logp:6,2,4 (1 port)".
+  // The host link in the same notation (postal, logp or loggp; not rounds).
+  static result<loggp_link> parse_link(std::string_view spec, std::string* why = nullptr);
+  // The same notation back, e.g. "logp:6,2,4 (1 port)", with ", within a host loggp:..."
+  // when the host link is given.
   std::string describe() const;
 };
 
@@ -168,9 +187,9 @@ struct world_options {
   // Called every 65536 events with the virtual time and the messages sent so far (a
   // progress line for long runs); nothing else may be done to the world from it.
   std::function<void(double now, std::uint64_t messages)> progress;
-  // The ranks grouped into hosts with rails (fabric.hpp's topology), for the algorithms
-  // that decompose by it (multi_lane). The timing model does not read it yet: every rank
-  // keeps ports of its own, as a host of its own would.
+  // The ranks grouped into hosts with rails (fabric.hpp's topology): for the algorithms
+  // that decompose by it (multi_lane), and for the timing of every message (the header's
+  // "Hosts and rails").
   std::optional<topology> layout;
 };
 
