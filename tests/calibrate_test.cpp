@@ -46,6 +46,53 @@ TEST_CASE("calibrate recovers the simulator's L, o, g, G", "[calibrate][sim]") {
   }
 }
 
+TEST_CASE("calibrate on hosts of several ranks: the network between hosts, the host link within one", "[calibrate][sim][hosts]") {
+  sim::model m = sim::model::loggp(50, 5, 6, 0.5);
+  m.host = loggp_link{2, 1, 1.5, 0.01};
+  struct shape {
+    std::vector<int> host_of;
+    bool has_host;
+  };
+  // Ranks 0 and 1 on one host (the old pair would have measured the host link as the
+  // network), interleaved (rank 1 elsewhere), and rank 0 alone on its host.
+  for (const auto& sh : {shape{{0, 0, 1, 1}, true}, shape{{0, 1, 0, 1}, true}, shape{{0, 1, 1, 2}, false}}) {
+    INFO("hosts " << sh.host_of[0] << sh.host_of[1] << sh.host_of[2] << sh.host_of[3]);
+    sim::world w(4, m, {.layout = topology{sh.host_of, 1}});
+    auto comms = communicators_of(w);
+    std::vector<calibration> got(4);
+    auto res = run_all(comms, [&](communicator& c) -> task<result<void>> {
+      auto r = co_await calibrate(c, {.trials = 3, .repetitions = 10, .stream = 64, .big_bytes = 4096});
+      if (!r) co_return fail(r.error());
+      got[static_cast<std::size_t>(c.rank())] = *r;
+      co_return result<void>{};
+    });
+    for (auto& r : res) REQUIRE(r);
+    for (const auto& c : got) {
+      CHECK(c.model.L == Approx(m.L).margin(1e-9));
+      CHECK(c.model.o == Approx(m.o).margin(1e-9));
+      CHECK(c.model.g == Approx(m.g).margin(1e-9));
+      CHECK(c.model.G == Approx(m.G).margin(1e-9));
+      REQUIRE(c.model.host.has_value() == sh.has_host);
+      if (!sh.has_host) continue;
+      CHECK(c.model.host->L == Approx(m.host->L).margin(1e-9));
+      CHECK(c.model.host->o == Approx(m.host->o).margin(1e-9));
+      CHECK(c.model.host->g == Approx(m.host->g).margin(1e-9));
+      CHECK(c.model.host->G == Approx(m.host->G).margin(1e-9));
+    }
+    // The file a job reads back keeps the host link.
+    std::string why;
+    const auto back = parse_calibration(got[0].json(), &why);
+    REQUIRE(back);
+    CHECK(back->host.has_value() == sh.has_host);
+    if (sh.has_host) CHECK(back->host->G == Approx(m.host->G).margin(1e-12));
+  }
+  std::string why;
+  CHECK_FALSE(parse_calibration(R"({"model": {"L": 1, "o": 1, "g": 1, "G": 0, "host": {"L": 1, "o": 1, "g": 1}}})", &why));
+  CHECK_THAT(why, Catch::Contains("\"host\" has no non-negative \"G\""));
+  CHECK_FALSE(parse_calibration(R"({"model": {"L": 1, "o": 1, "g": 1, "G": 0, "host": 3}})", &why));
+  CHECK_THAT(why, Catch::Contains("\"host\" is not an object"));
+}
+
 TEST_CASE("calibrate on local and TCP: positive figures, the JSON read back", "[calibrate][local][tcp]") {
   for (const auto& [kind, p] : {std::pair{"local", 3}, std::pair{"tcp", 2}}) {
     INFO(kind << " p " << p);

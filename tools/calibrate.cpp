@@ -36,6 +36,16 @@ void print(const calibration& c, const std::string& what) {
     else
       std::printf("  sharing            %12.4f      (the default: measuring it needs 3 ranks)\n", c.model.sharing);
   }
+  if (c.model.host) {
+    std::printf("  within a host (L, o, g, G above: between hosts, one rail)\n");
+    const double byte_scale = virtual_time ? 1 : 1e9;
+    const std::pair<const char*, const calibration::spread*> host_rows[] = {
+        {"L  latency        ", &c.host_L}, {"o  overhead       ", &c.host_o}, {"g  gap            ", &c.host_g}};
+    for (const auto& [name, s] : host_rows)
+      std::printf("  %s %12.4f%s   (%.4f .. %.4f)\n", name, s->median * scale, unit, s->min * scale, s->max * scale);
+    std::printf("  G  gap per byte    %12.6f%s   (%.6f .. %.6f)\n", c.host_G.median * byte_scale, virtual_time ? "" : " ns",
+                c.host_G.min * byte_scale, c.host_G.max * byte_scale);
+  }
 }
 
 }  // namespace

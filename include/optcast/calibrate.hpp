@@ -1,5 +1,7 @@
 // Measuring a live fabric's LogGP parameters the way Alexandrov et al. (Section 3) do:
-// timing loops that repeat one communication primitive many times, between ranks 0 and 1.
+// timing loops that repeat one communication primitive many times, between ranks 0 and 1
+// (where the fabric's layout puts ranks on hosts: rank 0 and the first rank of another
+// host, then the host link between rank 0 and the next rank of its own).
 //
 //   o  the sending overhead: how long a send of one byte takes to complete on a free
 //      channel (median of spaced sends);
@@ -43,6 +45,10 @@ struct calibration {
   };
   loggp_params model;  // the medians
   spread L, o, g, G, gamma, sharing;
+  // Where rank 0 shares its host with other ranks (fabric::layout()): the host link,
+  // measured between rank 0 and the next rank of its host (model.host); L, o, g, G above
+  // are then between rank 0 and the first rank of another host. Zero otherwise.
+  spread host_L, host_o, host_g, host_G;
   std::string fabric;  // what was measured ("tcp", "local", ...)
   int ranks = 0;
   std::string json() const;

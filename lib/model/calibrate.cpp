@@ -44,24 +44,24 @@ struct trial {
   double rtt = 0, o = 0, g = 0, G = 0;
 };
 
-// Rank 0's side of one trial; rank 1 runs echo() against it.
-task<result<trial>> measure(fabric& f, std::uint32_t seq, const calibrate_options& opt) {
+// Rank 0's side of one trial against `peer`, which runs echo() against it.
+task<result<trial>> measure(fabric& f, std::uint32_t seq, const calibrate_options& opt, int peer) {
   std::vector<std::byte> one(1), big(opt.big_bytes);
   trial out;
   std::vector<double> samples;
   for (int i = 0; i < opt.repetitions; ++i) {  // ping-pong
     const double t0 = now(f);
-    if (auto r = co_await f.send(1, {seq, ping}, one); !r) co_return fail(r.error());
-    if (auto r = co_await f.recv(1, {seq, pong}, one); !r) co_return fail(r.error());
+    if (auto r = co_await f.send(peer, {seq, ping}, one); !r) co_return fail(r.error());
+    if (auto r = co_await f.recv(peer, {seq, pong}, one); !r) co_return fail(r.error());
     samples.push_back(now(f) - t0);
   }
   out.rtt = median(samples);
   samples.clear();
   for (int i = 0; i < opt.repetitions; ++i) {  // a send on a free channel, then wait for the echo
     const double t0 = now(f);
-    if (auto r = co_await f.send(1, {seq, spaced}, one); !r) co_return fail(r.error());
+    if (auto r = co_await f.send(peer, {seq, spaced}, one); !r) co_return fail(r.error());
     samples.push_back(now(f) - t0);
-    if (auto r = co_await f.recv(1, {seq, ack}, one); !r) co_return fail(r.error());
+    if (auto r = co_await f.recv(peer, {seq, ack}, one); !r) co_return fail(r.error());
   }
   out.o = median(samples);
   // Streams of n messages of b bytes, each send after the last completed; the slope in n
@@ -69,8 +69,8 @@ task<result<trial>> measure(fabric& f, std::uint32_t seq, const calibrate_option
   const auto stream_time = [&](int n, std::span<std::byte> msg) -> task<result<double>> {
     const double t0 = now(f);
     for (int i = 0; i < n; ++i)
-      if (auto r = co_await f.send(1, {seq, stream}, msg); !r) co_return fail(r.error());
-    if (auto r = co_await f.recv(1, {seq, stream_ack}, one); !r) co_return fail(r.error());
+      if (auto r = co_await f.send(peer, {seq, stream}, msg); !r) co_return fail(r.error());
+    if (auto r = co_await f.recv(peer, {seq, stream_ack}, one); !r) co_return fail(r.error());
     co_return now(f) - t0;
   };
   const int n = std::max(opt.stream, 8), nb = std::max(n / 8, 8);
@@ -167,6 +167,26 @@ task<result<calibration::spread>> measure_sharing(communicator& c, loggp_params 
   co_return spread_of(share);
 }
 
+// Rank 0's partners: a rank of another host (the network, one rail) and, where rank 0's
+// host has others, one of them (the host link). Without a layout, rank 1, as a host of
+// its own; on a single host, its link is the only one.
+struct pairs {
+  int net = 1, host = -1;
+};
+
+pairs pairs_of(const fabric& f) {
+  const topology* t = f.layout();
+  if (!t || t->size() != f.size()) return {};
+  pairs p{-1, -1};
+  for (int r = 1; r < t->size(); ++r) {
+    const bool same = t->host_of[static_cast<std::size_t>(r)] == t->host_of[0];
+    if (same && p.host < 0) p.host = r;
+    if (!same && p.net < 0) p.net = r;
+  }
+  if (p.net < 0) std::swap(p.net, p.host);
+  return p;
+}
+
 }  // namespace
 
 std::string calibration::json() const {
@@ -176,6 +196,11 @@ std::string calibration::json() const {
   j["model"] = {{"L", model.L}, {"o", model.o}, {"g", model.g}, {"G", model.G}, {"gamma", model.gamma}, {"sharing", model.sharing}};
   const std::pair<const char*, const spread*> parts[] = {{"L", &L}, {"o", &o}, {"g", &g}, {"G", &G}, {"gamma", &gamma}, {"sharing", &sharing}};
   for (const auto& [name, sp] : parts) j["spread"][name] = {sp->min, sp->median, sp->max};
+  if (model.host) {
+    j["model"]["host"] = {{"L", model.host->L}, {"o", model.host->o}, {"g", model.host->g}, {"G", model.host->G}};
+    const std::pair<const char*, const spread*> host_parts[] = {{"L", &host_L}, {"o", &host_o}, {"g", &host_g}, {"G", &host_G}};
+    for (const auto& [name, sp] : host_parts) j["spread"]["host"][name] = {sp->min, sp->median, sp->max};
+  }
   return j.dump();
 }
 
@@ -191,41 +216,55 @@ task<result<calibration>> calibrate(communicator& c, calibrate_options opt) {
     co_return fail(errc::invalid_argument);
   }
   auto& f = c.get_fabric();
-  // Measurements on ranks 0 and 1; every rank then takes rank 0's figures.
-  std::vector<double> figures(16, 0);
-  if (c.rank() <= 1) {
+  const auto pr = pairs_of(f);
+  // Measurements by rank 0 against its peers; every rank then takes rank 0's figures:
+  // five spreads of the network's L, o, g, G, gamma, four of the host link's, and
+  // whether there is one.
+  std::vector<double> figures(3 * 9 + 1, 0);
+  if (c.rank() == 0 || c.rank() == pr.net || c.rank() == pr.host) {
     detail::deadline_scope deadline(f, seq, c.options().timeout);
-    std::vector<double> L, o, g, G, gamma;
+    std::vector<double> v[9];  // L, o, g, G, gamma; the host link's L, o, g, G
+    const auto record = [&](const trial& r, int first) {
+      v[first].push_back(std::max(0.0, r.rtt / 2 - 2 * r.o));
+      v[first + 1].push_back(r.o);
+      v[first + 2].push_back(r.g);
+      v[first + 3].push_back(r.G);
+    };
     for (int t = 0; t < opt.trials; ++t) {
-      if (c.rank() == 1) {
+      if (c.rank() != 0) {
         if (auto r = co_await echo(f, seq, opt); !r) co_return fail(detail::finish(c, std::move(r)).error());
         continue;
       }
       if (opt.progress) opt.progress("L, o, g, G and gamma: trial " + std::to_string(t + 1) + " of " + std::to_string(opt.trials));
-      auto r = co_await measure(f, seq, opt);
+      auto r = co_await measure(f, seq, opt, pr.net);
       if (!r) co_return fail(detail::finish(c, fail(r.error())).error());
-      o.push_back(r->o);
-      g.push_back(r->g);
-      G.push_back(r->G);
-      L.push_back(std::max(0.0, r->rtt / 2 - 2 * r->o));
+      record(*r, 0);
       // The simulator's clock charges no compute: its gamma is 0, as its runs take none.
-      gamma.push_back(f.model_time() ? 0.0 : measure_gamma());
+      v[4].push_back(f.model_time() ? 0.0 : measure_gamma());
+      if (pr.host < 0) continue;
+      if (opt.progress) opt.progress("the host link (ranks 0 and " + std::to_string(pr.host) + "): trial " + std::to_string(t + 1));
+      auto h = co_await measure(f, seq, opt, pr.host);
+      if (!h) co_return fail(detail::finish(c, fail(h.error())).error());
+      record(*h, 5);
     }
     if (c.rank() == 0) {
-      const calibration::spread s[5] = {spread_of(L), spread_of(o), spread_of(g), spread_of(G), spread_of(gamma)};
-      for (int i = 0; i < 5; ++i) {
-        figures[static_cast<std::size_t>(3 * i)] = s[i].min;
-        figures[static_cast<std::size_t>(3 * i + 1)] = s[i].median;
-        figures[static_cast<std::size_t>(3 * i + 2)] = s[i].max;
+      for (int i = 0; i < 9; ++i) {
+        if (v[i].empty()) continue;
+        const auto sp = spread_of(v[i]);
+        figures[static_cast<std::size_t>(3 * i)] = sp.min;
+        figures[static_cast<std::size_t>(3 * i + 1)] = sp.median;
+        figures[static_cast<std::size_t>(3 * i + 2)] = sp.max;
       }
+      figures.back() = pr.host >= 0;
     }
   }
   if (auto r = co_await broadcast(c, std::span(figures), 0); !r) co_return fail(r.error());
   calibration out;
-  calibration::spread* parts[5] = {&out.L, &out.o, &out.g, &out.G, &out.gamma};
-  for (int i = 0; i < 5; ++i)
+  calibration::spread* parts[9] = {&out.L, &out.o, &out.g, &out.G, &out.gamma, &out.host_L, &out.host_o, &out.host_g, &out.host_G};
+  for (int i = 0; i < 9; ++i)
     *parts[i] = {figures[static_cast<std::size_t>(3 * i)], figures[static_cast<std::size_t>(3 * i + 1)], figures[static_cast<std::size_t>(3 * i + 2)]};
   out.model = {out.L.median, out.o.median, out.g.median, out.G.median, out.gamma.median};
+  if (figures.back() != 0) out.model.host = loggp_link{out.host_L.median, out.host_o.median, out.host_g.median, out.host_G.median};
   out.fabric = std::string(f.name());
   out.ranks = c.size();
   // sharing: needs three ranks to share a link, and a clock that is not the simulator's
@@ -269,6 +308,19 @@ result<loggp_params> parse_calibration(std::string_view text, std::string* why) 
     *field = v.get<double>();
   }
   if (m.L + 2 * m.o <= 0 || std::max(m.g, m.o) <= 0) return bad("L + 2o and max(g, o) must be positive");
+  if (model.contains("host")) {  // measured where ranks share hosts
+    const auto& h = model["host"];
+    if (!h.is_object()) return bad("\"host\" is not an object");
+    loggp_link link;
+    const std::pair<const char*, double*> host_fields[] = {{"L", &link.L}, {"o", &link.o}, {"g", &link.g}, {"G", &link.G}};
+    for (const auto& [name, field] : host_fields) {
+      if (!h.contains(name) || !h[name].is_number() || !std::isfinite(h[name].get<double>()) || h[name].get<double>() < 0)
+        return bad(std::string("\"host\" has no non-negative \"") + name + "\"");
+      *field = h[name].get<double>();
+    }
+    if (link.L + 2 * link.o <= 0 || std::max(link.g, link.o) <= 0) return bad("the host link's L + 2o and max(g, o) must be positive");
+    m.host = link;
+  }
   return m;
 }
 
