@@ -98,6 +98,9 @@ struct cluster_shape {
 };
 const cluster_shape shapes[] = {{4, 4, 1}, {4, 2, 2}, {8, 1, 2}};
 
+// Whether run_request::bytes is per rank (else the message).
+bool per_rank(collective coll) { return coll == collective::allgather || coll == collective::scatter || coll == collective::gather; }
+
 sim::run_request request(const cluster_shape& s, collective coll, algorithm alg, std::uint64_t total) {
   sim::run_request q;
   q.coll = coll;
@@ -105,7 +108,7 @@ sim::run_request request(const cluster_shape& s, collective coll, algorithm alg,
   q.p = s.hosts * s.per_host;
   q.per_host = s.per_host;
   q.rails = s.rails;
-  q.bytes = coll == collective::allgather ? total / static_cast<std::uint64_t>(q.p) : total;
+  q.bytes = per_rank(coll) ? total / static_cast<std::uint64_t>(q.p) : total;
   q.model = cluster_model();
   q.verify = total <= (1u << 20);
   return q;
@@ -115,15 +118,19 @@ std::string name(const cluster_shape& s) {
   return std::to_string(s.hosts) + " hosts x " + std::to_string(s.per_host) + " ranks x " + std::to_string(s.rails) + " rails";
 }
 
-constexpr collective lane_collectives[] = {collective::broadcast, collective::reduce, collective::allreduce, collective::allgather};
+constexpr collective lane_collectives[] = {collective::broadcast, collective::reduce, collective::allreduce,
+                                           collective::allgather, collective::scatter,   collective::gather};
+// The issue's targets: 1.2x for the four, 1.1x for scatter and gather.
+double target(collective coll) { return coll == collective::scatter || coll == collective::gather ? 1.1 : 1.2; }
 
 }  // namespace
 
-TEST_CASE("multi_lane within 1.2x of what a host's rails carry at 16 MiB; no algorithm below it", "[sim][hosts][multi_lane]") {
+TEST_CASE("multi_lane within 1.2x (scatter, gather 1.1x) of what a host's rails carry at 16 MiB; no algorithm below it", "[sim][hosts][multi_lane]") {
   for (const auto& s : shapes)
     for (const auto coll : lane_collectives)
       for (const auto& row : registry()) {
-        if (row.coll != coll || row.needs.ports > 1) continue;
+        // Not the one message per element of Alexandrov et al.'s Short-Message (millions here).
+        if (row.coll != coll || row.needs.ports > 1 || row.alg == algorithm::short_message) continue;
         INFO(name(s) << ", " << to_string(coll) << ", " << to_string(row.alg));
         std::string why;
         auto r = sim::simulate(request(s, coll, row.alg, 16u << 20), &why);
@@ -133,7 +140,7 @@ TEST_CASE("multi_lane within 1.2x of what a host's rails carry at 16 MiB; no alg
         const double ratio = r->rep.finish_time / r->hosts->value;
         INFO("finish " << r->rep.finish_time << " = " << ratio << "x the hosts' bound " << r->hosts->value);
         CHECK(ratio >= 0.99);
-        if (row.alg == algorithm::multi_lane) CHECK(ratio <= 1.2);
+        if (row.alg == algorithm::multi_lane) CHECK(ratio <= target(coll));
       }
 }
 
@@ -152,7 +159,7 @@ TEST_CASE("the multi-lane prediction is the simulated time within 25%", "[sim][h
         const auto& m = q.model;
         loggp_params lp{m.L, m.o, m.g, m.G};
         lp.host = m.host;
-        const std::size_t each = coll == collective::allgather ? q.bytes : 0;
+        const std::size_t each = per_rank(coll) ? q.bytes : 0;
         const double predicted = detail::predict_multi_lane(coll, *lanes, {total, each, each}, lp, {1});
         INFO("predicted " << predicted << ", simulated " << r->rep.finish_time);
         CHECK(predicted <= 1.25 * r->rep.finish_time);
@@ -164,7 +171,7 @@ TEST_CASE("the automatic choice on hosts is within 25% of the best of its candid
   for (const auto& s : shapes)
     for (const auto coll : lane_collectives)
       for (const std::uint64_t total : {std::uint64_t{8} * 64, std::uint64_t{64} << 10, std::uint64_t{1} << 20, std::uint64_t{16} << 20}) {
-        const std::uint64_t bytes = coll == collective::allgather ? total : (total == 512 ? 8 : total);
+        const std::uint64_t bytes = per_rank(coll) ? total : (total == 512 ? 8 : total);
         INFO(name(s) << ", " << to_string(coll) << ", " << bytes << " B");
         auto chosen = sim::simulate(request(s, coll, algorithm::automatic, bytes));
         REQUIRE(chosen);

@@ -5,6 +5,7 @@
 // topology has no lanes. On real rails: tests/rails_test.sh.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <numeric>
 #include <string>
@@ -41,7 +42,7 @@ const collective_options lanes{.alg = algorithm::multi_lane};
 
 }  // namespace
 
-TEST_CASE("multi-lane broadcast, reduce, allreduce and allgather: every shape, root and size", "[local][multi_lane]") {
+TEST_CASE("multi-lane broadcast, reduce, allreduce, allgather, scatter and gather: every shape, root and size", "[local][multi_lane]") {
   const std::vector<shape> shapes = {{2, 2, 1, false}, {2, 2, 2, false}, {3, 2, 1, true}, {4, 1, 2, false},
                                      {2, 3, 2, false}, {3, 3, 1, true},  {2, 4, 2, true}, {3, 1, 3, false}};
   for (const auto& sh : shapes) {
@@ -56,6 +57,11 @@ TEST_CASE("multi-lane broadcast, reduce, allreduce and allgather: every shape, r
             all(p, std::vector<std::int64_t>(count, -1));
         std::vector<std::vector<double>> dall(p, std::vector<double>(count, -1));
         std::vector<std::vector<std::int32_t>> gath(p, std::vector<std::int32_t>(count * static_cast<std::size_t>(p), -1));
+        // Scatter: the root's p parts; each rank's part back; gather: the root's p parts.
+        std::vector<std::int32_t> whole(count * static_cast<std::size_t>(p));
+        for (std::size_t i = 0; i < whole.size(); ++i) whole[i] = static_cast<std::int32_t>(i * 7 + static_cast<std::size_t>(root));
+        std::vector<std::vector<std::int32_t>> part(p, std::vector<std::int32_t>(count, -1)),
+            back(p, std::vector<std::int32_t>(count * static_cast<std::size_t>(p), -1));
         auto res = run_all(comms, [&](communicator& c) -> task<result<void>> {
           const int r = c.rank();
           const auto ur = static_cast<std::size_t>(r);
@@ -70,7 +76,9 @@ TEST_CASE("multi-lane broadcast, reduce, allreduce and allgather: every shape, r
           if (auto x = co_await allreduce(c, std::span<const double>(d), std::span(dall[ur]), ops::sum, lanes); !x) co_return x;
           std::vector<std::int32_t> seg(count);
           for (std::size_t i = 0; i < count; ++i) seg[i] = static_cast<std::int32_t>(r * 1000003 + static_cast<int>(i % 1000));
-          co_return co_await allgather(c, std::span<const std::int32_t>(seg), std::span(gath[ur]), lanes);
+          if (auto x = co_await allgather(c, std::span<const std::int32_t>(seg), std::span(gath[ur]), lanes); !x) co_return x;
+          if (auto x = co_await scatter(c, std::span<const std::int32_t>(whole), std::span(part[ur]), root, lanes); !x) co_return x;
+          co_return co_await gather(c, std::span<const std::int32_t>(part[ur]), std::span(back[ur]), root, lanes);
         });
         for (int r = 0; r < p; ++r) {
           const auto ur = static_cast<std::size_t>(r);
@@ -92,6 +100,8 @@ TEST_CASE("multi-lane broadcast, reduce, allreduce and allgather: every shape, r
           CHECK(red_ok);
           CHECK(all_ok);
           CHECK(gath_ok);
+          CHECK(std::equal(part[ur].begin(), part[ur].end(), whole.begin() + static_cast<std::ptrdiff_t>(ur * count)));
+          if (r == root) CHECK(back[ur] == whole);
           // Floating point: the same bits on every rank (each block is one lane's result).
           CHECK(dall[ur] == dall[0]);
         }
@@ -101,6 +111,56 @@ TEST_CASE("multi-lane broadcast, reduce, allreduce and allgather: every shape, r
         CHECK(dall[0][0] == Approx(want));
       }
     }
+  }
+}
+
+TEST_CASE("scatterv and gatherv: equal counts run what scatter and gather run, irregular ones keep off the lanes", "[local][multi_lane]") {
+  local::world w(8);
+  w.set_layout(layout_of({4, 2, 1, false}));
+  auto comms = communicators_of(w);
+  const std::size_t each = 40000;  // large enough for the automatic choice to take the lanes
+  std::vector<std::int32_t> whole(each * 8);
+  std::iota(whole.begin(), whole.end(), 1);
+  for (const bool equal : {true, false}) {
+    INFO((equal ? "equal" : "irregular") << " counts");
+    std::vector<std::int64_t> counts(8, static_cast<std::int64_t>(each));
+    if (!equal) counts[3] = 0, counts[5] = 2 * static_cast<std::int64_t>(each);
+    std::vector<std::size_t> at(9, 0);
+    for (std::size_t r = 0; r < 8; ++r) at[r + 1] = at[r] + static_cast<std::size_t>(counts[r]);
+    std::vector<std::vector<std::int32_t>> part(8), back(8, std::vector<std::int32_t>(whole.size(), -1));
+    std::vector<std::string> ran(8);
+    auto res = run_all(comms, [&](communicator& c) -> task<result<void>> {
+      const auto ur = static_cast<std::size_t>(c.rank());
+      part[ur].assign(static_cast<std::size_t>(counts[ur]), -1);
+      // Half the ranks call scatter where the counts are equal: the same call.
+      if (equal && c.rank() % 2) {
+        if (auto x = co_await scatter(c, std::span<const std::int32_t>(whole), std::span(part[ur]), 1); !x) co_return x;
+      } else if (auto x = co_await scatterv(c, std::span<const std::int32_t>(whole), std::span(part[ur]), std::span<const std::int64_t>(counts), 1); !x) {
+        co_return x;
+      }
+      co_return co_await gatherv(c, std::span<const std::int32_t>(part[ur]), std::span(back[ur]), std::span<const std::int64_t>(counts), 1);
+    });
+    for (std::size_t r = 0; r < 8; ++r) {
+      INFO("rank " << r);
+      REQUIRE(res[r]);
+      CHECK(std::equal(part[r].begin(), part[r].end(), whole.begin() + static_cast<std::ptrdiff_t>(at[r])));
+    }
+    CHECK(back[1] == whole);
+    const auto plan = plan_collective(comms[0], collective::scatter, {.bytes = each * 8 * 4, .largest = each * 4, .smallest = each * 4});
+    REQUIRE(plan);
+    CHECK(plan->alg == algorithm::multi_lane);
+  }
+  // Asked for by name with irregular counts: refused with the reason, on every rank.
+  std::vector<std::int64_t> counts{1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<std::int32_t> all(36), mine(8);
+  auto res = run_all(comms, [&](communicator& c) -> task<result<void>> {
+    co_return co_await scatterv(c, std::span<const std::int32_t>(all), std::span(mine).first(static_cast<std::size_t>(c.rank() + 1)),
+                                std::span<const std::int64_t>(counts), 0, lanes);
+  });
+  for (std::size_t r = 0; r < 8; ++r) {
+    REQUIRE_FALSE(res[r]);
+    CHECK(res[r].error() == errc::invalid_argument);
+    CHECK_THAT(comms[r].last_error(), Catch::Contains("multi_lane takes equal parts only"));
   }
 }
 

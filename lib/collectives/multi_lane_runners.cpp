@@ -40,6 +40,14 @@ task<result<void>> lane_allgather(fabric& lane, std::uint32_t seq, std::span<std
   co_return co_await row->runner_for<segments_call>()({&lane, seq, buf, buf, &lay, nullptr, m});
 }
 
+// The lane's scatter or gather, chosen for its H ranks and pieces as a call of its own.
+task<result<void>> lane_rooted(collective coll, fabric& lane, std::uint32_t seq, std::span<const std::byte> from,
+                               std::span<std::byte> to, int root, std::size_t each, std::size_t elem, loggp_params m) {
+  const auto H = static_cast<std::size_t>(lane.size());
+  const auto [row, n] = lane_choice(coll, lane.size(), m, {H * each, each, each});
+  co_return co_await row->runner_for<scatter_call>()({&lane, seq, from, to, root, segment_offsets{{}, each, H}, elem, m, false});
+}
+
 result<lane_shape> shape_of(const fabric& f) {
   auto s = lane_shape::of(f.layout(), f.rank());
   if (!s) return fail(errc::invalid_argument);  // refusal() keeps such calls away
@@ -93,6 +101,24 @@ task<result<void>> run_allgather_multi_lane(segments_call c) {
       });
 }
 
+template <bool Gather>
+task<result<void>> run_rooted_multi_lane(scatter_call c) {
+  const auto s = shape_of(*c.f);
+  if (!s) co_return fail(s.error());
+  // Equal parts only: the entry point keeps scatterv and gatherv away (rooted_lanes_refusal).
+  if (!c.offset.table.empty()) co_return fail(errc::invalid_argument);
+  const loggp_params m = c.model;
+  const std::uint32_t seq = c.seq;
+  const std::size_t elem = c.elem;
+  const auto inner = [seq, m, elem](fabric& lane, std::span<const std::byte> from, std::span<std::byte> to, int root, std::size_t each) {
+    return lane_rooted(Gather ? collective::gather : collective::scatter, lane, seq, from, to, root, each, elem, m);
+  };
+  if (Gather) co_return co_await algorithms::gather_multi_lane(*c.f, c.seq, c.from, c.to, c.root, c.offset.each, c.elem, *s, inner);
+  co_return co_await algorithms::scatter_multi_lane(*c.f, c.seq, c.from, c.to, c.root, c.offset.each, c.elem, *s, inner);
+}
+template task<result<void>> run_rooted_multi_lane<false>(scatter_call);
+template task<result<void>> run_rooted_multi_lane<true>(scatter_call);
+
 loggp_params shared_rail(const loggp_params& m, const lane_shape& s) {
   loggp_params out = m;
   out.G *= s.per_host;
@@ -128,6 +154,14 @@ double predict_multi_lane(collective coll, const lane_shape& s, const call_shape
                            ? s.hosts * local_exchange(s.per_host, static_cast<double>(shape.largest), host)
                            : 2 * local_exchange(s.per_host, block, host);
   const call_traits inner{1, t.commutative, t.order_free, false};
+  if (coll == collective::scatter || coll == collective::gather) {
+    // The root hands each rank of its host its lane's H blocks; each lane's root sends
+    // H - 1 pieces on its share of the rails (the split trees do no worse than that).
+    const double each = static_cast<double>(shape.largest), piece = each / s.sub;
+    const double root_local = s.per_host > 1 ? (s.per_host - 1) * (host.o + s.hosts * each * host.G) + host.L + host.o : 0;
+    const double lanes_time = (s.hosts - 1) * std::max(lane.g, lane.o + std::max(piece - 1, 0.0) * lane.G) + lane.L + lane.o;
+    return root_local + lanes_time;
+  }
   if (coll == collective::broadcast) {
     const auto b = shape.bytes / static_cast<std::size_t>(lanes);
     return local + choose_broadcast(s.hosts, b, lane, 1, communicator_options{}.min_block_bytes).predicted;

@@ -98,6 +98,12 @@ std::shared_ptr<const loggp::split_table> table_of(const scatter_call& c, bool b
   return loggp::split_table_for(p, {c.model.L, c.model.o, c.model.g, c.model.G},
                                 static_cast<double>(c.offset.back()) / p, binomial);
 }
+// The split tree's LogGP time for sets of one rank's part (the automatic choice weighs it
+// against the multi-lane row where the topology has lanes).
+template <bool Binomial>
+double split_predicted(prediction_shape& sh, std::size_t, int, const loggp_params& m) {
+  return loggp::split_table_for(sh.p, {m.L, m.o, m.g, m.G}, static_cast<double>(sh.largest), Binomial)->t(sh.p);
+}
 template <bool Binomial>
 task<result<void>> scatter_split(scatter_call c) {
   const auto table = table_of(c, Binomial);
@@ -317,23 +323,33 @@ const std::vector<entry>& table() {
       {{C::scatter, A::split_tree, loggp_paper, "4.5-4.7",
         "A_t^k, the split tree of least LogGP time (optimal for one item per rank, Theorem 1); split_sets: Figures 9-10",
         M::loggp, any, true},
-       runner_of<scatter_call>{scatter_split<false>}, block_rule::one, true, nullptr, scatter_time<A::split_tree>},
+       runner_of<scatter_call>{scatter_split<false>}, block_rule::one, true, split_predicted<false>, scatter_time<A::split_tree>},
       {{C::scatter, A::binomial, loggp_paper, "4.4", "the Binomial Tree, halves at every split (Lemma 2)", M::loggp, any, false},
-       runner_of<scatter_call>{scatter_split<true>}, block_rule::one, true, nullptr, scatter_time<A::binomial>},
+       runner_of<scatter_call>{scatter_split<true>}, block_rule::one, true, split_predicted<true>, scatter_time<A::binomial>},
       {{C::scatter, A::long_message, loggp_paper, "4.3", "Simple Long-Message: the root sends every rank its segment", M::loggp, any,
         false},
        runner_of<scatter_call>{scatter_root<false>}, block_rule::one, false, nullptr, scatter_time<A::long_message>},
       {{C::scatter, A::short_message, loggp_paper, "4.2", "Short-Message: one message per element", M::loggp, any, false},
        runner_of<scatter_call>{scatter_root<true>}, block_rule::one, false, nullptr, scatter_time<A::short_message>},
+      {{C::scatter, A::multi_lane, traff_hunold, "Section III",
+        "the root hands each rank of its host its lane's blocks, every lane scatters them between the hosts "
+        "(on sub-lanes over every rail); per host (H - 1) n m / (k B); equal parts",
+        M::loggp, lanes, true},
+       runner_of<scatter_call>{run_rooted_multi_lane<false>}, block_rule::one, true, nullptr, nullptr, predict_multi_lane},
       {{C::gather, A::split_tree, loggp_paper, "4.5-4.7", "A_t^k reversed", M::loggp, any, true},
-       runner_of<scatter_call>{gather_split<false>}, block_rule::one, true},
+       runner_of<scatter_call>{gather_split<false>}, block_rule::one, true, split_predicted<false>},
       {{C::gather, A::binomial, loggp_paper, "4.4", "the Binomial Tree reversed", M::loggp, any, false},
-       runner_of<scatter_call>{gather_split<true>}, block_rule::one, true},
+       runner_of<scatter_call>{gather_split<true>}, block_rule::one, true, split_predicted<true>},
       {{C::gather, A::long_message, loggp_paper, "4.3", "Simple Long-Message reversed: every rank sends the root its segment",
         M::loggp, any, false},
        runner_of<scatter_call>{gather_root<false>}, block_rule::one, false},
       {{C::gather, A::short_message, loggp_paper, "4.2", "Short-Message reversed: one message per element", M::loggp, any, false},
        runner_of<scatter_call>{gather_root<true>}, block_rule::one, false},
+      {{C::gather, A::multi_lane, traff_hunold, "Section III",
+        "every lane gathers to the root's host, whose ranks hand the root their lane's blocks; per host (H - 1) n m / (k B); "
+        "equal parts",
+        M::loggp, lanes, true},
+       runner_of<scatter_call>{run_rooted_multi_lane<true>}, block_rule::one, true, nullptr, nullptr, predict_multi_lane},
 
       // All-roots.
       {{C::allgather, A::circulant, traff, "Algorithm 7 (Appendix A)",

@@ -1,6 +1,8 @@
 // Entry points of scatter(v) and gather(v) (Alexandrov et al., Section 4): argument
 // checks, the virtual order the algorithms work in, the split table, the deadline.
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -38,10 +40,28 @@ bool prepare(call_start& call, std::size_t many, std::size_t one, const std::opt
   } else {
     call.equal_counts(one / elem);
   }
-  if (!call.accepts(call.traits())) return false;
-  s.row = call.resolve(call.traits(), {}, {}).row;
+  // Equal counts given are equal parts, so that scatterv with them runs what scatter
+  // runs; the multi-lane rows take equal parts only.
+  const bool irregular = given && std::adjacent_find(counts.begin(), counts.end(), std::not_equal_to<>()) != counts.end();
+  call_traits traits = call.traits();
+  if (irregular) {
+    if (call.opts.alg == algorithm::multi_lane)
+      return call.refuse("multi_lane takes equal parts only; these counts differ (the automatic choice runs another algorithm)");
+    traits.lanes = false;
+  }
+  if (!call.accepts(traits)) return false;
+  // Where the topology has lanes, the multi-lane row's prediction is weighed: it needs the
+  // model and the parts' size.
+  loggp_params lanes_model{};
+  if (traits.lanes) {
+    const auto m = call.model();
+    if (!m) return false;
+    lanes_model = *m;
+  }
+  const std::size_t part = irregular ? 0 : (given ? (counts.empty() ? 0 : counts[0] * elem) : one);
+  s.row = call.resolve(traits, lanes_model, {part * static_cast<std::size_t>(p), part, part}).row;
   s.offset.p = static_cast<std::size_t>(p);
-  if (given) {
+  if (irregular) {
     const rooted ranks{p, root};
     s.table.assign(static_cast<std::size_t>(p) + 1, 0);
     for (int v = 0; v < p; ++v)
@@ -53,7 +73,10 @@ bool prepare(call_start& call, std::size_t many, std::size_t one, const std::opt
       return call.refuse("rank " + std::to_string(c.rank()) + "'s part has " + std::to_string(one / elem) +
                          " elements, counts say " + std::to_string(mine / elem));
   } else {
-    s.offset.each = one;
+    if (given && one != part)
+      return call.refuse("rank " + std::to_string(c.rank()) + "'s part has " + std::to_string(one / elem) +
+                         " elements, counts say " + std::to_string(part / elem));
+    s.offset.each = part;
   }
   s.total = s.offset.back();
   if (c.rank() == root && many != s.total)

@@ -370,7 +370,9 @@ call_shape shape_of(collective coll, const run_request& sp) {
   };
   const auto p = static_cast<std::size_t>(sp.p);
   switch (coll) {
-    case collective::allgather: return parts(std::vector<std::size_t>(p, sp.bytes));
+    case collective::allgather:
+    case collective::scatter:
+    case collective::gather: return parts(std::vector<std::size_t>(p, sp.bytes));
     case collective::allgatherv:
     case collective::reduce_scatter: return parts(distribute(sp.bytes, sp.p, sp.counts));
     case collective::reduce_scatter_block: return parts(std::vector<std::size_t>(p, sp.bytes / p));

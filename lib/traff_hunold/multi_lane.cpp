@@ -113,6 +113,40 @@ task<result<void>> root_blocks(fabric& f, std::uint32_t seq, const lane_shape& s
   co_return co_await all_of(ops);
 }
 
+// Scatter's and gather's blocks as lanes carry them: lane (local l) packs, for each of its
+// sub-lanes j, piece j of the block of its member on every host in the lane's virtual
+// order (root host first), so that each sub-lane's H pieces lie together.
+struct lane_packs {
+  const lane_shape& s;
+  pieces piece;  // a block's sub-lane pieces
+  std::size_t each;
+  int root, root_host;
+  lane_packs(const lane_shape& sh, std::size_t each_, std::size_t elem, int root_)
+      : s(sh), piece(each_, elem, sh.sub), each(each_), root(root_), root_host(sh.host_of[static_cast<std::size_t>(root_)]) {}
+  std::size_t bytes() const noexcept { return each * static_cast<std::size_t>(s.hosts); }
+  // Sub-lane j's pieces within a pack.
+  std::span<std::byte> part(std::span<std::byte> pack, int j) const noexcept {
+    const std::size_t at = static_cast<std::size_t>(s.hosts) * piece.part.offset(static_cast<std::size_t>(j)) * piece.elem;
+    return pack.subspan(at, static_cast<std::size_t>(s.hosts) * piece.part.size(static_cast<std::size_t>(j)) * piece.elem);
+  }
+  // Between the root's virtual-order buffer and lane l's pack (to_pack: buffer -> pack).
+  void copy(std::span<std::byte> buf, std::span<std::byte> pack, int l, bool to_pack) const {
+    const int p = static_cast<int>(s.host_of.size());
+    for (int r = 0; r < p; ++r) {
+      if (s.local_of[static_cast<std::size_t>(r)] != l) continue;
+      const int v = (s.host_of[static_cast<std::size_t>(r)] - root_host + s.hosts) % s.hosts;
+      const auto block = buf.subspan(static_cast<std::size_t>((r - root + p) % p) * each, each);
+      for (int j = 0; j < s.sub; ++j) {
+        const auto src = piece.of(block, j);
+        const auto dst = part(pack, j).subspan(static_cast<std::size_t>(v) * src.size(), src.size());
+        if (src.empty()) continue;
+        if (to_pack) std::memcpy(dst.data(), src.data(), src.size());
+        else std::memcpy(src.data(), dst.data(), src.size());
+      }
+    }
+  }
+};
+
 }  // namespace
 
 task<result<void>> broadcast_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root,
@@ -185,6 +219,68 @@ task<result<void>> allgather_multi_lane(fabric& f, std::uint32_t seq, std::span<
     }
     if (auto r = co_await all_of(ops); !r) co_return r;
   }
+  co_return result<void>{};
+}
+
+task<result<void>> scatter_multi_lane(fabric& f, std::uint32_t seq, std::span<const std::byte> from, std::span<std::byte> to,
+                                      int root, std::size_t each, std::size_t elem, const lane_shape& s, lane_scatter inner) {
+  const lane_packs packs(s, each, elem, root);
+  const int root_local = s.local_of[static_cast<std::size_t>(root)];
+  scratch_pool::lease mine;
+  if (s.host == packs.root_host) {
+    mine = f.scratch().take(packs.bytes());
+    lane_view local(f, s.host_group, 0, first_local);
+    if (f.rank() == root) {
+      // Every other rank's pack in a lease of its own, sent as one message each.
+      const auto all = const_cast<std::byte*>(from.data());
+      std::vector<scratch_pool::lease> theirs;
+      std::vector<operation> ops;
+      theirs.reserve(static_cast<std::size_t>(s.per_host));
+      for (int l = 0; l < s.per_host; ++l) {
+        auto pack = l == root_local ? mine.span() : (theirs.push_back(f.scratch().take(packs.bytes())), theirs.back().span());
+        packs.copy({all, from.size()}, pack, l, true);
+        if (l != root_local) ops.push_back(local.send(l, {seq, 0}, pack));
+      }
+      if (auto r = co_await all_of(ops); !r) co_return r;
+    } else if (auto r = co_await local.recv(root_local, {seq, 0}, mine.span()); !r) {
+      co_return fail(r.error());
+    }
+  }
+  co_return co_await on_every_lane(f, s, [&](fabric& lane, int j) {
+    const auto at = packs.piece.of(to, j);
+    return inner(lane, mine.size() ? packs.part(mine.span(), j) : std::span<std::byte>{}, at, packs.root_host, at.size());
+  });
+}
+
+task<result<void>> gather_multi_lane(fabric& f, std::uint32_t seq, std::span<const std::byte> from, std::span<std::byte> to,
+                                     int root, std::size_t each, std::size_t elem, const lane_shape& s, lane_scatter inner) {
+  const lane_packs packs(s, each, elem, root);
+  const int root_local = s.local_of[static_cast<std::size_t>(root)];
+  scratch_pool::lease mine;
+  if (s.host == packs.root_host) mine = f.scratch().take(packs.bytes());
+  const auto own = std::span(const_cast<std::byte*>(from.data()), from.size());
+  if (auto r = co_await on_every_lane(f, s, [&](fabric& lane, int j) {
+        const auto at = packs.piece.of(own, j);
+        return inner(lane, at, mine.size() ? packs.part(mine.span(), j) : std::span<std::byte>{}, packs.root_host, at.size());
+      });
+      !r)
+    co_return r;
+  if (s.host != packs.root_host) co_return result<void>{};
+  lane_view local(f, s.host_group, 0, last_local);
+  if (f.rank() != root) {
+    auto r = co_await local.send(root_local, {seq, 0}, mine.span());
+    co_return r ? result<void>{} : fail(r.error());
+  }
+  std::vector<scratch_pool::lease> theirs;
+  std::vector<operation> ops;
+  for (int l = 0; l < s.per_host; ++l)
+    if (l != root_local) {
+      theirs.push_back(f.scratch().take(packs.bytes()));
+      ops.push_back(local.recv(l, {seq, 0}, theirs.back().span()));
+    }
+  if (auto r = co_await all_of(ops); !r) co_return r;
+  for (int l = 0, i = 0; l < s.per_host; ++l)
+    packs.copy(to, l == root_local ? mine.span() : theirs[static_cast<std::size_t>(i++)].span(), l, false);
   co_return result<void>{};
 }
 

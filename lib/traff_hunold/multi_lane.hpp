@@ -21,6 +21,13 @@ using lane_allreduce = std::function<task<result<void>>(fabric& lane, std::span<
 using lane_allgather =
     std::function<task<result<void>>(fabric& lane, std::span<std::byte> buf, std::vector<std::size_t> at, std::size_t each)>;
 
+// Scatter and gather of `each` bytes per rank, rank r's at ((r - root) mod p) * each of
+// the root's buffer (virtual order, the scatter rows' own): the lane's collective on its
+// H ranks, each holding one piece of `each` bytes; `from` and `to` as the scatter rows'
+// (the root's H pieces in virtual order, root host first).
+using lane_scatter = std::function<task<result<void>>(fabric& lane, std::span<const std::byte> from, std::span<std::byte> to,
+                                                      int root, std::size_t each)>;
+
 // The root's host scatters the data over its ranks (one block each), every lane
 // broadcasts its block between the hosts, every host allgathers its blocks.
 task<result<void>> broadcast_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root,
@@ -36,5 +43,15 @@ task<result<void>> allreduce_multi_lane(fabric& f, std::uint32_t seq, std::span<
 // `buf`) between the hosts, then every host allgathers what its lanes gathered.
 task<result<void>> allgather_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> buf, std::size_t each,
                                         const detail::lane_shape& s, lane_allgather inner);
+
+// The root hands every rank of its host the blocks of its lane (H blocks, one message),
+// then every lane scatters them from the root's host; the root's host's rails carry
+// every byte once. `elem`: pieces split on whole elements.
+task<result<void>> scatter_multi_lane(fabric& f, std::uint32_t seq, std::span<const std::byte> from, std::span<std::byte> to,
+                                      int root, std::size_t each, std::size_t elem, const detail::lane_shape& s, lane_scatter inner);
+// The reverse: every lane gathers to the root's host, whose ranks hand the root their
+// lane's blocks. `inner` is the lanes' gather.
+task<result<void>> gather_multi_lane(fabric& f, std::uint32_t seq, std::span<const std::byte> from, std::span<std::byte> to,
+                                     int root, std::size_t each, std::size_t elem, const detail::lane_shape& s, lane_scatter inner);
 
 }  // namespace optcast::algorithms
