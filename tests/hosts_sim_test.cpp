@@ -118,8 +118,9 @@ std::string name(const cluster_shape& s) {
   return std::to_string(s.hosts) + " hosts x " + std::to_string(s.per_host) + " ranks x " + std::to_string(s.rails) + " rails";
 }
 
-constexpr collective lane_collectives[] = {collective::broadcast, collective::reduce, collective::allreduce,
-                                           collective::allgather, collective::scatter,   collective::gather};
+constexpr collective lane_collectives[] = {collective::broadcast, collective::reduce,  collective::allreduce,
+                                           collective::allgather, collective::scatter, collective::gather,
+                                           collective::reduce_scatter_block};
 // The issue's targets: 1.2x for the four, 1.1x for scatter and gather.
 double target(collective coll) { return coll == collective::scatter || coll == collective::gather ? 1.1 : 1.2; }
 
@@ -159,7 +160,8 @@ TEST_CASE("the multi-lane prediction is the simulated time within 25%", "[sim][h
         const auto& m = q.model;
         loggp_params lp{m.L, m.o, m.g, m.G};
         lp.host = m.host;
-        const std::size_t each = per_rank(coll) ? q.bytes : 0;
+        const std::size_t each =
+            per_rank(coll) ? q.bytes : coll == collective::reduce_scatter_block ? q.bytes / static_cast<std::size_t>(q.p) : 0;
         const double predicted = detail::predict_multi_lane(coll, *lanes, {total, each, each}, lp, {1});
         INFO("predicted " << predicted << ", simulated " << r->rep.finish_time);
         CHECK(predicted <= 1.25 * r->rep.finish_time);
@@ -171,7 +173,9 @@ TEST_CASE("the automatic choice on hosts is within 25% of the best of its candid
   for (const auto& s : shapes)
     for (const auto coll : lane_collectives)
       for (const std::uint64_t total : {std::uint64_t{8} * 64, std::uint64_t{64} << 10, std::uint64_t{1} << 20, std::uint64_t{16} << 20}) {
-        const std::uint64_t bytes = per_rank(coll) ? total : (total == 512 ? 8 : total);
+        // 8 B where the message is one (reduce-scatter's must divide into p parts).
+        const bool whole = per_rank(coll) || coll == collective::reduce_scatter_block;
+        const std::uint64_t bytes = whole ? total : (total == 512 ? 8 : total);
         INFO(name(s) << ", " << to_string(coll) << ", " << bytes << " B");
         auto chosen = sim::simulate(request(s, coll, algorithm::automatic, bytes));
         REQUIRE(chosen);

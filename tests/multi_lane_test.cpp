@@ -42,7 +42,7 @@ const collective_options lanes{.alg = algorithm::multi_lane};
 
 }  // namespace
 
-TEST_CASE("multi-lane broadcast, reduce, allreduce, allgather, scatter and gather: every shape, root and size", "[local][multi_lane]") {
+TEST_CASE("multi-lane broadcast, reduce, allreduce, allgather, scatter, gather and reduce-scatter: every shape, root and size", "[local][multi_lane]") {
   const std::vector<shape> shapes = {{2, 2, 1, false}, {2, 2, 2, false}, {3, 2, 1, true}, {4, 1, 2, false},
                                      {2, 3, 2, false}, {3, 3, 1, true},  {2, 4, 2, true}, {3, 1, 3, false}};
   for (const auto& sh : shapes) {
@@ -62,6 +62,7 @@ TEST_CASE("multi-lane broadcast, reduce, allreduce, allgather, scatter and gathe
         for (std::size_t i = 0; i < whole.size(); ++i) whole[i] = static_cast<std::int32_t>(i * 7 + static_cast<std::size_t>(root));
         std::vector<std::vector<std::int32_t>> part(p, std::vector<std::int32_t>(count, -1)),
             back(p, std::vector<std::int32_t>(count * static_cast<std::size_t>(p), -1));
+        std::vector<std::vector<std::int64_t>> rs(p, std::vector<std::int64_t>(count, -1));
         auto res = run_all(comms, [&](communicator& c) -> task<result<void>> {
           const int r = c.rank();
           const auto ur = static_cast<std::size_t>(r);
@@ -78,7 +79,11 @@ TEST_CASE("multi-lane broadcast, reduce, allreduce, allgather, scatter and gathe
           for (std::size_t i = 0; i < count; ++i) seg[i] = static_cast<std::int32_t>(r * 1000003 + static_cast<int>(i % 1000));
           if (auto x = co_await allgather(c, std::span<const std::int32_t>(seg), std::span(gath[ur]), lanes); !x) co_return x;
           if (auto x = co_await scatter(c, std::span<const std::int32_t>(whole), std::span(part[ur]), root, lanes); !x) co_return x;
-          co_return co_await gather(c, std::span<const std::int32_t>(part[ur]), std::span(back[ur]), root, lanes);
+          if (auto x = co_await gather(c, std::span<const std::int32_t>(part[ur]), std::span(back[ur]), root, lanes); !x) co_return x;
+          // Reduce-scatter: element i of rank r's input is i * (r + 1) + r + root.
+          std::vector<std::int64_t> rin(count * static_cast<std::size_t>(p));
+          for (std::size_t i = 0; i < rin.size(); ++i) rin[i] = static_cast<std::int64_t>(i) * (r + 1) + r + root;
+          co_return co_await reduce_scatter_block(c, std::span<const std::int64_t>(rin), std::span(rs[ur]), ops::sum, lanes);
         });
         for (int r = 0; r < p; ++r) {
           const auto ur = static_cast<std::size_t>(r);
@@ -102,6 +107,12 @@ TEST_CASE("multi-lane broadcast, reduce, allreduce, allgather, scatter and gathe
           CHECK(gath_ok);
           CHECK(std::equal(part[ur].begin(), part[ur].end(), whole.begin() + static_cast<std::ptrdiff_t>(ur * count)));
           if (r == root) CHECK(back[ur] == whole);
+          bool rs_ok = true;
+          for (std::size_t i = 0; i < count; ++i) {
+            const auto at = static_cast<std::int64_t>(ur * count + i);
+            rs_ok = rs_ok && rs[ur][i] == at * weight + rank_sum + static_cast<std::int64_t>(p) * root;
+          }
+          CHECK(rs_ok);
           // Floating point: the same bits on every rank (each block is one lane's result).
           CHECK(dall[ur] == dall[0]);
         }
@@ -114,7 +125,7 @@ TEST_CASE("multi-lane broadcast, reduce, allreduce, allgather, scatter and gathe
   }
 }
 
-TEST_CASE("scatterv and gatherv: equal counts run what scatter and gather run, irregular ones keep off the lanes", "[local][multi_lane]") {
+TEST_CASE("scatterv, gatherv, reduce_scatter: equal counts run what scatter and gather run, irregular ones keep off the lanes", "[local][multi_lane]") {
   local::world w(8);
   w.set_layout(layout_of({4, 2, 1, false}));
   auto comms = communicators_of(w);
@@ -161,6 +172,17 @@ TEST_CASE("scatterv and gatherv: equal counts run what scatter and gather run, i
     REQUIRE_FALSE(res[r]);
     CHECK(res[r].error() == errc::invalid_argument);
     CHECK_THAT(comms[r].last_error(), Catch::Contains("multi_lane takes equal parts only"));
+  }
+  // And a reduce-scatter's irregular counts likewise.
+  std::vector<std::int64_t> sums(8);
+  res = run_all(comms, [&](communicator& c) -> task<result<void>> {
+    std::vector<std::int64_t> in(36, 1);
+    co_return co_await reduce_scatter(c, std::span<const std::int64_t>(in), std::span(sums).first(static_cast<std::size_t>(c.rank() + 1)),
+                                      std::span<const std::int64_t>(counts), ops::sum, lanes);
+  });
+  for (std::size_t r = 0; r < 8; ++r) {
+    REQUIRE_FALSE(res[r]);
+    CHECK_THAT(comms[r].last_error(), Catch::Contains("reduce_scatter: multi_lane takes equal parts only"));
   }
 }
 

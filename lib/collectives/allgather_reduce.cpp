@@ -108,17 +108,18 @@ task<result<void>> reduce_scatter_bytes(communicator& c, std::span<const std::by
   if (out.size() != mine * op.elem &&
       !call.refuse("out has " + str(out.size() / op.elem) + " elements, this rank's count is " + str(mine)))
     co_return call.early;
-  if (!call.accepts(call.traits(&op))) co_return call.early;
+  call_traits traits = call.traits(&op);
+  if (!call.equal_parts_only(counts, traits) || !call.accepts(traits)) co_return call.early;
   const auto model = call.model();
   if (!model) co_return call.early;
 
   const auto [least, most] = std::minmax_element(counts.begin(), counts.end());
-  const auto [row, n] = call.resolve(call.traits(&op), *model, {in.size(), *most * op.elem, *least * op.elem});
+  const auto [row, n] = call.resolve(traits, *model, {in.size(), *most * op.elem, *least * op.elem, op.commutative, op.order_free});
   auto scratch = c.get_fabric().scratch().take(in.size());
   const std::span<std::byte> work = scratch.span();
   if (!in.empty()) std::memcpy(work.data(), in.data(), in.size());
   const algorithms::segment_layout lay(op.elem, n, counts);
-  auto r = co_await call.run(row->runner_for<segments_call>()({&c.get_fabric(), call.seq, work, work, &lay, &op}));
+  auto r = co_await call.run(row->runner_for<segments_call>()({&c.get_fabric(), call.seq, work, work, &lay, &op, *model}));
   if (r && mine) {
     auto seg = work.subspan(lay.offset[static_cast<std::size_t>(c.rank())] * op.elem, out.size());
     std::memcpy(out.data(), seg.data(), out.size());

@@ -120,6 +120,10 @@ public:
 
   // Also records the operator and element type in the signature.
   call_traits traits(const erased_reduction* op = nullptr) noexcept;
+  // The multi-lane rows take equal parts only: with counts that differ, `t` loses its
+  // lanes (the automatic choice keeps to the one-lane rows) and multi_lane asked for by
+  // name is refused; false after that refusal.
+  bool equal_parts_only(const std::vector<std::size_t>& counts, call_traits& t);
 };
 
 resolved resolve(const communicator& c, collective coll, const collective_options& o, const call_traits& traits,

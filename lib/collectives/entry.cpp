@@ -121,6 +121,14 @@ call_traits call_start::traits(const erased_reduction* op) noexcept {
   return {comm.ports(), op ? op->commutative : true, op ? op->order_free : true, has_lanes(comm)};
 }
 
+bool call_start::equal_parts_only(const std::vector<std::size_t>& counts, call_traits& t) {
+  if (std::adjacent_find(counts.begin(), counts.end(), std::not_equal_to<>()) == counts.end()) return true;
+  if (opts.alg == algorithm::multi_lane)
+    return refuse("multi_lane takes equal parts only; these counts differ (the automatic choice runs another algorithm)");
+  t.lanes = false;
+  return true;
+}
+
 bool call_start::accepts(const call_traits& t) {
   auto why = refusal(coll, opts.alg, t);
   if (why.empty()) return true;

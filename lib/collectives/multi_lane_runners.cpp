@@ -48,6 +48,15 @@ task<result<void>> lane_rooted(collective coll, fabric& lane, std::uint32_t seq,
   co_return co_await row->runner_for<scatter_call>()({&lane, seq, from, to, root, segment_offsets{{}, each, H}, elem, m, false});
 }
 
+// The lane's reduce-scatter of H pieces in place, chosen as a call of its own.
+task<result<void>> lane_reduce_scatter(fabric& lane, std::uint32_t seq, std::span<std::byte> buf, std::size_t each,
+                                       const erased_reduction* op, loggp_params m) {
+  const auto H = static_cast<std::size_t>(lane.size());
+  const auto [row, n] = lane_choice(collective::reduce_scatter_block, lane.size(), m, {H * each, each, each, op->commutative, op->order_free}, op);
+  const algorithms::segment_layout lay(op->elem, n, std::vector<std::size_t>(H, each / op->elem));
+  co_return co_await row->runner_for<segments_call>()({&lane, seq, buf, buf, &lay, op, m});
+}
+
 result<lane_shape> shape_of(const fabric& f) {
   auto s = lane_shape::of(f.layout(), f.rank());
   if (!s) return fail(errc::invalid_argument);  // refusal() keeps such calls away
@@ -99,6 +108,20 @@ task<result<void>> run_allgather_multi_lane(segments_call c) {
       *c.f, c.seq, c.out, each, *s, [seq, m](fabric& lane, std::span<std::byte> buf, std::vector<std::size_t> at, std::size_t e) {
         return lane_allgather(lane, seq, buf, std::move(at), e, m);
       });
+}
+
+task<result<void>> run_reduce_scatter_multi_lane(segments_call c) {
+  const auto s = shape_of(*c.f);
+  if (!s) co_return fail(s.error());
+  // Equal parts only: the entry point keeps irregular counts away (equal_parts_only).
+  if (!c.lay->uniform) co_return fail(errc::invalid_argument);
+  const std::size_t each = (c.lay->offset.size() > 1 ? c.lay->offset[1] - c.lay->offset[0] : 0) * c.lay->elem;
+  const loggp_params m = c.model;
+  const std::uint32_t seq = c.seq;
+  const erased_reduction* op = c.op;
+  co_return co_await algorithms::reduce_scatter_multi_lane(*c.f, c.seq, c.out, each, *c.op, *s, [seq, m, op](fabric& lane, std::span<std::byte> buf, std::size_t e) {
+    return lane_reduce_scatter(lane, seq, buf, e, op, m);
+  });
 }
 
 template <bool Gather>
@@ -165,6 +188,16 @@ double predict_multi_lane(collective coll, const lane_shape& s, const call_shape
   if (coll == collective::broadcast) {
     const auto b = shape.bytes / static_cast<std::size_t>(lanes);
     return local + choose_broadcast(s.hosts, b, lane, 1, communicator_options{}.min_block_bytes).predicted;
+  }
+  if (coll == collective::reduce_scatter || coll == collective::reduce_scatter_block) {
+    // Each rank gets its lane's H blocks from every other rank of its host and combines
+    // them; each sub-lane reduce-scatters H pieces between the hosts.
+    const double each = static_cast<double>(shape.largest), piece = each / s.sub;
+    const auto p = static_cast<std::size_t>(piece);
+    double predicted = INFINITY;
+    resolve_for(s.hosts, 1, communicator_options{}, collective::reduce_scatter_block, {}, inner, lane,
+                {p * static_cast<std::size_t>(s.hosts), p, p, t.commutative, t.order_free}, nullptr, &predicted);
+    return local_exchange(s.per_host, s.hosts * each, host) + m.gamma * s.hosts * each * (s.per_host - 1) + predicted;
   }
   call_shape per_lane = shape;
   if (coll == collective::allgather) {  // each lane: H segments of one sub-lane's piece of a segment

@@ -11,6 +11,7 @@ task<result<void>> run_broadcast_multi_lane(broadcast_call c);
 task<result<void>> run_reduce_multi_lane(reduction_call c);
 task<result<void>> run_allreduce_multi_lane(reduction_call c);
 task<result<void>> run_allgather_multi_lane(segments_call c);
+task<result<void>> run_reduce_scatter_multi_lane(segments_call c);
 // Scatter (Gather false) and gather, equal parts.
 template <bool Gather>
 task<result<void>> run_rooted_multi_lane(scatter_call c);

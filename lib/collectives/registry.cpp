@@ -446,6 +446,11 @@ const std::vector<entry>& table() {
       {{C::reduce_scatter_block, A::ring, baseline, "ring",
         "the ring all-gather backwards, (p - 1) n rounds; commutative operators", M::rounds, commutative, true},
        runner_of<segments_call>{reduce_scatter_rng}, block_rule::given_or_one, false, ring_predicted<CC::all_roots>, ring_rounds<1>},
+      {{C::reduce_scatter_block, A::multi_lane, traff_hunold, "Section III",
+        "every rank combines its host's blocks of its lane (node-local), every lane reduce-scatters them between the "
+        "hosts; per host (H - 1) / H m / (k B); commutative operators, equal parts",
+        M::rounds, commutative_lanes, true},
+       runner_of<segments_call>{run_reduce_scatter_multi_lane}, block_rule::one, true, nullptr, nullptr, predict_multi_lane},
       {{C::reduce_scatter, A::circulant, traff, "Observation 1.4",
         "Algorithm 7 backwards with irregular counts; commutative operators", M::rounds, commutative, true},
        runner_of<segments_call>{reduce_scatter_circ}, block_rule::circulant_all_roots, true, circulant_predicted<CC::all_roots>,
@@ -457,6 +462,11 @@ const std::vector<entry>& table() {
         "the ring all-gather backwards with irregular counts, at most (p - 1) n rounds; commutative operators", M::rounds,
         commutative, true},
        runner_of<segments_call>{reduce_scatter_rng}, block_rule::given_or_one, false, ring_predicted<CC::all_roots>, ring_rounds<1>},
+      {{C::reduce_scatter, A::multi_lane, traff_hunold, "Section III",
+        "every rank combines its host's blocks of its lane (node-local), every lane reduce-scatters them between the "
+        "hosts; per host (H - 1) / H m / (k B); commutative operators, equal parts",
+        M::rounds, commutative_lanes, true},
+       runner_of<segments_call>{run_reduce_scatter_multi_lane}, block_rule::one, true, nullptr, nullptr, predict_multi_lane},
 
       {{C::summation, A::logp_tree, karp, "Section 5",
         "n operands summed in least time with unit-time additions: the broadcast tree for L + 1 reversed; any "

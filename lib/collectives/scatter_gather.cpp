@@ -44,12 +44,7 @@ bool prepare(call_start& call, std::size_t many, std::size_t one, const std::opt
   // runs; the multi-lane rows take equal parts only.
   const bool irregular = given && std::adjacent_find(counts.begin(), counts.end(), std::not_equal_to<>()) != counts.end();
   call_traits traits = call.traits();
-  if (irregular) {
-    if (call.opts.alg == algorithm::multi_lane)
-      return call.refuse("multi_lane takes equal parts only; these counts differ (the automatic choice runs another algorithm)");
-    traits.lanes = false;
-  }
-  if (!call.accepts(traits)) return false;
+  if (!call.equal_parts_only(counts, traits) || !call.accepts(traits)) return false;
   // Where the topology has lanes, the multi-lane row's prediction is weighed: it needs the
   // model and the parts' size.
   loggp_params lanes_model{};

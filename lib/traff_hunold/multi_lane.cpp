@@ -284,4 +284,44 @@ task<result<void>> gather_multi_lane(fabric& f, std::uint32_t seq, std::span<con
   co_return result<void>{};
 }
 
+task<result<void>> reduce_scatter_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> work, std::size_t each,
+                                             const detail::erased_reduction& op, const lane_shape& s, lane_reduce_scatter inner) {
+  const lane_packs packs(s, each, op.elem, 0);  // root 0: the packs in rank order
+  const auto take = [&] { return f.scratch().take(packs.bytes()); };
+  // in[l]: local rank l's blocks of this rank's lane (this rank's own in place of its own).
+  std::vector<scratch_pool::lease> in, out;
+  in.reserve(static_cast<std::size_t>(s.per_host));
+  out.reserve(static_cast<std::size_t>(s.per_host));
+  std::vector<operation> ops;
+  lane_view local(f, s.host_group, 0, first_local);
+  for (int l = 0; l < s.per_host; ++l) {
+    in.push_back(take());
+    if (l == s.local) {
+      packs.copy(work, in.back().span(), l, true);
+      continue;
+    }
+    out.push_back(take());
+    packs.copy(work, out.back().span(), l, true);
+    ops.push_back(local.send(l, {seq, 0}, out.back().span()));
+    ops.push_back(local.recv(l, {seq, 0}, in.back().span()));
+  }
+  if (auto r = co_await all_of(ops); !r) co_return r;
+  const auto sum = in[0].span();
+  if (f.carries_data())  // in_0 (+) in_1 (+) ...: the same order on every host
+    for (int l = 1; l < s.per_host; ++l) op(sum.data(), in[static_cast<std::size_t>(l)].data(), sum.data(), sum.size() / op.elem);
+  if (auto r = co_await on_every_lane(f, s, [&](fabric& lane, int j) {
+        return inner(lane, packs.part(sum, j), packs.piece.part.size(static_cast<std::size_t>(j)) * packs.piece.elem);
+      });
+      !r)
+    co_return r;
+  // This host's pieces of the lane's result are this rank's part.
+  const auto mine = work.subspan(static_cast<std::size_t>(f.rank()) * each, each);
+  for (int j = 0; j < s.sub; ++j) {
+    const auto at = packs.piece.of(mine, j);
+    if (!at.empty() && f.carries_data())
+      std::memcpy(at.data(), packs.part(sum, j).data() + static_cast<std::size_t>(s.host) * at.size(), at.size());
+  }
+  co_return result<void>{};
+}
+
 }  // namespace optcast::algorithms

@@ -28,6 +28,10 @@ using lane_allgather =
 using lane_scatter = std::function<task<result<void>>(fabric& lane, std::span<const std::byte> from, std::span<std::byte> to,
                                                       int root, std::size_t each)>;
 
+// Reduce-scatter of H pieces of `each` bytes in place in `buf` (lane member i's result at
+// i * each).
+using lane_reduce_scatter = std::function<task<result<void>>(fabric& lane, std::span<std::byte> buf, std::size_t each)>;
+
 // The root's host scatters the data over its ranks (one block each), every lane
 // broadcasts its block between the hosts, every host allgathers its blocks.
 task<result<void>> broadcast_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root,
@@ -53,5 +57,13 @@ task<result<void>> scatter_multi_lane(fabric& f, std::uint32_t seq, std::span<co
 // lane's blocks. `inner` is the lanes' gather.
 task<result<void>> gather_multi_lane(fabric& f, std::uint32_t seq, std::span<const std::byte> from, std::span<std::byte> to,
                                      int root, std::size_t each, std::size_t elem, const detail::lane_shape& s, lane_scatter inner);
+
+// Reduce-scatter of equal parts (`each` bytes; rank r's part at r * each of `work`, where
+// its result is left): every rank of a host receives the others' blocks of its lane and
+// combines them in local-rank order, then every lane reduce-scatters between the hosts.
+// Commutative operators.
+task<result<void>> reduce_scatter_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> work, std::size_t each,
+                                             const detail::erased_reduction& op, const detail::lane_shape& s,
+                                             lane_reduce_scatter inner);
 
 }  // namespace optcast::algorithms
