@@ -190,6 +190,10 @@ resolved resolve_for(int p, int ports, const communicator_options& opts, collect
   prediction_shape sh(p, ports);
   sh.largest = shape.largest;
   sh.smallest = shape.smallest;
+  // Scatter and gather move every byte through the root's host however they go: their
+  // one-lane trees are predicted as on a flat network, not with the host's ranks' sends
+  // sharing a rail (each of its ranks sends or receives its own part once).
+  const bool rooted_parts = coll == collective::scatter || coll == collective::gather;
   const entry* first = nullptr;
   const entry* best = nullptr;
   int best_n = 1;
@@ -201,7 +205,7 @@ resolved resolve_for(int p, int ports, const communicator_options& opts, collect
     const int n = blocks_of(e);
     double time = INFINITY;
     if (e.predict_lanes && lanes) time = e.predict_lanes(coll, *lanes, shape, m, t);
-    else if (e.predict) time = e.predict(sh, shape.bytes, n, lanes ? shared_rail(m, *lanes) : m);
+    else if (e.predict) time = e.predict(sh, shape.bytes, n, lanes && !rooted_parts ? shared_rail(m, *lanes) : m);
     else continue;
     if (time < best_t || !best) {
       best = &e;

@@ -182,8 +182,18 @@ double predict_multi_lane(collective coll, const lane_shape& s, const call_shape
     // H - 1 pieces on its share of the rails (the split trees do no worse than that).
     const double each = static_cast<double>(shape.largest), piece = each / s.sub;
     const double root_local = s.per_host > 1 ? (s.per_host - 1) * (host.o + s.hosts * each * host.G) + host.L + host.o : 0;
-    const double lanes_time = (s.hosts - 1) * std::max(lane.g, lane.o + std::max(piece - 1, 0.0) * lane.G) + lane.L + lane.o;
-    return root_local + lanes_time;
+    const auto one_lane = [&](const loggp_params& l) {
+      return (s.hosts - 1) * std::max(l.g, l.o + std::max(piece - 1, 0.0) * l.G) + l.L + l.o;
+    };
+    // Gather's lanes that share a rail take turns (gather_multi_lane), each with the rail
+    // to itself, a turn passed on by a message between hosts.
+    if (coll == collective::gather && s.sub == 1 && s.per_host > s.rails) {
+      const int turns = (s.per_host + s.rails - 1) / s.rails;
+      loggp_params alone = lane;
+      alone.G = m.G;
+      return root_local + turns * one_lane(alone) + (turns - 1) * (m.L + 2 * m.o);
+    }
+    return root_local + one_lane(lane);
   }
   if (coll == collective::broadcast) {
     const auto b = shape.bytes / static_cast<std::size_t>(lanes);

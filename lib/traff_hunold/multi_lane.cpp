@@ -18,7 +18,7 @@ namespace {
 using detail::lane_shape;
 using detail::lane_view;
 
-constexpr int first_local = 1, last_local = 2, lanes_region = 16;
+constexpr int first_local = 1, last_local = 2, turn_region = 3, lanes_region = 16;
 
 // `bytes` in `count` pieces of whole elements; pieces [first, first + k) as one span.
 struct pieces {
@@ -259,12 +259,33 @@ task<result<void>> gather_multi_lane(fabric& f, std::uint32_t seq, std::span<con
   scratch_pool::lease mine;
   if (s.host == packs.root_host) mine = f.scratch().take(packs.bytes());
   const auto own = std::span(const_cast<std::byte*>(from.data()), from.size());
+  // Lanes that share a rail (more ranks per host than rails) take turns: every lane sends
+  // into the root's host, and all of them at once overflowed its link's queue (TCP
+  // incast: 12 senders of 1 MiB on 4 x 4 lost segments and waited out retransmission
+  // timeouts, 2.4x the bound). A lane's members elsewhere start when the root's host's
+  // member of the lane before them on the rail says its gather is done.
+  const int turn = s.sub == 1 ? s.rails : 0;  // lanes l and l + turn share a rail
+  const tag turn_tag{seq, static_cast<std::uint32_t>(turn_region) << lane_view::step_bits};
+  const auto rank_at = [&](int host, int local) {
+    for (std::size_t r = 0; r < s.host_of.size(); ++r)
+      if (s.host_of[r] == host && s.local_of[r] == local) return static_cast<int>(r);
+    return -1;
+  };
+  std::byte token{};
+  if (turn && s.local >= turn && s.host != packs.root_host)
+    if (auto r = co_await f.recv(rank_at(packs.root_host, s.local - turn), turn_tag, {&token, 1}); !r) co_return fail(r.error());
   if (auto r = co_await on_every_lane(f, s, [&](fabric& lane, int j) {
         const auto at = packs.piece.of(own, j);
         return inner(lane, at, mine.size() ? packs.part(mine.span(), j) : std::span<std::byte>{}, packs.root_host, at.size());
       });
       !r)
     co_return r;
+  if (turn && s.local + turn < s.per_host && s.host == packs.root_host) {
+    std::vector<operation> ops;
+    for (int h = 0; h < s.hosts; ++h)
+      if (h != s.host) ops.push_back(f.send(rank_at(h, s.local + turn), turn_tag, {&token, 1}));
+    if (auto r = co_await all_of(ops); !r) co_return r;
+  }
   if (s.host != packs.root_host) co_return result<void>{};
   lane_view local(f, s.host_group, 0, last_local);
   if (f.rank() != root) {
