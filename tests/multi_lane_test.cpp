@@ -127,7 +127,7 @@ TEST_CASE("multi-lane broadcast, reduce, allreduce, allgather, scatter, gather a
 
 TEST_CASE("scatterv, gatherv, reduce_scatter: equal counts run what scatter and gather run, irregular ones keep off the lanes", "[local][multi_lane]") {
   local::world w(8);
-  w.set_layout(layout_of({4, 2, 1, false}));
+  w.set_layout(layout_of({4, 2, 2, false}));  // two rails: the lanes carry twice what one tree does
   auto comms = communicators_of(w);
   const std::size_t each = 40000;  // large enough for the automatic choice to take the lanes
   std::vector<std::int32_t> whole(each * 8);
