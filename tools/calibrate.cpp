@@ -18,14 +18,20 @@ void print(const calibration& c, const std::string& what) {
   const bool virtual_time = c.fabric == "sim";
   const double scale = virtual_time ? 1 : 1e6;
   const char* unit = virtual_time ? "" : " us";
-  const std::pair<const char*, const calibration::spread*> rows[] = {
-      {"L  latency        ", &c.L}, {"o  overhead       ", &c.o}, {"g  gap            ", &c.g}};
-  for (const auto& [name, s] : rows)
-    std::printf("  %s %12.4f%s   (%.4f .. %.4f)\n", name, s->median * scale, unit, s->min * scale, s->max * scale);
-  std::printf("  G  gap per byte    %12.6f%s   (%.6f .. %.6f)", c.G.median * (virtual_time ? 1 : 1e9),
-              virtual_time ? "" : " ns", c.G.min * (virtual_time ? 1 : 1e9), c.G.max * (virtual_time ? 1 : 1e9));
-  if (c.G.median > 0 && !virtual_time) std::printf("   %.0f MB/s", 1e-6 / c.G.median);
-  std::printf("\n");
+  const double byte_scale = virtual_time ? 1 : 1e9;
+  // L, o, g and G of one link, the network's or the host's.
+  const auto link = [&](const calibration::spread& L, const calibration::spread& o, const calibration::spread& g,
+                        const calibration::spread& G) {
+    const std::pair<const char*, const calibration::spread*> rows[] = {
+        {"L  latency        ", &L}, {"o  overhead       ", &o}, {"g  gap            ", &g}};
+    for (const auto& [name, s] : rows)
+      std::printf("  %s %12.4f%s   (%.4f .. %.4f)\n", name, s->median * scale, unit, s->min * scale, s->max * scale);
+    std::printf("  G  gap per byte    %12.6f%s   (%.6f .. %.6f)", G.median * byte_scale, virtual_time ? "" : " ns",
+                G.min * byte_scale, G.max * byte_scale);
+    if (G.median > 0 && !virtual_time) std::printf("   %.0f MB/s", 1e-6 / G.median);
+    std::printf("\n");
+  };
+  link(c.L, c.o, c.g, c.G);
   if (!virtual_time) {
     std::printf("  gamma combine/byte %12.6f ns   (%.6f .. %.6f)", c.gamma.median * 1e9, c.gamma.min * 1e9, c.gamma.max * 1e9);
     if (c.gamma.median > 0) std::printf("   %.0f MB/s", 1e-6 / c.gamma.median);
@@ -38,13 +44,7 @@ void print(const calibration& c, const std::string& what) {
   }
   if (c.model.host) {
     std::printf("  within a host (L, o, g, G above: between hosts, one rail)\n");
-    const double byte_scale = virtual_time ? 1 : 1e9;
-    const std::pair<const char*, const calibration::spread*> host_rows[] = {
-        {"L  latency        ", &c.host_L}, {"o  overhead       ", &c.host_o}, {"g  gap            ", &c.host_g}};
-    for (const auto& [name, s] : host_rows)
-      std::printf("  %s %12.4f%s   (%.4f .. %.4f)\n", name, s->median * scale, unit, s->min * scale, s->max * scale);
-    std::printf("  G  gap per byte    %12.6f%s   (%.6f .. %.6f)\n", c.host_G.median * byte_scale, virtual_time ? "" : " ns",
-                c.host_G.min * byte_scale, c.host_G.max * byte_scale);
+    link(c.host_L, c.host_o, c.host_g, c.host_G);
   }
 }
 

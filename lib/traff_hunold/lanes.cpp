@@ -22,8 +22,10 @@ std::optional<lane_shape> lane_shape::of(const topology* t, int me) {
   s.host = t->host_of[static_cast<std::size_t>(me)];
   s.local = s.local_of[static_cast<std::size_t>(me)];
   s.lane_group.assign(static_cast<std::size_t>(s.hosts), -1);
+  s.rank_of.assign(static_cast<std::size_t>(t->size()), -1);
   for (int r = 0; r < t->size(); ++r) {
     const auto i = static_cast<std::size_t>(r);
+    s.rank_of[static_cast<std::size_t>(s.local_of[i] * s.hosts + s.host_of[i])] = r;
     if (s.host_of[i] == s.host) s.host_group.push_back(r);
     if (s.local_of[i] == s.local) s.lane_group[static_cast<std::size_t>(s.host_of[i])] = r;
   }

@@ -23,6 +23,11 @@ struct lane_shape {
   std::vector<int> host_group;  // the ranks of this host, by local index
   std::vector<int> lane_group;  // the ranks of this local index, by host
   std::vector<int> host_of, local_of;  // every rank's
+  std::vector<int> rank_of;            // [local * hosts + host]: the rank there
+
+  int rank_at(int host, int local) const noexcept {
+    return rank_of[static_cast<std::size_t>(local) * static_cast<std::size_t>(hosts) + static_cast<std::size_t>(host)];
+  }
 
   int lanes() const noexcept { return per_host * sub; }
   // Whether decomposing gains anything: several hosts, and several ranks on each or

@@ -125,9 +125,11 @@ struct lane_packs {
       : s(sh), piece(each_, elem, sh.sub), each(each_), root(root_), root_host(sh.host_of[static_cast<std::size_t>(root_)]) {}
   std::size_t bytes() const noexcept { return each * static_cast<std::size_t>(s.hosts); }
   // Sub-lane j's pieces within a pack.
+  std::size_t part_at(int j) const noexcept {
+    return static_cast<std::size_t>(s.hosts) * piece.part.offset(static_cast<std::size_t>(j)) * piece.elem;
+  }
   std::span<std::byte> part(std::span<std::byte> pack, int j) const noexcept {
-    const std::size_t at = static_cast<std::size_t>(s.hosts) * piece.part.offset(static_cast<std::size_t>(j)) * piece.elem;
-    return pack.subspan(at, static_cast<std::size_t>(s.hosts) * piece.part.size(static_cast<std::size_t>(j)) * piece.elem);
+    return pack.subspan(part_at(j), static_cast<std::size_t>(s.hosts) * piece.part.size(static_cast<std::size_t>(j)) * piece.elem);
   }
   // fn(piece of the block in the root's virtual-order `buf`, its offset in lane l's pack,
   // the block's host in the lane's virtual order, the sub-lane) for every nonempty piece
@@ -141,8 +143,7 @@ struct lane_packs {
       const auto block = buf.subspan(static_cast<std::size_t>((r - root + p) % p) * each, each);
       for (int j = 0; j < s.sub; ++j) {
         const auto src = piece.of(block, j);
-        const std::size_t at = static_cast<std::size_t>(s.hosts) * piece.part.offset(static_cast<std::size_t>(j)) * piece.elem +
-                               static_cast<std::size_t>(v) * src.size();
+        const std::size_t at = part_at(j) + static_cast<std::size_t>(v) * src.size();
         if (!src.empty()) fn(src, at, v, j);
       }
     }
@@ -234,11 +235,8 @@ task<result<void>> allgather_multi_lane(fabric& f, std::uint32_t seq, std::span<
   // and the lane's collective works on them where they are.
   const pieces seg(each, 1, s.sub);  // a segment's sub-lane pieces
   const auto H = static_cast<std::size_t>(s.hosts);
-  std::vector<int> member(H * static_cast<std::size_t>(s.per_host), -1);  // [l * H + h]: that rank
-  for (std::size_t r = 0; r < s.host_of.size(); ++r)
-    member[static_cast<std::size_t>(s.local_of[r]) * H + static_cast<std::size_t>(s.host_of[r])] = static_cast<int>(r);
   const auto segment = [&](int l, std::size_t h) {
-    return buf.subspan(static_cast<std::size_t>(member[static_cast<std::size_t>(l) * H + h]) * each, each);
+    return buf.subspan(static_cast<std::size_t>(s.rank_at(static_cast<int>(h), l)) * each, each);
   };
   if (s.hosts > 1)
     if (auto r = co_await on_every_lane(f, s, [&](fabric& lane, int j) {
@@ -327,14 +325,9 @@ task<result<void>> gather_multi_lane(fabric& f, std::uint32_t seq, std::span<con
   // member of the lane before them on the rail says its gather is done.
   const int turn = s.sub == 1 ? s.rails : 0;  // lanes l and l + turn share a rail
   const tag turn_tag{seq, static_cast<std::uint32_t>(turn_region) << lane_view::step_bits};
-  const auto rank_at = [&](int host, int local) {
-    for (std::size_t r = 0; r < s.host_of.size(); ++r)
-      if (s.host_of[r] == host && s.local_of[r] == local) return static_cast<int>(r);
-    return -1;
-  };
   std::byte token{};
   if (turn && s.local >= turn && s.host != packs.root_host)
-    if (auto r = co_await f.recv(rank_at(packs.root_host, s.local - turn), turn_tag, {&token, 1}); !r) co_return fail(r.error());
+    if (auto r = co_await f.recv(s.rank_at(packs.root_host, s.local - turn), turn_tag, {&token, 1}); !r) co_return fail(r.error());
   if (auto r = co_await on_every_lane(f, s, [&](fabric& lane, int j) {
         const auto at = packs.piece.of(own, j);
         return inner(lane, at, mine.size() ? packs.part(mine.span(), j) : std::span<std::byte>{}, packs.root_host, at.size());
@@ -344,7 +337,7 @@ task<result<void>> gather_multi_lane(fabric& f, std::uint32_t seq, std::span<con
   if (turn && s.local + turn < s.per_host && s.host == packs.root_host) {
     std::vector<operation> ops;
     for (int h = 0; h < s.hosts; ++h)
-      if (h != s.host) ops.push_back(f.send(rank_at(h, s.local + turn), turn_tag, {&token, 1}));
+      if (h != s.host) ops.push_back(f.send(s.rank_at(h, s.local + turn), turn_tag, {&token, 1}));
     if (auto r = co_await all_of(ops); !r) co_return r;
   }
   if (s.host != packs.root_host) co_return result<void>{};
