@@ -44,7 +44,7 @@ const collective_options lanes{.alg = algorithm::multi_lane};
 
 TEST_CASE("multi-lane broadcast, reduce, allreduce, allgather, scatter, gather and reduce-scatter: every shape, root and size", "[local][multi_lane]") {
   const std::vector<shape> shapes = {{2, 2, 1, false}, {2, 2, 2, false}, {3, 2, 1, true}, {4, 1, 2, false},
-                                     {2, 3, 2, false}, {3, 3, 1, true},  {2, 4, 2, true}, {3, 1, 3, false}};
+                                     {2, 3, 2, false}, {3, 3, 1, true},  {2, 4, 2, true}, {3, 1, 3, false}, {2, 2, 4, true}};
   for (const auto& sh : shapes) {
     const int p = sh.hosts * sh.per_host;
     local::world w(p);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Rails and hosts for real: 2 emulated hosts (network namespaces, tests/cluster/netns.sh)
 # with 2 interfaces each, 2 ranks per host, running optcast-bench coll's multi-lane
-# broadcast, allreduce and allgather (every result checked on every rank). Then:
+# broadcast, allreduce, allgather, scatter and gather (every result checked on every
+# rank). Then:
 #   - both rails carried the data: eth1 sent a good share of what crossed between the hosts;
 #   - what crossed between the hosts went through the links, not around them: the two
 #     hosts' interfaces together sent at least what the collectives must move between
@@ -30,7 +31,7 @@ size=$((4 << 20))
 pids=()
 for r in 0 1 2 3; do
   bash "$NS" exec "$TAG" $((r / 2)) env OPTCAST_RANK=$r OPTCAST_SIZE=4 OPTCAST_STORE=10.97.0.1:29700 OPTCAST_JOB_ID=$$ \
-    OPTCAST_LOG=info OPTCAST_BOOTSTRAP_TIMEOUT=10000 timeout 120 "$BENCH" coll --fabric tcp -o bcast,allreduce,allgather \
+    OPTCAST_LOG=info OPTCAST_BOOTSTRAP_TIMEOUT=10000 timeout 120 "$BENCH" coll --fabric tcp -o bcast,allreduce,allgather,scatter,gather \
     -l $size -t 0.3 -m 3 -r 3 --alg multi_lane > "$work/rank$r" 2>&1 &
   pids+=($!)
 done
@@ -40,7 +41,7 @@ for r in 0 1 2 3; do
 done
 [ $failures = 0 ] || exit 1
 grep -q "2 hosts x 2 ranks, 2 rails" "$work/rank0" || { echo "FAIL: rank 0 did not log the job's layout as 2 hosts x 2 ranks, 2 rails:"; head -5 "$work/rank0"; exit 1; }
-for op in bcast allreduce allgather; do
+for op in bcast allreduce allgather scatter gather; do
   grep -Eq "^optcast $op $size .* ok$" "$work/rank0" || { echo "FAIL: no verified $op line:"; cat "$work/rank0"; exit 1; }
   grep -q "# $op $size: multi_lane" "$work/rank0" || { echo "FAIL: $op did not run multi_lane"; exit 1; }
 done
@@ -51,7 +52,8 @@ for h in 0 1; do
   sent1=$((sent1 + $(tx $h eth1) - before[${h}eth1]))
 done
 # Between 2 hosts, per repetition (m = size): a broadcast moves m one way, an allreduce m
-# each way, an allgather of m per rank 2 m each way: about 2 m per repetition at least.
+# each way, an allgather of m per rank 2 m each way, a scatter or gather of m per rank
+# 2 m one way: about 2 m per repetition at least.
 need=$((reps * 2 * size / 3))
 echo "eth0 sent $sent0 B, eth1 sent $sent1 B over $reps repetitions; at least $need B must cross between the hosts"
 [ $((sent0 + sent1)) -ge $need ] || { echo "FAIL: the links carried less than the inter-host volume: traffic went around them"; exit 1; }

@@ -25,8 +25,8 @@ struct lane_shape {
   std::vector<int> host_of, local_of;  // every rank's
   std::vector<int> rank_of;            // [local * hosts + host]: the rank there
 
-  int rank_at(int host, int local) const noexcept {
-    return rank_of[static_cast<std::size_t>(local) * static_cast<std::size_t>(hosts) + static_cast<std::size_t>(host)];
+  int rank_at(int h, int l) const noexcept {
+    return rank_of[static_cast<std::size_t>(l) * static_cast<std::size_t>(hosts) + static_cast<std::size_t>(h)];
   }
 
   int lanes() const noexcept { return per_host * sub; }
