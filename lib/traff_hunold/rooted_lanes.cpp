@@ -63,10 +63,10 @@ struct lane_packs {
   std::uint32_t step(int v, int j) const noexcept { return static_cast<std::uint32_t>(v * s.sub + j); }
 };
 
-// The root's lane when pieces go direct (Alexandrov et al.'s Simple Long-Message on the
-// lane): its member on the root's host sends (scatter) or receives (gather) every other
-// host's piece j straight from or into the root's buffer `all`; the others receive into
-// or send from their own part `mine`.
+// Sub-lane j when pieces go direct (Alexandrov et al.'s Simple Long-Message on the lane):
+// the root sends (scatter) or receives (gather) every other host's piece j of its lane
+// straight from or into its buffer `all`; the lanes' members elsewhere receive into or
+// send from their own part `mine` (the root's host's other ranks: rooted_direct).
 task<result<void>> lane_direct(fabric& lane, std::uint32_t seq, const lane_packs& packs, std::span<std::byte> all,
                                std::span<std::byte> mine, int j, bool gather) {
   std::vector<operation> ops;
@@ -127,55 +127,68 @@ task<result<void>> lanes_then_pass(std::vector<task<result<void>>> lanes, gather
   co_return co_await turns.pass(f);
 }
 
-// A piece from host `from` of the lane, handed on to the root as soon as it is in.
-task<result<void>> forward(fabric& lane, int from, lane_view& local, int root_local, tag t, std::span<std::byte> piece) {
-  if (auto r = co_await lane.recv(from, {t.seq, 0}, piece); !r) co_return fail(r.error());
-  auto r = co_await local.send(root_local, t, piece);
+// A piece received from one peer and, as soon as it is in, sent on to another (on
+// another fabric: a lane and the host).
+task<result<void>> forward(fabric& in, int from, tag from_tag, fabric& out, int to, tag to_tag, std::span<std::byte> piece) {
+  if (auto r = co_await in.recv(from, from_tag, piece); !r) co_return fail(r.error());
+  auto r = co_await out.send(to, to_tag, piece);
   co_return r ? result<void>{} : fail(r.error());
 }
 
-// Gather with direct pieces: every lane a flat gather into the root's host (the root's own
-// lane straight into `to`); the root's host's other ranks hand each piece on to the root
-// as it arrives, and the root receives it where it belongs, so that the node-local phase
-// overlaps the lanes' and nothing is unpacked.
-task<result<void>> gather_direct(fabric& f, std::uint32_t seq, const lane_packs& packs, std::span<std::byte> to,
-                                 std::span<std::byte> own, gather_turns& turns) {
+task<result<void>> awaited(operation op) {
+  auto r = co_await op;
+  co_return r ? result<void>{} : fail(r.error());
+}
+
+// Scatter and gather with direct pieces: every lane a flat scatter from (gather into) the
+// root's host, the root's own lane straight from (into) the root's buffer `all`; the
+// root's host's other ranks pass each piece between the root and their lane as soon as it
+// is in, and the root sends (receives) each piece where it lies, so that the node-local
+// phase overlaps the lanes' and nothing is packed. `mine`: this rank's own part.
+// Gather passes the turn on (gather_turns) when this rank's lanes are done.
+task<result<void>> rooted_direct(fabric& f, std::uint32_t seq, const lane_packs& packs, std::span<std::byte> all,
+                                 std::span<std::byte> mine, bool gather, gather_turns* turns) {
   const lane_shape& s = packs.s;
   const int root_local = s.local_of[static_cast<std::size_t>(packs.root)];
-  lane_view local(f, s.host_group, 0, last_local);
+  lane_view local(f, s.host_group, 0, gather ? last_local : first_local);
   std::deque<lane_view> views;
   std::vector<task<result<void>>> lanes;
-  scratch_pool::lease mine;
+  scratch_pool::lease held;  // a forwarder's pieces for (from) the other hosts
   const bool forwarder = s.host == packs.root_host && f.rank() != packs.root;
-  if (forwarder) mine = f.scratch().take(packs.bytes());
+  if (forwarder) held = f.scratch().take(packs.bytes());
   for (int j = 0; j < s.sub; ++j) {
     auto& lane = views.emplace_back(f, s.lane_group, s.local * s.sub + j, lanes_region + j);
     if (!forwarder) {
-      lanes.push_back(lane_direct(lane, seq, packs, to, own, j, true));
+      lanes.push_back(lane_direct(lane, seq, packs, all, mine, j, gather));
       continue;
     }
     const std::size_t size = packs.piece.part.size(static_cast<std::size_t>(j)) * packs.piece.elem;
     if (!size) continue;
-    lanes.push_back([](operation op) -> task<result<void>> {
-      auto r = co_await op;
-      co_return r ? result<void>{} : fail(r.error());
-    }(local.send(root_local, {seq, packs.step(0, j)}, packs.piece.of(own, j))));
-    for (int v = 1; v < s.hosts; ++v)
-      lanes.push_back(forward(lane, (packs.root_host + v) % s.hosts, local, root_local, {seq, packs.step(v, j)},
-                              packs.part(mine.span(), j).subspan(static_cast<std::size_t>(v) * size, size)));
+    const auto own = packs.piece.of(mine, j);
+    const tag own_tag{seq, packs.step(0, j)};
+    lanes.push_back(awaited(gather ? local.send(root_local, own_tag, own) : local.recv(root_local, own_tag, own)));
+    for (int v = 1; v < s.hosts; ++v) {
+      const int host = (packs.root_host + v) % s.hosts;
+      const tag at_root{seq, packs.step(v, j)}, on_lane{seq, 0};
+      const auto piece = packs.part(held.span(), j).subspan(static_cast<std::size_t>(v) * size, size);
+      lanes.push_back(gather ? forward(lane, host, on_lane, local, root_local, at_root, piece)
+                             : forward(local, root_local, at_root, lane, host, on_lane, piece));
+    }
   }
-  std::vector<task<result<void>>> all;
-  all.push_back(lanes_then_pass(std::move(lanes), turns, f));
-  std::vector<operation> ops;  // the root's receives from its host's other ranks
+  std::vector<task<result<void>>> tasks;
+  if (turns) tasks.push_back(lanes_then_pass(std::move(lanes), *turns, f));
+  else tasks = std::move(lanes);
+  std::vector<operation> ops;  // the root's messages with its host's other ranks
   if (f.rank() == packs.root) {
     for (int l = 0; l < s.per_host; ++l)
       if (l != root_local)
-        packs.each_piece(to, l, [&](std::span<std::byte> piece, std::size_t, int v, int j) {
-          ops.push_back(local.recv(l, {seq, packs.step(v, j)}, piece));
+        packs.each_piece(all, l, [&](std::span<std::byte> piece, std::size_t, int v, int j) {
+          const tag t{seq, packs.step(v, j)};
+          ops.push_back(gather ? local.recv(l, t, piece) : local.send(l, t, piece));
         });
-    all.push_back(all_of(ops));
+    tasks.push_back(all_of(ops));
   }
-  for (auto& r : co_await when_all_tasks(std::move(all)))
+  for (auto& r : co_await when_all_tasks(std::move(tasks)))
     if (!r) co_return r;
   co_return result<void>{};
 }
@@ -185,37 +198,22 @@ task<result<void>> gather_direct(fabric& f, std::uint32_t seq, const lane_packs&
 task<result<void>> scatter_multi_lane(fabric& f, std::uint32_t seq, std::span<const std::byte> from, std::span<std::byte> to,
                                       int root, std::size_t each, std::size_t elem, const lane_shape& s, lane_scatter inner) {
   const lane_packs packs(s, each, elem, root);
-  const int root_local = s.local_of[static_cast<std::size_t>(root)];
-  const bool direct = packs.direct();
   const auto all = std::span(const_cast<std::byte*>(from.data()), from.size());
+  if (packs.direct()) co_return co_await rooted_direct(f, seq, packs, all, to, false, nullptr);
+  const int root_local = s.local_of[static_cast<std::size_t>(root)];
   scratch_pool::lease mine;
   if (s.host == packs.root_host) {
-    if (!direct || s.local != root_local) mine = f.scratch().take(packs.bytes());  // the root's lane needs no pack then
+    mine = f.scratch().take(packs.bytes());
     lane_view local(f, s.host_group, 0, first_local);
     std::vector<operation> ops;
     std::vector<scratch_pool::lease> theirs;
     if (f.rank() == root) {
-      // Every other rank's lane: its pieces one by one (direct), or its pack in one message.
+      // Every other rank's lane: its pack in one message.
       theirs.reserve(static_cast<std::size_t>(s.per_host));
       for (int l = 0; l < s.per_host; ++l) {
-        if (direct) {
-          if (l != root_local)
-            packs.each_piece(all, l, [&](std::span<std::byte> piece, std::size_t, int v, int j) {
-              ops.push_back(local.send(l, {seq, packs.step(v, j)}, piece));
-            });
-          continue;
-        }
         auto pack = l == root_local ? mine.span() : (theirs.push_back(f.scratch().take(packs.bytes())), theirs.back().span());
         packs.copy(all, pack, l, true);
         if (l != root_local) ops.push_back(local.send(l, {seq, 0}, pack));
-      }
-    } else if (direct) {
-      // The pieces land where the pack has them.
-      for (int j = 0; j < s.sub; ++j) {
-        const std::size_t size = packs.piece.part.size(static_cast<std::size_t>(j)) * elem;
-        if (!size) continue;
-        for (int v = 0; v < s.hosts; ++v)
-          ops.push_back(local.recv(root_local, {seq, packs.step(v, j)}, packs.part(mine.span(), j).subspan(static_cast<std::size_t>(v) * size, size)));
       }
     } else {
       ops.push_back(local.recv(root_local, {seq, 0}, mine.span()));
@@ -223,7 +221,6 @@ task<result<void>> scatter_multi_lane(fabric& f, std::uint32_t seq, std::span<co
     if (auto r = co_await all_of(ops); !r) co_return r;
   }
   co_return co_await on_every_lane(f, s, [&](fabric& lane, int j) {
-    if (direct && s.local == root_local) return lane_direct(lane, seq, packs, all, to, j, false);
     const auto at = packs.piece.of(to, j);
     return inner(lane, mine.size() ? packs.part(mine.span(), j) : std::span<std::byte>{}, at, packs.root_host, at.size());
   });
@@ -236,7 +233,7 @@ task<result<void>> gather_multi_lane(fabric& f, std::uint32_t seq, std::span<con
   const auto own = std::span(const_cast<std::byte*>(from.data()), from.size());
   gather_turns turns(s, packs.root_host, seq);
   if (auto r = co_await turns.wait(f); !r) co_return r;
-  if (packs.direct()) co_return co_await gather_direct(f, seq, packs, to, own, turns);
+  if (packs.direct()) co_return co_await rooted_direct(f, seq, packs, to, own, true, &turns);
   scratch_pool::lease mine;
   if (s.host == packs.root_host) mine = f.scratch().take(packs.bytes());
   if (auto r = co_await on_every_lane(f, s, [&](fabric& lane, int j) {
