@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "traff_hunold/lanes.hpp"
 #include "optcast/collectives.hpp"
 #include "optcast/net/local.hpp"
 #include "worlds.hpp"
@@ -248,4 +249,20 @@ TEST_CASE("the automatic choice takes multi_lane for large messages on hosts of 
     REQUIRE(nc);
     CHECK(nc->alg != algorithm::multi_lane);
   }
+}
+
+TEST_CASE("a lane's view lends the rank's own scratch memory, so it outlives the call", "[local][multi_lane]") {
+  local::world w(2);
+  auto comms = communicators_of(w);
+  fabric& base = comms[0].get_fabric();
+  base.scratch().release();
+  const std::vector<int> members{0, 1};
+  {
+    detail::lane_view view(base, members, 0, 16);
+    auto lease = view.scratch().take(std::size_t{1} << 20);
+    CHECK(lease.size() == std::size_t{1} << 20);
+  }
+  // Given back to the rank's pool: the next call's lanes take it without faulting in
+  // fresh pages.
+  CHECK(base.scratch().kept() >= std::size_t{1} << 20);
 }

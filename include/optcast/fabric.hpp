@@ -386,7 +386,9 @@ public:
   }
 
   // This rank's scratch memory, reused from one collective to the next (scratch.hpp).
-  scratch_pool& scratch() noexcept { return scratch_; }
+  // A fabric that views another for one call hands out the other's, so what the call
+  // takes stays for the next one.
+  virtual scratch_pool& scratch() noexcept { return scratch_; }
 
   // The signature of collective `seq` while it runs on this rank (set by the collectives
   // layer before its first message, cleared after its last), which the fabric puts on

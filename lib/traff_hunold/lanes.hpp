@@ -54,6 +54,9 @@ public:
   std::optional<double> model_time() const noexcept override { return base_.model_time(); }
   bool carries_data() const noexcept override { return base_.carries_data(); }
   trace_log* call_trace() const noexcept override { return base_.call_trace(); }
+  // A view lives for one call: its own pool would fault in fresh pages every call (6% of
+  // the CPU of a 16 MiB allreduce on 4 x 4 went to zeroing them).
+  scratch_pool& scratch() noexcept override { return base_.scratch(); }
 
   bool start(operation& op) noexcept override;
   bool start_local(operation& op) noexcept override;
