@@ -37,13 +37,14 @@ inline task<result<void>> all_of(std::vector<operation>& ops) {
   co_return co_await when_all(std::span<operation>(ops));
 }
 
-// The sub-lanes' collectives at once: `run(view, j)` on lane (local * sub + j).
+// The sub-lanes' collectives at once: `run(view, j)` on lane (local * sub + j), in tag
+// region `region` + j (a view's region is 8 bits: below 256).
 template <class Run>
-task<result<void>> on_every_lane(fabric& f, const lane_shape& s, Run run) {
+task<result<void>> on_every_lane(fabric& f, const lane_shape& s, Run run, int region = lanes_region) {
   std::deque<lane_view> views;
   std::vector<task<result<void>>> tasks;
   for (int j = 0; j < s.sub; ++j) {
-    views.emplace_back(f, s.lane_group, s.local * s.sub + j, lanes_region + j);
+    views.emplace_back(f, s.lane_group, s.local * s.sub + j, region + j);
     tasks.push_back(run(views.back(), j));
   }
   for (auto& r : co_await when_all_tasks(std::move(tasks)))
