@@ -185,15 +185,20 @@ double predict_multi_lane(collective coll, const lane_shape& s, const call_shape
     const auto one_lane = [&](const loggp_params& l) {
       return (s.hosts - 1) * std::max(l.g, l.o + std::max(piece - 1, 0.0) * l.G) + l.L + l.o;
     };
+    // Direct pieces pass through the root's host while the lanes carry them: the two
+    // overlap; packs go first.
+    const auto with_root = [&](double carried) {
+      return piece >= static_cast<double>(algorithms::direct_piece_bytes) ? std::max(root_local, carried) : root_local + carried;
+    };
     // Gather's lanes that share a rail take turns (gather_multi_lane), each with the rail
     // to itself, a turn passed on by a message between hosts.
     if (coll == collective::gather && s.sub == 1 && s.per_host > s.rails) {
       const int turns = (s.per_host + s.rails - 1) / s.rails;
       loggp_params alone = lane;
       alone.G = m.G;
-      return root_local + turns * one_lane(alone) + (turns - 1) * (m.L + 2 * m.o);
+      return with_root(turns * one_lane(alone) + (turns - 1) * (m.L + 2 * m.o));
     }
-    return root_local + one_lane(lane);
+    return with_root(one_lane(lane));
   }
   if (coll == collective::broadcast) {
     const auto b = shape.bytes / static_cast<std::size_t>(lanes);

@@ -37,16 +37,18 @@ inline task<result<void>> all_of(std::vector<operation>& ops) {
   co_return co_await when_all(std::span<operation>(ops));
 }
 
-// The sub-lanes' collectives at once: `run(view, j)` on lane (local * sub + j), in tag
-// region `region` + j (a view's region is 8 bits: below 256).
+// This rank's sub-lane j as a view (lane local * sub + j), in tag region `region` + j (a
+// view's region is 8 bits: below 256); kept in `views` for the call.
+inline lane_view& sub_lane(std::deque<lane_view>& views, fabric& f, const lane_shape& s, int j, int region) {
+  return views.emplace_back(f, s.lane_group, s.local * s.sub + j, region + j);
+}
+
+// The sub-lanes' collectives at once: `run(view, j)` on every sub_lane.
 template <class Run>
 task<result<void>> on_every_lane(fabric& f, const lane_shape& s, Run run, int region = lanes_region) {
   std::deque<lane_view> views;
   std::vector<task<result<void>>> tasks;
-  for (int j = 0; j < s.sub; ++j) {
-    views.emplace_back(f, s.lane_group, s.local * s.sub + j, region + j);
-    tasks.push_back(run(views.back(), j));
-  }
+  for (int j = 0; j < s.sub; ++j) tasks.push_back(run(sub_lane(views, f, s, j, region), j));
   for (auto& r : co_await when_all_tasks(std::move(tasks)))
     if (!r) co_return r;
   co_return result<void>{};

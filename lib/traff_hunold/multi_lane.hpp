@@ -48,6 +48,11 @@ task<result<void>> allreduce_multi_lane(fabric& f, std::uint32_t seq, std::span<
 task<result<void>> allgather_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> buf, std::size_t each,
                                         const detail::lane_shape& s, lane_allgather inner);
 
+// Scatter's and gather's pieces of at least this many bytes go one message each straight
+// between the root's buffer and where they are needed, passed on by the root's host's
+// ranks as they arrive, instead of through packs (rooted_lanes.cpp).
+inline constexpr std::size_t direct_piece_bytes = std::size_t{64} << 10;
+
 // The root hands every rank of its host the blocks of its lane (H blocks, one message),
 // then every lane scatters them from the root's host; the root's host's rails carry
 // every byte once. `elem`: pieces split on whole elements.

@@ -58,7 +58,7 @@ struct lane_packs {
   // one message each, instead of through packs: copying a root's 128 MiB into packs cost
   // 4-7% of a 16 MiB scatter on 1 Gbit/s rails, while a message per piece costs one
   // overhead per 64 KiB or more.
-  bool direct() const noexcept { return piece.part.size(static_cast<std::size_t>(s.sub - 1)) * piece.elem >= (std::size_t{64} << 10); }
+  bool direct() const noexcept { return piece.part.size(static_cast<std::size_t>(s.sub - 1)) * piece.elem >= direct_piece_bytes; }
   // A message's step for piece (v, j) between the root and another rank of its host.
   std::uint32_t step(int v, int j) const noexcept { return static_cast<std::uint32_t>(v * s.sub + j); }
 };
@@ -91,6 +91,11 @@ task<result<void>> lane_direct(fabric& lane, std::uint32_t seq, const lane_packs
   co_return co_await all_of(ops);
 }
 
+// An operation awaited as a task (beside other tasks in when_all_tasks).
+task<result<void>> awaited(operation op) {
+  auto r = co_await op;
+  co_return r ? result<void>{} : fail(r.error());
+}
 
 // Lanes that share a rail (more ranks per host than rails) take turns in a gather: every
 // lane sends into the root's host, and all of them at once overflowed its link's queue
@@ -108,8 +113,7 @@ struct gather_turns {
         t{seq, static_cast<std::uint32_t>(turn_region) << lane_view::step_bits} {}
   task<result<void>> wait(fabric& f) {
     if (!turn || s.local < turn || s.host == root_host) co_return result<void>{};
-    auto r = co_await f.recv(s.rank_at(root_host, s.local - turn), t, {&token, 1});
-    co_return r ? result<void>{} : fail(r.error());
+    co_return co_await awaited(f.recv(s.rank_at(root_host, s.local - turn), t, {&token, 1}));
   }
   task<result<void>> pass(fabric& f) {
     if (!turn || s.local + turn >= s.per_host || s.host != root_host) co_return result<void>{};
@@ -131,13 +135,7 @@ task<result<void>> lanes_then_pass(std::vector<task<result<void>>> lanes, gather
 // another fabric: a lane and the host).
 task<result<void>> forward(fabric& in, int from, tag from_tag, fabric& out, int to, tag to_tag, std::span<std::byte> piece) {
   if (auto r = co_await in.recv(from, from_tag, piece); !r) co_return fail(r.error());
-  auto r = co_await out.send(to, to_tag, piece);
-  co_return r ? result<void>{} : fail(r.error());
-}
-
-task<result<void>> awaited(operation op) {
-  auto r = co_await op;
-  co_return r ? result<void>{} : fail(r.error());
+  co_return co_await awaited(out.send(to, to_tag, piece));
 }
 
 // Scatter and gather with direct pieces: every lane a flat scatter from (gather into) the
@@ -157,7 +155,7 @@ task<result<void>> rooted_direct(fabric& f, std::uint32_t seq, const lane_packs&
   const bool forwarder = s.host == packs.root_host && f.rank() != packs.root;
   if (forwarder) held = f.scratch().take(packs.bytes());
   for (int j = 0; j < s.sub; ++j) {
-    auto& lane = views.emplace_back(f, s.lane_group, s.local * s.sub + j, lanes_region + j);
+    auto& lane = sub_lane(views, f, s, j, lanes_region);
     if (!forwarder) {
       lanes.push_back(lane_direct(lane, seq, packs, all, mine, j, gather));
       continue;
@@ -246,8 +244,7 @@ task<result<void>> gather_multi_lane(fabric& f, std::uint32_t seq, std::span<con
   if (s.host != packs.root_host) co_return result<void>{};
   lane_view local(f, s.host_group, 0, last_local);
   if (f.rank() != root) {
-    auto r = co_await local.send(root_local, {seq, 0}, mine.span());
-    co_return r ? result<void>{} : fail(r.error());
+    co_return co_await awaited(local.send(root_local, {seq, 0}, mine.span()));
   }
   std::vector<scratch_pool::lease> theirs;
   std::vector<operation> ops;
