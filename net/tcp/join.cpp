@@ -77,8 +77,12 @@ void tcp_fabric::learn_peers() {
     if (!job_->via_pmix())
       if (auto ok = job_->publish(key, summary, cfg_.bootstrap_timeout); !ok) throw failed(ok.error(), "cannot publish the job's layout");
   } else {
-    auto got = job_->lookup_all({key}, cfg_.bootstrap_timeout);
-    if (!got) throw failed(got.error(), "rank 0 did not publish the job's layout within " + std::to_string(cfg_.bootstrap_timeout.count()) + " ms");
+    // Rank 0 has the bootstrap timeout, counted from its own start, to hear from every rank
+    // before it publishes: waiting only as long from this rank's start, a rank that started
+    // first gave up before the store said who was missing (which ends this wait at once).
+    const auto wait = 2 * cfg_.bootstrap_timeout;
+    auto got = job_->lookup_all({key}, wait);
+    if (!got) throw failed(got.error(), "rank 0 did not publish the job's layout within " + std::to_string(wait.count()) + " ms");
     summary = got->front();
   }
   std::vector<std::string> ids;
