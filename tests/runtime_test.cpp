@@ -171,6 +171,31 @@ TEST_CASE("deadline table: no warning when the lead is not inside the deadline",
   CHECK(detail::stall_watch::lead(std::chrono::milliseconds(400)) == std::chrono::milliseconds(100));
 }
 
+// keep_idle_timer(): the timer stays on the first (far) deadline while later ones come and
+// go; a nearer one must still move it, and a far one that was disarmed fires nothing.
+TEST_CASE("deadline table kept idle: a nearer deadline fires on time after 100 far ones", "[runtime]") {
+  using clock = std::chrono::steady_clock;
+  asio::io_context io;
+  std::vector<std::uint32_t> expired;
+  clock::time_point near_at{};
+  detail::deadline_table t(io.get_executor(), [&](std::uint32_t s) {
+    expired.push_back(s);
+    if (s == 1000) near_at = clock::now();
+  });
+  t.keep_idle_timer();
+  for (std::uint32_t s = 0; s < 100; ++s) t.disarm(t.arm(s, std::chrono::milliseconds(200 + s)));
+  const auto start = clock::now();
+  t.arm(1000, 20ms);
+  const auto far = t.arm(1001, 5s);
+  asio::steady_timer stop(io);
+  stop.expires_after(250ms);  // past the far ones that were disarmed, well before 5 s
+  stop.async_wait([&](std::error_code) { t.disarm(far), io.stop(); });
+  io.run();
+  CHECK(expired == std::vector<std::uint32_t>{1000});
+  CHECK(near_at - start >= 20ms);
+  CHECK(near_at - start < 200ms);  // not held back to the first far deadline
+}
+
 TEST_CASE("stall watch without a store: fails at the deadline with what it waits for, or at once", "[runtime]") {
   asio::io_context io;
   std::string waiting = "; receive from rank 2 (collective 5, step 1)";

@@ -26,6 +26,12 @@ public:
                  std::function<clock::duration(clock::duration)> warn_lead = nullptr)
       : timer_(ex), on_expire_(std::move(on_expire)), on_warn_(std::move(on_warn)), warn_lead_(std::move(warn_lead)) {}
   ~deadline_table() { *alive_ = false; }
+
+  // On a loop that only the fabric runs, nothing needs the loop to run out of work: the
+  // timer then stays set when the table empties and when a later deadline arrives (it
+  // fires early, finds nothing due and moves on), which spares two timerfd_settime calls
+  // per collective.
+  void keep_idle_timer() noexcept { keep_idle_ = true; }
   deadline_table(const deadline_table&) = delete;
   deadline_table& operator=(const deadline_table&) = delete;
 
@@ -76,11 +82,13 @@ private:
 
   void rearm_if_moved() {
     if (entries_.empty()) {
+      if (keep_idle_) return;
       if (armed_) timer_.cancel();
       armed_.reset();
       return;
     }
     if (armed_ && *armed_ == entries_.begin()->first) return;
+    if (keep_idle_ && armed_ && armed_->when <= entries_.begin()->first.when) return;
     armed_ = entries_.begin()->first;
     timer_.expires_at(armed_->when);
     timer_.async_wait([this, alive = alive_](std::error_code ec) {
@@ -118,6 +126,7 @@ private:
   std::unordered_map<std::uint64_t, times> when_;
   std::optional<key> armed_;  // the entry the timer waits for
   std::uint64_t last_token_ = 0;
+  bool keep_idle_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
