@@ -199,6 +199,24 @@ TEST_CASE("no launcher: one error that lists everything looked for", "[launcher]
              Catch::Contains("neither 4 nor 6"));
 }
 
+TEST_CASE("OPTCAST_POLL and OPTCAST_POLL_US: adaptive by default, each mode by name, bad values named", "[launcher]") {
+  vars v = {{"OPTCAST_RANK", "0"}, {"OPTCAST_SIZE", "2"}, {"OPTCAST_STORE", "h:1"}};
+  auto c = config_of(v);
+  CHECK(c.poll == job_config::poll_mode::adaptive);
+  CHECK(c.poll_limit == std::chrono::microseconds(200));
+  v["OPTCAST_POLL"] = "spin";
+  CHECK(config_of(v).poll == job_config::poll_mode::spin);
+  v["OPTCAST_POLL"] = "block";
+  v["OPTCAST_POLL_US"] = "50";
+  c = config_of(v);
+  CHECK((c.poll == job_config::poll_mode::block && c.poll_limit == std::chrono::microseconds(50)));
+  v["OPTCAST_POLL_US"] = "-1";
+  CHECK_THAT(error_of(v), Catch::Contains("OPTCAST_POLL_US='-1' is not a number in [0, 1000000]"));
+  v.erase("OPTCAST_POLL_US");
+  v["OPTCAST_POLL"] = "busy";
+  CHECK_THAT(error_of(v), Catch::Contains("OPTCAST_POLL='busy' is none of adaptive, spin, block"));
+}
+
 TEST_CASE("file and Redis stores from OPTCAST_STORE, their keys under the job id; without one, an error", "[launcher]") {
   testing::temp_dir dir;
   vars v = {{"OPTCAST_RANK", "1"}, {"OPTCAST_SIZE", "2"}, {"OPTCAST_STORE", "file://" + dir.path() + "/s"}};

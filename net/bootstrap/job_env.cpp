@@ -168,6 +168,15 @@ void job_config::read_rank_env(const getenv_fn& get) {
   unexpected_peer_limit = static_cast<std::size_t>(env_int(get, "OPTCAST_UNEXPECTED_PEER_LIMIT",
                                                              static_cast<long long>(unexpected_peer_limit), 0,
                                                              std::numeric_limits<long long>::max()));
+  if (const std::string p = env(get, "OPTCAST_POLL"); p == "adaptive" || p.empty())
+    poll = poll_mode::adaptive;
+  else if (p == "spin")
+    poll = poll_mode::spin;
+  else if (p == "block")
+    poll = poll_mode::block;
+  else
+    throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_POLL='" + p + "' is none of adaptive, spin, block");
+  poll_limit = std::chrono::microseconds(env_int(get, "OPTCAST_POLL_US", poll_limit.count(), 0, 1000000));
 }
 
 }  // namespace optcast

@@ -20,10 +20,8 @@ job_fabric::job_fabric(asio::io_context& io)
 void job_fabric::run_until(stop_predicate done) {
   if (borrowed_loop())  // run() waits for the owner's threads instead
     throw std::logic_error("optcast: a fabric on the caller's io_context does not run it (run_until)");
-  while (!done()) {
-    if (io_.stopped()) io_.restart();
-    io_.run_one();
-  }
+  if (!poller_) poller_.emplace(io_, job_settings().poll, job_settings().poll_limit);
+  poller_->run_until(done);
 }
 
 void job_fabric::join_job() {

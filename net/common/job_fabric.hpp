@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <asio/any_io_executor.hpp>
@@ -16,6 +17,7 @@
 #include <asio/strand.hpp>
 
 #include "deadlines.hpp"
+#include "poller.hpp"
 #include "stall.hpp"
 #include "optcast/fabric_base.hpp"
 #include "../bootstrap/job.hpp"
@@ -38,7 +40,10 @@ public:
   void run_until(stop_predicate done) override;
   asio::io_context* borrowed_loop() const noexcept override { return owns_loop_ ? nullptr : &io_; }
   // connect() without a caller's io_context: the loop is the fabric's (owned_loop.hpp).
-  void own_loop() noexcept { owns_loop_ = true; }
+  void own_loop() noexcept {
+    owns_loop_ = true;
+    deadlines_.keep_idle_timer();
+  }
   const asio::any_io_executor* executor() const noexcept override { return &ex_; }
 
   // Closes the fabric and leaves the job, waiting up to `wait` for its outcome (the
@@ -97,6 +102,7 @@ private:
   result<void> outcome_;  // the job's, once closed
   asio::steady_timer loss_timer_{ex_};
   detail::deadline_table deadlines_;
+  std::optional<poller> poller_;  // made at the first wait: the settings are the transport's
 };
 
 }  // namespace optcast::detail

@@ -1,6 +1,7 @@
 // The TCP fabric's receiving half: accepting connections, checking their handshake
-// (the job secret, job id, rank), reading frames into posted receives or buffering them until one is
-// posted, and what a peer's failure or a protocol error does to the receives waiting on it.
+// (the job secret, job id, rank), matching arrivals with posted receives or holding them
+// until one is posted, and what a peer's failure or a protocol error does to the receives
+// waiting on it. Reading the frames themselves: frames.cpp.
 #include "tcp_fabric.hpp"
 
 #include "optcast/trace.hpp"
@@ -178,7 +179,9 @@ void tcp_fabric::admit(const std::shared_ptr<in_conn>& c) {
   std::error_code ignored_ec;
   c->pid = h.pid;
   c->readable = h.pid != 0 && single_copy_allowed() && probe_reads(h);
-  if (c->readable) c->sock.non_blocking(true, ignored_ec);  // receipts are written back without waiting
+  // Receipts are written back without waiting, and frames.cpp reads what has come
+  // without blocking.
+  c->sock.non_blocking(true, ignored_ec);
   slot = c;
   pe.in_closed = false;
   ++counts_.incoming;
@@ -198,70 +201,6 @@ void tcp_fabric::admit(const std::shared_ptr<in_conn>& c) {
   }
   asio::async_write(c->sock, asio::buffer(c->ack), [c](std::error_code, std::size_t) {});
   read_frame(c);
-}
-
-void tcp_fabric::read_frame(const std::shared_ptr<in_conn>& c) {
-  asio::async_read(c->sock, asio::buffer(c->hdr.data(), frame_bytes), c->bound([this, alive = alive_, c](std::error_code ec, std::size_t) {
-    if (!*alive || !c->open) return;
-    if (ec) return in_ended(c, ec == asio::error::eof ? "" : ec.message());
-    const frame_header f = decode_frame(std::span<const std::byte, frame_bytes>(c->hdr.data(), frame_bytes));
-    if (f.kind == frame_header::abort) {
-      c->abort_code = f.abort_code;
-      return read_abort(c, f.len);
-    }
-    if (f.kind == frame_header::malformed || f.kind == frame_header::done) return protocol_error(c, "malformed frame header");
-    if (c->said_bye) return protocol_error(c, "a frame after its goodbye");
-    if (f.kind == frame_header::bye) return read_bye(c, f.tg.seq, f.sig, f.tg.step);
-    if (f.kind == frame_header::ref) return read_ref(c, f.tg, f.sig, f.len);
-    const std::uint64_t len = f.len;
-    const tag tg = f.tg;
-    const call_signature& sig = f.sig;
-    if (operation* op = take_posted(c->peer, tg)) {
-      if (auto bad = arrival_error(*op, sig, len)) {
-        op->fabric_state = st_none;
-        op->complete(bad);
-        if (!*alive) return;
-        return read_payload(c, tg, sig, len);  // keep the stream in step: read it aside
-      }
-      op->fabric_state = st_reading;
-      c->target = op;
-      return read_into(c, len);
-    }
-    read_payload(c, tg, sig, len);
-  }));
-}
-
-template <class Then>
-void tcp_fabric::read_body(const std::shared_ptr<in_conn>& c, std::byte* data, std::uint64_t len, Then then) {
-  if (len == 0 && !c->chan) return then();
-  const std::array<asio::mutable_buffer, 2> bufs{asio::buffer(data, len), c->chan ? asio::buffer(c->mac) : asio::mutable_buffer()};
-  asio::async_read(c->sock, bufs, c->bound([this, alive = alive_, c, data, len, then = std::move(then)](std::error_code ec, std::size_t) mutable {
-    if (!*alive || !c->open) return;
-    if (ec) return in_ended(c, ec.message());
-    if (c->chan && !c->chan->open(std::span(c->hdr.data(), frame_bytes), data, len, c->mac.data()))
-      return protocol_error(c, "a frame that fails authentication (forged, or altered on the way)");
-    then();
-  }));
-}
-
-// single_copy.cpp's, here for read_body.
-void tcp_fabric::read_ref(const std::shared_ptr<in_conn>& c, tag tg, const call_signature& sig, std::uint64_t len) {
-  if (!c->readable) return protocol_error(c, "a message by reference on a connection that cannot carry one");
-  read_body(c, c->ref.data(), ref_bytes, [this, c, tg, sig, len] { take_ref(c, tg, sig, len); });
-}
-
-void tcp_fabric::read_into(const std::shared_ptr<in_conn>& c, std::uint64_t len) {
-  read_body(c, c->target->data, len, [this, c] { finish_into(c); });
-}
-
-void tcp_fabric::finish_into(const std::shared_ptr<in_conn>& c) {
-  auto alive = alive_;
-  if (operation* op = std::exchange(c->target, nullptr)) {
-    op->fabric_state = st_none;
-    op->complete({});
-    if (!*alive) return;
-  }
-  if (c->open) read_frame(c);
 }
 
 std::optional<detail::message_buffer> tcp_fabric::hold_unexpected(const std::shared_ptr<in_conn>& c, tag tg, std::uint64_t len) {
@@ -292,39 +231,6 @@ std::optional<detail::message_buffer> tcp_fabric::hold_unexpected(const std::sha
   return b;
 }
 
-void tcp_fabric::read_payload(const std::shared_ptr<in_conn>& c, tag tg, const call_signature& sig, std::uint64_t len) {
-  auto b = hold_unexpected(c, tg, len);
-  if (!b) return;
-  c->pending_tag = tg;
-  c->pending_sig = sig;
-  c->payload = std::move(*b);
-  read_body(c, c->payload.data(), len, [this, c] { stash(c); });
-}
-
-void tcp_fabric::stash(const std::shared_ptr<in_conn>& c) {
-  auto& pe = peer(c->peer);
-  // A receive may have been posted while the payload was arriving.
-  if (operation* op = take_posted(c->peer, c->pending_tag)) {
-    const std::error_code ec = arrival_error(*op, c->pending_sig, c->payload.size());
-    if (!ec && op->size) {
-      std::memcpy(op->data, c->payload.data(), op->size);
-    }
-    release_unexpected(pe, c->payload.size());
-    give_back(std::move(c->payload));
-    op->fabric_state = st_none;
-    auto alive = alive_;
-    op->complete(ec);
-    if (!*alive) return;
-  } else {
-    if (!unexpected_consistent(c->peer, c->pending_tag.seq, c->pending_sig)) {
-      release_unexpected(pe, c->payload.size());
-      return abort(make_error_code(errc::call_mismatch), last_error());
-    }
-    pe.unexpected.push_back({c->pending_tag, c->pending_sig, std::move(c->payload), ++arrivals_, trace() ? trace_clock(*this) : -1});
-  }
-  if (c->open) read_frame(c);
-}
-
 void tcp_fabric::sign(std::uint32_t seq, const call_signature& s) {
   fabric_base::sign(seq, s);
   for (int r = 0; r < cfg_.size; ++r)
@@ -343,36 +249,6 @@ std::error_code tcp_fabric::leftover(std::uint32_t seq) {
         return make_error_code(errc::call_mismatch);
       }
   return {};
-}
-
-void tcp_fabric::read_abort(const std::shared_ptr<in_conn>& c, std::uint64_t len) {
-  c->payload.resize(len);
-  read_body(c, c->payload.data(), len, [this, c] {
-    const std::string_view text(reinterpret_cast<const char*>(c->payload.data()), c->payload.size());
-    told(told_error(c->abort_code), abort_reason(text, rank_name(c->peer) + " failed"));
-  });
-}
-
-void tcp_fabric::read_bye(const std::shared_ptr<in_conn>& c, std::uint32_t seq, const call_signature& sig, std::uint32_t connections) {
-  read_body(c, nullptr, 0, [this, c, seq, sig, connections] {
-    const int p = c->peer;
-    auto& pe = peer(p);
-    c->said_bye = true;
-    // Its frames on the other rails may still be on their way: it has left once every
-    // connection it said goodbye on has said so here.
-    if (++pe.byes >= static_cast<int>(std::max<std::uint32_t>(connections, 1))) {
-      pe.left.emplace(seq, sig);
-      log(log_level::debug, rank_name(cfg_.rank) + ": " + rank_name(p) + " said goodbye");
-      // Nothing more comes from it: a receive waiting on it never finishes.
-      auto alive = alive_;
-      while (operation* op = pe.posted.pop_front()) {
-        op->fabric_state = st_none;
-        op->complete(peer_left(*op, seq, sig));
-        if (!*alive) return;
-      }
-    }
-    if (c->open) read_frame(c);  // for the end of the stream, which is now no loss
-  });
 }
 
 void tcp_fabric::protocol_error(const std::shared_ptr<in_conn>& c, const std::string& what) {

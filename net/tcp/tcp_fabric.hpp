@@ -81,6 +81,31 @@ struct in_conn {
   std::uint64_t abort_code = 0;    // of the abort frame being read
   detail::message_buffer payload;
   bool open = true;
+
+  // What one read took from the socket beyond the frame in hand: a read takes every frame
+  // that has come (small messages come several to a read), and frames are taken from here
+  // before the socket is read again (frames.cpp).
+  static constexpr std::size_t rx_capacity = 16 << 10;
+  std::unique_ptr<std::byte[]> rx = std::make_unique<std::byte[]>(rx_capacity);
+  std::size_t rx_begin = 0, rx_end = 0;
+  bool drained = false;  // the last read left the socket empty: wait before reading again
+  bool in_loop = false;  // read_frame's loop is on the stack: a nested call asks it for more
+  bool more = false;
+  std::size_t buffered() const noexcept { return rx_end - rx_begin; }
+  // Up to n buffered bytes to dst; how many.
+  std::size_t take(std::byte* dst, std::size_t n) noexcept {
+    const std::size_t k = std::min(n, buffered());
+    if (k != 0 && dst != nullptr) std::memcpy(dst, rx.get() + rx_begin, k);
+    rx_begin += k;
+    if (rx_begin == rx_end) rx_begin = rx_end = 0;
+    return k;
+  }
+  void compact() noexcept {
+    if (rx_begin == 0) return;
+    std::memmove(rx.get(), rx.get() + rx_begin, buffered());
+    rx_end -= rx_begin;
+    rx_begin = 0;
+  }
 };
 
 struct out_conn {
@@ -315,7 +340,13 @@ private:
   void challenge(const std::shared_ptr<in_conn>& c);
   // Authenticated (or no secret): the job id and rank are checked, and the peer admitted.
   void admit(const std::shared_ptr<in_conn>& c);
+  // Takes the connection's frames one after another, from its buffer while it holds a
+  // whole header, else reading the socket (frames.cpp).
   void read_frame(const std::shared_ptr<in_conn>& c);
+  // One frame, its header in c->hdr.
+  void on_frame(const std::shared_ptr<in_conn>& c);
+  // Reads what has come on the socket into the connection's buffer, then read_frame.
+  void fill(const std::shared_ptr<in_conn>& c);
 
   // The payload goes straight into the posted receive.
   void read_into(const std::shared_ptr<in_conn>& c, std::uint64_t len);

@@ -105,6 +105,15 @@ struct job_config {
   // libfabric (whose provider holds them) the sender enforces it, from the receiver's
   // confirmations, and unexpected_limit does not apply.
   std::size_t unexpected_peer_limit = std::size_t{1} << 30;
+  // How a rank waits for the network while a call of its is pending, on a loop the fabric
+  // owns (a caller's io_context is the caller's to run): `block` sleeps in epoll_wait;
+  // `spin` polls the sockets without sleeping, yielding the core after each empty poll;
+  // `adaptive` (default) spins up to poll_limit before sleeping, as long as most recent
+  // waits ended that soon, and stops spinning when a yield gives the core away (more ranks
+  // than cores). No call pending, nothing spins: an idle communicator sleeps.
+  enum class poll_mode { adaptive, spin, block };
+  poll_mode poll = poll_mode::adaptive;
+  std::chrono::microseconds poll_limit{200};
   std::chrono::milliseconds bootstrap_timeout{std::chrono::seconds(60)};
   // The default collective deadline, and how long rank 0 waits, when closing, for the
   // other ranks to finish.
@@ -118,7 +127,7 @@ struct job_config {
   // Only the settings of this rank's own, for a program whose rank, size and store come
   // from elsewhere (torch.distributed): OPTCAST_HOST, OPTCAST_IFNAME, OPTCAST_FAMILY,
   // OPTCAST_SECRET or OPTCAST_SECRET_FILE, OPTCAST_ENCRYPT, OPTCAST_PORTS, OPTCAST_SHM,
-  // OPTCAST_SHM_MIN and the unexpected-message limits; each one unset leaves its default. Throws setup_error.
+  // OPTCAST_SHM_MIN, OPTCAST_POLL, OPTCAST_POLL_US and the unexpected-message limits; each one unset leaves its default. Throws setup_error.
   void read_rank_env(const std::function<const char*(const char*)>& env);
 };
 
