@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/read.hpp>
@@ -19,6 +21,30 @@
 #include <optcast/cli.hpp>
 
 namespace optcast::bench {
+
+namespace {
+
+// A connected pair of plain blocking loopback sockets, Nagle off on both.
+struct socket_pair {
+  asio::io_context io;
+  asio::ip::tcp::socket out{io}, in{io};
+  socket_pair() {
+    asio::ip::tcp::acceptor acc(io, {asio::ip::make_address("127.0.0.1"), 0});
+    std::thread connector([&] { out.connect(acc.local_endpoint()); });
+    acc.accept(in);
+    connector.join();
+    out.set_option(asio::ip::tcp::no_delay(true));
+    in.set_option(asio::ip::tcp::no_delay(true));
+  }
+};
+
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+}  // namespace
 
 // Point-to-point: rank 0 sends `count` messages of `bytes` to rank 1 over the TCP
 // fabric; then the same bytes through a plain blocking socket pair. Both in this
@@ -55,12 +81,18 @@ int p2p_cmd(int argc, char** argv) {
     for (int r = 0; r < 2; ++r)
       starting.emplace_back([&, r] {
         job_config c;
+        try {
+          c.read_rank_env([](const char* n) -> const char* { return std::getenv(n); });  // OPTCAST_POLL ...
+        } catch (const std::exception& e) {
+          error = e.what();
+          return;
+        }
         c.rank = r;
         c.size = 2;
         c.store = {"127.0.0.1", store.port};
         c.store_fd = r == 0 ? store.fd : -1;  // rank 0 hosts the store
         c.secret = secret;
-        c.encrypt = encrypt;
+        c.encrypt = encrypt || c.encrypt;
         try {
           fabs[static_cast<std::size_t>(r)] = find_fabric(fabric_name)->connect(nullptr, c, {});
         } catch (const std::exception& e) {
@@ -75,8 +107,8 @@ int p2p_cmd(int argc, char** argv) {
   const std::string described = fabric_description(comms[0]) + (encrypt ? " (encrypted)" : "");
 
   // Round trips of 8 bytes, half of one is the latency.
+  const int trips = 2000;
   auto pingpong = [&] {
-    const int trips = 2000;
     std::array<std::byte, 8> a{}, b{};
     std::thread echo([&] {
       for (int i = 0; i < trips; ++i) {
@@ -108,15 +140,32 @@ int p2p_cmd(int argc, char** argv) {
     return t;
   };
 
+  // The same round trips between two threads on a plain blocking socket pair: what the
+  // kernel and this machine's wake-ups cost without any library.
+  auto socket_pingpong = [&] {
+    socket_pair p;
+    std::array<std::byte, 8> a{}, b{};
+    std::thread echo([&] {
+      for (int i = 0; i < trips; ++i) {
+        asio::read(p.in, asio::buffer(b));
+        asio::write(p.in, asio::buffer(b));
+      }
+    });
+    const auto t0 = clock_type::now();
+    for (int i = 0; i < trips; ++i) {
+      asio::write(p.out, asio::buffer(a));
+      asio::read(p.out, asio::buffer(a));
+    }
+    const double t = since(t0) / trips / 2;
+    echo.join();
+    return t;
+  };
+
   // Plain sockets: blocking write of the same buffer, blocking read into one.
   auto socket_run = [&] {
-    asio::io_context io;
-    asio::ip::tcp::acceptor acc(io, {asio::ip::make_address("127.0.0.1"), 0});
-    asio::ip::tcp::socket out(io), in(io);
-    std::thread connector([&] { out.connect(acc.local_endpoint()); });
-    acc.accept(in);
-    connector.join();
-    out.set_option(asio::ip::tcp::no_delay(true));
+    socket_pair p;
+    auto& out = p.out;
+    auto& in = p.in;
     std::thread writer([&] {
       for (int i = 0; i < count; ++i) asio::write(out, asio::buffer(src));
     });
@@ -129,12 +178,20 @@ int p2p_cmd(int argc, char** argv) {
 
   fabric_run();  // warm up: connections open on first use
   socket_run();
-  std::vector<double> tf, ts, lat;
+  pingpong();
+  socket_pingpong();
+  std::vector<double> tf, ts, lat, plain;
   for (int k = 0; k < runs; ++k) {  // interleaved, so both see the same conditions
     tf.push_back(fabric_run());
     ts.push_back(socket_run());
     lat.push_back(pingpong());
+    plain.push_back(socket_pingpong());
   }
+  // Both communicators connected, no call pending, for a second: what an idle service pays.
+  const double cpu0 = cpu_seconds();
+  const auto idle0 = clock_type::now();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double idle = (cpu_seconds() - cpu0) / since(idle0);
   // Both ranks leave at once, as two processes would: rank 0, which hosts the store,
   // waits there for rank 1's goodbye.
   std::vector<result<void>> left(2);
@@ -152,13 +209,19 @@ int p2p_cmd(int argc, char** argv) {
   if (json) {
     const nlohmann::ordered_json j = {{"benchmark", "p2p"},  {"fabric", described}, {"bytes", bytes},
                                       {"count", count},      {"optcast_GBps", gf}, {"socket_GBps", gs},
-                                      {"ratio", gf / gs},    {"latency_8B_us", median(lat) * 1e6}};
+                                      {"ratio", gf / gs},    {"latency_8B_us", median(lat) * 1e6},
+                                      {"socket_latency_8B_us", median(plain) * 1e6},
+                                      {"latency_ratio", median(lat) / median(plain)},
+                                      {"idle_core_fraction", idle}};
     std::puts(j.dump().c_str());
   } else {
     std::printf("point-to-point on loopback, %d messages of %s, median of %d runs\n", count, format_bytes(bytes).c_str(), runs);
     std::printf("  optcast %-22s: %.3f GB/s\n  plain socket copy             : %.3f GB/s\n  ratio                         : %.3f\n",
                 described.c_str(), gf, gs, gf / gs);
     std::printf("  8-byte one-way latency        : %.1f us (half a round trip through the collective layer)\n", median(lat) * 1e6);
+    std::printf("  plain socket, same round trip : %.1f us\n  latency ratio                 : %.2f\n", median(plain) * 1e6,
+                median(lat) / median(plain));
+    std::printf("  idle, both connected          : %.2f%% of a core\n", idle * 100);
   }
   return 0;
 }
