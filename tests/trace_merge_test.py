@@ -126,6 +126,49 @@ class Traces(unittest.TestCase):
         self.assertIn("received before they were sent", summary)
         self.assertIn("ranks without a measured offset: 2", summary)
 
+    def test_latency(self):
+        # The breakdown's figures recomputed here from the merged file's own slices: each
+        # flow's send slice (same rank, same start) gives "send"; each call's span, first
+        # rank in to last out, gives "call".
+        j, _ = self.merged(self.dir, "for_latency.json")
+        path = os.path.join(self.tmp, "for_latency.json")
+        out = json.loads(run([TOOL, "trace", "latency", path, "--json"]).stdout)
+        ev = j["traceEvents"]
+        send_at = {(e["pid"], e["ts"]): e for e in ev if e["ph"] == "X" and e["cat"] == "send"}
+        names = {(e["pid"], e["args"]["seq"]): e["name"] for e in ev if e["ph"] == "X" and e["cat"] == "collective"}
+        ends = {e["id"] for e in ev if e["ph"] == "f"}
+        sends = collections.defaultdict(list)
+        for e in ev:
+            if e["ph"] == "s" and e["id"] in ends:
+                x = send_at[(e["pid"], e["ts"])]
+                sends[names.get((x["pid"], x["args"]["seq"]), "(outside a collective)")].append(x["dur"])
+        spans = {}
+        for e in ev:
+            if e["ph"] == "X" and e["cat"] == "collective":
+                k = (e["name"], e["args"]["seq"])
+                a, b = spans.get(k, (e["ts"], e["ts"] + e["dur"]))
+                spans[k] = (min(a, e["ts"]), max(b, e["ts"] + e["dur"]))
+        def median(v):
+            v = sorted(v)
+            return v[int(0.5 * (len(v) - 1) + 0.5)]  # rounded half up, as the tool does
+        self.assertEqual(out["messages"], sum(len(v) for v in sends.values()))
+        for name in ("broadcast", "allreduce", "scatter"):
+            row = out["collectives"][name]
+            self.assertEqual(row["send"]["n"], len(sends[name]), name)
+            self.assertAlmostEqual(row["send"]["p50_us"], median(sends[name]), places=3)
+            calls = [b - a for (n, _), (a, b) in spans.items() if n == name]
+            self.assertEqual(row["call"]["n"], len(calls))
+            self.assertAlmostEqual(row["call"]["p50_us"], median(calls), places=3)
+            self.assertEqual(row["way"]["n"], row["send"]["n"])
+            for part in ("send", "way", "held", "call"):
+                self.assertLessEqual(row[part]["p10_us"], row[part]["p50_us"])
+                self.assertLessEqual(row[part]["p50_us"], row[part]["p90_us"])
+            self.assertGreaterEqual(row["held"]["p10_us"], 0)
+        text = run([TOOL, "trace", "latency", path]).stdout
+        self.assertIn("way (written-has it)", text)
+        p = run([TOOL, "trace", "latency", os.path.join(self.dir, "rank0.json")], ok=(2,))
+        self.assertIn("not a merged trace", p.stderr)
+
     def test_merge_refuses(self):
         empty = os.path.join(self.tmp, "empty")
         os.mkdir(empty)

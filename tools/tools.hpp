@@ -4,12 +4,14 @@
 #include <CLI/CLI.hpp>
 
 #include <span>
+#include <string>
 
 namespace optcast::tools {
 
 int cmd_simulate(int argc, char** argv);   // optcast simulate ...
 int cmd_calibrate(int argc, char** argv);  // optcast calibrate ...
-int cmd_trace(int argc, char** argv);      // optcast trace merge ...
+int cmd_trace(int argc, char** argv);      // optcast trace merge|latency ...
+int trace_latency(const std::string& merged_path, bool as_json);  // trace_latency.cpp
 
 // Träff's Algorithms 3-6 transcribed as printed (schedule_reference.cpp), the yardstick
 // of `optcast verify --timing`: rank r's receive and send schedules for root 0 (q entries

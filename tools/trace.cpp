@@ -240,11 +240,23 @@ int cmd_trace(int argc, char** argv) {
   m->add_flag("-q,--quiet", quiet, "no summary");
   m->footer("Example: OPTCAST_TRACE=/tmp/t optcast-bench coll --np 4 -o allreduce -l 1MiB -m 2\n"
             "         optcast trace merge /tmp/t -o /tmp/t.json   # then open it in https://ui.perfetto.dev");
+  auto* l = app.add_subcommand("latency",
+                               "Takes a merged trace apart message by message: per collective, the medians and 10th/90th "
+                               "percentiles of a send (post to written), its way (written to the receiver having it), the "
+                               "time it was held for its receive, a rank's turn (a receive's end to its next send), and the "
+                               "call (first rank in to last out).");
+  std::string merged;
+  bool as_json = false;
+  l->add_option("merged", merged, "a file `optcast trace merge` wrote")->required();
+  l->add_flag("--json", as_json, "one JSON object");
+  l->footer("Example: OPTCAST_TRACE=/tmp/t optcast-bench coll --np 4 -o bcast,allreduce -l 8\n"
+            "         optcast trace merge /tmp/t -o /tmp/t.json -q && optcast trace latency /tmp/t.json");
   try {
     app.parse(argc - 1, argv + 1);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  if (l->parsed()) return trace_latency(merged, as_json);
   return merge(dir, out, html, quiet);
 }
 
