@@ -139,9 +139,12 @@ std::string collective_names() {
 }
 
 std::string refusal(collective coll, algorithm alg, const call_traits& t) {
+  // Called on every call and for every candidate of the automatic choice: the text is
+  // built only when something is refused.
   if (alg == algorithm::automatic) return {};
-  const std::string what(to_string(coll));
   const auto* a = find(coll, alg);
+  if (a && t.ports >= a->needs.ports && (!a->needs.lanes || t.lanes) && (!a->needs.commutative || t.commutative)) return {};
+  const std::string what(to_string(coll));
   if (!a)
     return what + ": " + std::string(to_string(alg)) + " is not an algorithm of " + what + "; the algorithms are " +
            algorithm_names(coll);
@@ -154,10 +157,8 @@ std::string refusal(collective coll, algorithm alg, const call_traits& t) {
     return what + ": " + name + " decomposes the job into lanes (" + std::string(a->paper) +
            ") and needs hosts of several ranks or several rails, every host with the same number of ranks; this "
            "communicator's topology has none";
-  if (a->needs.commutative && !t.commutative)
-    return what + ": " + name + " combines operands out of rank order; the operator is non-commutative (use "
-           "algorithm::automatic or binomial, the rank-ordered tree)";
-  return {};
+  return what + ": " + name + " combines operands out of rank order; the operator is non-commutative (use "
+         "algorithm::automatic or binomial, the rank-ordered tree)";
 }
 
 }  // namespace optcast
