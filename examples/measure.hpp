@@ -17,25 +17,11 @@ inline std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Everyone reports to rank 0, rank 0 releases everyone: no rank leaves before all came.
-inline task<result<void>> barrier_task(communicator& c, std::uint32_t tag = 0xfff00u) {
-  if (c.rank() != 0) {
-    if (auto r = co_await send(c, 0, tag, {}); !r) co_return r;
-    co_return co_await recv(c, 0, tag + 1, {});
-  }
-  for (int r = 1; r < c.size(); ++r)
-    if (auto x = co_await recv(c, r, tag, {}); !x) co_return x;
-  for (int r = 1; r < c.size(); ++r)
-    if (auto x = co_await send(c, r, tag + 1, {}); !x) co_return x;
-  co_return result<void>{};
-}
-inline result<void> barrier(communicator& c, std::uint32_t tag = 0xfff00u) { return run(c, barrier_task(c, tag)); }
-
 // Runs `op` (a blocking call returning result<void>) on every rank once and returns, on
 // rank 0, seconds from the root's start to the last rank's end (0 elsewhere).
 template <class Op>
 result<double> timed(communicator& c, int root, Op op, std::uint32_t tag = 0xfff10u) {
-  if (auto b = barrier(c); !b) return fail(b.error());
+  if (auto b = run(c, optcast::barrier(c)); !b) return fail(b.error());
   const std::int64_t t0 = now_ns();
   if (auto r = op(); !r) return fail(r.error());
   std::array<std::int64_t, 2> mine{c.rank() == root ? t0 : 0, now_ns()};

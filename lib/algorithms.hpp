@@ -95,6 +95,11 @@ task<result<void>> reduce_ring(fabric& f, std::uint32_t seq, std::span<std::byte
 task<result<void>> allreduce_recursive_doubling(fabric& f, std::uint32_t seq, std::span<std::byte> work,
                                                 const detail::erased_reduction& op);
 
+// The dissemination barrier on the fabric's k ports (baseline/dissemination.cpp):
+// ceil(log_{k+1} p) rounds of k empty sends || k receives.
+task<result<void>> barrier_dissemination(fabric& f, std::uint32_t seq);
+int dissemination_rounds(int p, int k);
+
 // p segments of one buffer, segment j holding count[j] elements of `elem` bytes at
 // element offset offset[j], each split into n blocks of whole elements.
 struct segment_layout {

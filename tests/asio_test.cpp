@@ -129,6 +129,7 @@ TEST_CASE("every completion token, on the local and TCP fabrics", "[local][tcp][
               sums[R].assign(n, -1);
               co_await async_allreduce(c, std::span<const std::int64_t>(in), std::span(sums[R]), ops::sum,
                                        asio::use_awaitable);
+              co_await async_barrier(c, asio::use_awaitable);
               bufs[R] = r == 2 ? testing::bytes(70000, 9) : std::vector<std::byte>(70000);
               auto [ec] = co_await async_broadcast(c, std::span(bufs[R]), 2, asio::experimental::as_tuple(asio::use_awaitable));
               if (ec) errors[R] += "broadcast: " + ec.message() + "; ";

@@ -31,19 +31,6 @@ std::vector<std::byte> payload(std::size_t i, std::size_t n) {
   return b;
 }
 
-// A data frame header as the wire carries it (wire_format.hpp): kind, 0, tag, length,
-// the signature of no collective (a point-to-point message).
-std::vector<std::byte> data_header(std::uint32_t seq, std::uint32_t step, std::uint64_t len) {
-  std::vector<std::byte> h(24 + 32);
-  const std::uint32_t kind = 0x46444f43;
-  const std::uint64_t tg = (std::uint64_t{seq} << 32) | step;
-  std::memcpy(h.data(), &kind, 4);
-  std::memcpy(h.data() + 8, &tg, 8);
-  std::memcpy(h.data() + 16, &len, 8);
-  call_signature{}.encode(h.data() + 24);
-  return h;
-}
-
 // The handshake of rank 2 of 3, then every frame; written `piece` bytes at a time
 // (0: all at once), pausing now and then so that the reader sees the stream cut there.
 void peer_writes(const std::string& where, std::size_t piece) {

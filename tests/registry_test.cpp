@@ -34,6 +34,7 @@ std::uint64_t bytes_for(collective c, int p) {
   switch (c) {
     case collective::reduce_scatter_block: return 12 * static_cast<std::uint64_t>(p);
     case collective::summation: return 40;
+    case collective::barrier: return 0;
     case collective::scatter:
     case collective::gather:
     case collective::alltoall:

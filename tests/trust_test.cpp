@@ -108,17 +108,6 @@ TEST_CASE("a malformed frame from an admitted peer is a protocol violation", "[t
 
 namespace {
 
-// A data frame header as the wire carries it: kind, 0, tag, length, an empty signature.
-std::vector<std::byte> data_header(std::uint32_t seq, std::uint32_t step, std::uint64_t len) {
-  std::vector<std::byte> h(24 + 32);
-  const std::uint32_t kind = 0x46444f43;
-  const std::uint64_t tg = (std::uint64_t{seq} << 32) | step;
-  std::memcpy(h.data(), &kind, 4);
-  std::memcpy(h.data() + 8, &tg, 8);
-  std::memcpy(h.data() + 16, &len, 8);
-  return h;
-}
-
 // A stranger admitted as rank 2 announces `len` bytes for a tag no receive waits for;
 // rank 1, waiting for another message of rank 2, must fail with limit_exceeded, having
 // asked for no memory near that size (every operator new of this binary is counted).

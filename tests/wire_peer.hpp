@@ -19,6 +19,7 @@
 #include <catch2/catch.hpp>
 
 #include "bootstrap/store.hpp"
+#include "optcast/fabric.hpp"
 #include "optcast/log.hpp"
 #include "worlds.hpp"
 
@@ -63,6 +64,19 @@ inline std::vector<std::byte> handshake(std::uint32_t rank, std::uint32_t size, 
   std::memcpy(h.data() + 8, &job, 8);
   std::memcpy(h.data() + 16, &rank, 4);
   std::memcpy(h.data() + 20, &size, 4);
+  return h;
+}
+
+// A data frame header as the wire carries it (net/tcp/wire_format.hpp): kind, 0, tag,
+// length, the signature of no collective (a point-to-point message's).
+inline std::vector<std::byte> data_header(std::uint32_t seq, std::uint32_t step, std::uint64_t len) {
+  std::vector<std::byte> h(24 + 32);
+  const std::uint32_t kind = 0x46444f43;
+  const std::uint64_t tg = (std::uint64_t{seq} << 32) | step;
+  std::memcpy(h.data(), &kind, 4);
+  std::memcpy(h.data() + 8, &tg, 8);
+  std::memcpy(h.data() + 16, &len, 8);
+  call_signature{}.encode(h.data() + 24);
   return h;
 }
 

@@ -432,12 +432,8 @@ c10::intrusive_ptr<c10d::Work> process_group::reduce_scatter_flat(at::Tensor out
 }
 
 c10::intrusive_ptr<c10d::Work> process_group::barrier(const c10d::BarrierOptions& opts) {
-  // Every rank's call must reach every other: an allreduce of one byte.
-  at::Tensor b = at::zeros({1}, at::kByte);
-  auto op = reduction_for(red(red::MAX), at::kByte);
   collective_options o{.timeout = deadline(opts.timeout)};
-  return enqueue({[this, b, op, o] { return detail::allreduce_bytes(*comm_, bytes(b), bytes(b), op, o); }, nullptr, {},
-                  {}, "barrier"});
+  return enqueue({[this, o] { return optcast::barrier(*comm_, o); }, nullptr, {}, {}, "barrier"});
 }
 
 }  // namespace optcast::torch_backend

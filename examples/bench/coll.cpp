@@ -42,7 +42,7 @@ namespace {
 const std::map<std::string, collective> op_names{
     {"bcast", collective::broadcast}, {"scatter", collective::scatter},     {"gather", collective::gather},
     {"reduce", collective::reduce},   {"allreduce", collective::allreduce}, {"allgather", collective::allgather},
-    {"alltoall", collective::alltoall}};
+    {"alltoall", collective::alltoall}, {"barrier", collective::barrier}};
 
 // The peers' patterns, so a wrong byte means the same in every benchmark.
 unsigned char pat(int r, std::size_t i) { return static_cast<unsigned char>(r * 131 + i * 7 + 1); }
@@ -56,6 +56,7 @@ struct buffers {
 
 void init(const std::string& op, buffers& b, int rank, int p) {
   const std::size_t m = b.m, n = m / sizeof(float);
+  if (op == "barrier") return;  // moves nothing (the size column is the peers' format)
   if (op == "bcast") {
     for (std::size_t i = 0; i < m; ++i) b.rb[i] = rank == 0 ? pat(0, i) : 0;
   } else if (op == "scatter") {
@@ -81,6 +82,7 @@ void init(const std::string& op, buffers& b, int rank, int p) {
 
 bool check(const std::string& op, const buffers& b, int rank, int p) {
   const std::size_t m = b.m, n = m / sizeof(float);
+  if (op == "barrier") return true;  // that no rank leaves early: collectives_test
   if (op == "bcast") {
     for (std::size_t i = 0; i < m; ++i)
       if (b.rb[i] != pat(0, i)) return false;
@@ -111,6 +113,7 @@ task<result<void>> run_op(communicator& c, const std::string& op, buffers& b, co
   const std::size_t m = b.m, pm = static_cast<std::size_t>(c.size()) * m, n = m / sizeof(float);
   const auto bytes = [](std::vector<unsigned char>& v, std::size_t k) { return std::as_writable_bytes(std::span(v.data(), k)); };
   const auto cbytes = [](const std::vector<unsigned char>& v, std::size_t k) { return std::as_bytes(std::span(v.data(), k)); };
+  if (op == "barrier") return barrier(c, o);
   if (op == "bcast") return broadcast(c, bytes(b.rb, m), 0, o);
   if (op == "scatter") return scatter<std::byte>(c, cbytes(b.sb, c.rank() == 0 ? pm : 0), bytes(b.rb, m), 0, o);
   if (op == "gather") return gather<std::byte>(c, cbytes(b.sb, m), bytes(b.rb, c.rank() == 0 ? pm : 0), 0, o);
@@ -178,7 +181,7 @@ struct stop_on_exit {
 };
 
 int coll_cmd(int argc, char** argv) {
-  CLI::App app{"Times broadcast, scatter, gather, reduce, allreduce, allgather and alltoall over a size list, every result\n"
+  CLI::App app{"Times broadcast, scatter, gather, reduce, allreduce, allgather, alltoall and barrier over a size list, every result\n"
                "checked on every rank, and prints the peer benchmarks' line (../shared/bench/): label op bytes reps\n"
                "min_us med_us max_us ok.",
                "optcast-bench coll"};
@@ -196,8 +199,8 @@ int coll_cmd(int argc, char** argv) {
       ->check(CLI::IsMember({"task", "asio"}))->capture_default_str();
   cli::add_fabric(app, fabric_name);
   app.add_option("--np", np, "start N rank processes on this machine")->check(CLI::Range(1, 4096));
-  app.add_option("--ops,-o", ops, "collectives: bcast, scatter, gather, reduce, allreduce, allgather, alltoall")->delimiter(',')
-      ->check(CLI::IsMember({"bcast", "scatter", "gather", "reduce", "allreduce", "allgather", "alltoall"}))->capture_default_str();
+  app.add_option("--ops,-o", ops, "collectives: bcast, scatter, gather, reduce, allreduce, allgather, alltoall, barrier")->delimiter(',')
+      ->check(CLI::IsMember({"bcast", "scatter", "gather", "reduce", "allreduce", "allgather", "alltoall", "barrier"}))->capture_default_str();
   app.add_option("--sizes,-l", sizes, "sizes (overrides --min-bytes/--max-bytes)")->delimiter(',')->transform(cli::byte_size());
   app.add_option("--min-bytes,-s", min_bytes, "smallest size of the default list: 8, then powers of 4 from 16")
       ->transform(cli::byte_size())->capture_default_str();
@@ -297,7 +300,7 @@ int coll_cmd(int argc, char** argv) {
       const auto [alg_name, n] = plan_of(comm, op, m, o);
       bool ok = true;
       init(op, b, rank, p);
-      if (auto r = call(measure::barrier_task(comm)); !r) return failed("barrier", r.error());
+      if (auto r = call(optcast::barrier(comm)); !r) return failed("barrier", r.error());
       if (auto r = call(run_op(comm, op, b, o)); !r) return failed(op.c_str(), r.error());  // warm-up
       ok &= check(op, b, rank, p);
       std::vector<double> t;
@@ -316,7 +319,7 @@ int coll_cmd(int argc, char** argv) {
           timespec w{static_cast<time_t>(ts), static_cast<long>((ts - static_cast<double>(static_cast<time_t>(ts))) * 1e9)};
           while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &w, nullptr)) {
           }
-        } else if (auto r = call(measure::barrier_task(comm)); !r) {
+        } else if (auto r = call(optcast::barrier(comm)); !r) {
           return failed("barrier", r.error());
         }
         const double start = seconds_now();

@@ -32,6 +32,7 @@ enum class algorithm {
   ring,            // baseline: the pipelined ring, fixed neighbours (chain for rooted collectives)
   recursive_doubling,  // baseline: allreduce by pairwise exchanges of the whole vector, log2 p rounds
   multi_lane,  // Träff and Hunold 2020: node-local phase, an inter-node collective on every lane at once, node-local phase
+  dissemination,  // baseline: barrier, in round i each rank signals the k ranks j (k+1)^i ahead, ceil(log_{k+1} p) rounds
 };
 
 enum class collective {
@@ -47,6 +48,7 @@ enum class collective {
   reduce_scatter,
   summation,
   stream,
+  barrier,
 };
 
 std::string_view to_string(algorithm a) noexcept;

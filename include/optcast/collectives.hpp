@@ -82,6 +82,11 @@ struct collective_plan {
 result<collective_plan> plan_collective(communicator& c, collective coll, const call_shape& shape,
                                         const collective_options& opts = {}, std::string* why = nullptr);
 
+// Returns on a rank once every rank of the communicator has called it (no rank leaves
+// before the last one enters): the dissemination barrier, ceil(log_{k+1} p) rounds of
+// empty messages on k ports.
+task<result<void>> barrier(communicator& c, collective_options opts = {});
+
 // Point-to-point messages outside any collective, matched by (peer, user_tag) in order,
 // on this communicator only. Tags go up to seq_layout::max_user_tag (2^20 - 1; a larger
 // one is refused). Both ranks must agree on the size, as for the fabric.

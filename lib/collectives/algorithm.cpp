@@ -62,6 +62,7 @@ constexpr std::pair<algorithm, std::string_view> algorithm_name_table[] = {
     {algorithm::ring, "ring"},
     {algorithm::recursive_doubling, "recursive_doubling"},
     {algorithm::multi_lane, "multi_lane"},
+    {algorithm::dissemination, "dissemination"},
 };
 constexpr std::pair<collective, std::string_view> collective_name_table[] = {
     {collective::broadcast, "broadcast"},
@@ -76,6 +77,7 @@ constexpr std::pair<collective, std::string_view> collective_name_table[] = {
     {collective::reduce_scatter, "reduce_scatter"},
     {collective::summation, "summation"},
     {collective::stream, "stream"},
+    {collective::barrier, "barrier"},
 };
 
 template <class E, std::size_t N>

@@ -57,6 +57,13 @@ inline std::optional<proven_time> doubling_time(const sim::model& m, const run_s
   return proven_time{"floor(log2 p), + 2 if p is not a power of 2", static_cast<double>(doubling_rounds(s.p)), proven_time::exact};
 }
 
+// The dissemination barrier: ceil(log_{k+1} p) rounds on k ports, the least any barrier
+// takes (a rank learns of at most (k+1) times as many entries a round).
+inline std::optional<proven_time> dissemination_time(const sim::model& m, const run_shape& s) {
+  if (m.kind != sim::model_kind::rounds || s.p < 2) return std::nullopt;
+  return proven_time{"ceil(log_{k+1} p)", static_cast<double>(algorithms::dissemination_rounds(s.p, m.ports)), proven_time::exact};
+}
+
 // Karp et al. 4.1: L + 2o + g (n (P - 1) - 1), with g read as max(g, o), for n items
 // per pair of ranks (an item cut from fewer bytes than blocks is empty and not sent).
 inline std::optional<proven_time> staggered_time(const sim::model& m, const run_shape& s) {

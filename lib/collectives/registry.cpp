@@ -3,6 +3,7 @@
 // loop runs on; it is a coroutine where it builds one, so that the plan lives as long
 // as the loop.
 #include "registry.hpp"
+#include "predictions.hpp"
 #include "proven_times.hpp"
 
 #include <algorithm>
@@ -67,27 +68,6 @@ task<result<void>> bcast_multiport(broadcast_call c) {
 }
 
 task<result<void>> bcast_ring(broadcast_call c) { return algorithms::broadcast_ring(*c.f, c.seq, c.data, c.root, c.blocks); }
-
-double block_bytes(std::size_t bytes, int n) { return std::ceil(static_cast<double>(bytes) / std::max(n, 1)); }
-
-// The other collectives' predictions (choose.hpp), by the call's shape.
-using CC = circulant_collective;
-template <CC What>
-double circulant_predicted(prediction_shape& sh, std::size_t bytes, int n, const loggp_params& m) {
-  return predict_circulant(What, sh.p, bytes, sh.largest, sh.smallest, n, m);
-}
-template <CC What>
-double ring_predicted(prediction_shape& sh, std::size_t bytes, int n, const loggp_params& m) {
-  return predict_ring(What, sh.p, bytes, sh.largest, sh.smallest, n, m);
-}
-double combining_predicted(prediction_shape& sh, std::size_t bytes, int, const loggp_params& m) {
-  return predict_combining(sh.p, bytes, m);
-}
-// Every round swaps and combines the whole vector.
-double doubling_predicted(prediction_shape& sh, std::size_t bytes, int, const loggp_params& m) {
-  const auto b = static_cast<double>(bytes);
-  return doubling_rounds(sh.p) * (round_time(b, m) + m.gamma * b);
-}
 
 // ---- scatter and gather ---------------------------------------------------------------
 
@@ -478,6 +458,12 @@ const std::vector<entry>& table() {
          const auto plan = logp::summation_schedule(static_cast<std::int64_t>(s.bytes), s.p, {m.L, m.o, m.g});
          return proven_time{"least t with N(t) >= n (Lemma 5.1)", plan.t, proven_time::exact};
        }},
+      {{C::barrier, A::dissemination, baseline, "dissemination",
+        "in round i every rank signals the k ranks j (k+1)^i ahead (j = 1..k) and hears from the k behind: "
+        "ceil(log_{k+1} p) rounds of empty messages, the fewest a barrier can take",
+        M::rounds, any, true},
+       runner_of<barrier_call>{[](barrier_call c) { return algorithms::barrier_dissemination(*c.f, c.seq); }}, block_rule::one, false,
+       dissemination_predicted, dissemination_time},
       {{C::stream, A::continuous, karp, "Sections 3.1-3.3",
         "continuous broadcast (broadcast_stream): block-cyclic words give every item the delay L + B(P-1), else "
         "windows of the Theorem 3.7 plan",

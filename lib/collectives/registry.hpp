@@ -79,10 +79,15 @@ struct summation_call {
   const operand_loader* load;
 };
 
+struct barrier_call {
+  fabric* f;
+  std::uint32_t seq;
+};
+
 template <class Call>
 using runner_of = task<result<void>> (*)(Call);
 using runner = std::variant<std::monostate, runner_of<broadcast_call>, runner_of<scatter_call>, runner_of<segments_call>,
-                            runner_of<reduction_call>, runner_of<summation_call>>;
+                            runner_of<reduction_call>, runner_of<summation_call>, runner_of<barrier_call>>;
 
 // How a call without .blocks gets its block count.
 enum class block_rule {

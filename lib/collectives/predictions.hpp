@@ -1,0 +1,41 @@
+// The registry rows' predictions for the automatic choice (choose.hpp), by the call's
+// shape: what registry.cpp's table points at.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+#include "algorithms.hpp"
+#include "model/predict.hpp"
+#include "optcast/predict.hpp"
+#include "proven_times.hpp"
+
+namespace optcast::detail {
+
+inline double block_bytes(std::size_t bytes, int n) { return std::ceil(static_cast<double>(bytes) / std::max(n, 1)); }
+
+// The other collectives' predictions (choose.hpp), by the call's shape.
+using CC = circulant_collective;
+template <CC What>
+inline double circulant_predicted(prediction_shape& sh, std::size_t bytes, int n, const loggp_params& m) {
+  return predict_circulant(What, sh.p, bytes, sh.largest, sh.smallest, n, m);
+}
+template <CC What>
+inline double ring_predicted(prediction_shape& sh, std::size_t bytes, int n, const loggp_params& m) {
+  return predict_ring(What, sh.p, bytes, sh.largest, sh.smallest, n, m);
+}
+inline double combining_predicted(prediction_shape& sh, std::size_t bytes, int, const loggp_params& m) {
+  return predict_combining(sh.p, bytes, m);
+}
+// Every round swaps and combines the whole vector.
+inline double doubling_predicted(prediction_shape& sh, std::size_t bytes, int, const loggp_params& m) {
+  const auto b = static_cast<double>(bytes);
+  return proven::doubling_rounds(sh.p) * (round_time(b, m) + m.gamma * b);
+}
+// Every round a rank's k empty sends and receives.
+inline double dissemination_predicted(prediction_shape& sh, std::size_t, int, const loggp_params& m) {
+  return algorithms::dissemination_rounds(sh.p, sh.ports) * round_time(1, m);
+}
+
+}  // namespace optcast::detail
