@@ -70,11 +70,9 @@ int trace_latency(const std::string& path, bool as_json) {
   }
   // Slices by kind; a collective's name by (rank, seq).
   std::map<std::pair<int, std::uint64_t>, std::string> call_name;
-  std::map<std::string, std::vector<std::pair<double, double>>> calls;  // name -> per seq, first in, last out
   std::map<std::pair<std::string, std::uint64_t>, std::pair<double, double>> call_span;
   std::vector<slice> sends, recvs, held;
   std::map<std::pair<int, double>, std::size_t> send_at;  // (rank, post time) -> send
-  std::vector<std::tuple<int, double>> flow_start;
   std::map<std::uint64_t, std::pair<int, double>> starts, ends;  // flow id -> (rank, time)
   try {
     for (const auto& e : j["traceEvents"]) {

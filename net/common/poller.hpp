@@ -23,9 +23,6 @@ public:
   // Runs the loop's handlers until done() holds.
   void run_until(stop_predicate done);
 
-  // The moving average of waits that ended within the limit, in [0, 1] (for tests).
-  double hit_rate() const noexcept { return hits_; }
-
 private:
   using clock = std::chrono::steady_clock;
   // Polls without sleeping, up to the limit (or for good, spinning): true once a handler ran.
