@@ -20,7 +20,9 @@ job_fabric::job_fabric(asio::io_context& io)
 void job_fabric::run_until(stop_predicate done) {
   if (borrowed_loop())  // run() waits for the owner's threads instead
     throw std::logic_error("optcast: a fabric on the caller's io_context does not run it (run_until)");
-  if (!poller_) poller_.emplace(io_, job_settings().poll, job_settings().poll_limit);
+  if (!poller_)
+    poller_.emplace(io_, job_settings().poll, job_settings().poll_limit,
+                    [](void* self) { return static_cast<job_fabric*>(self)->check_network(); }, this);
   poller_->run_until(done);
 }
 

@@ -72,6 +72,9 @@ protected:
   // This rank failed: a transport that can reach its peers directly tells them here
   // (best effort, without blocking), before the store tells everyone.
   virtual void tell_peers(const std::string& why) noexcept { (void)why; }
+  // While the loop polls (poller.hpp), between its turns: a transport whose completions
+  // can be read without the loop reads them here; true if any operation completed.
+  virtual bool check_network() { return false; }
 
   // Joins the job (its store connection, or kv store, or PMIx) and listens to it.
   void join_job();

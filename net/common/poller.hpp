@@ -3,7 +3,8 @@
 // virtual machine, and a collective of log p rounds pays it log p times: polling the
 // sockets without sleeping answers within a microsecond or two, at the price of the core.
 // `adaptive` pays that price only where it buys something: it polls while most recent
-// waits ended within the limit, and not when a yield shows other processes want the core.
+// waits ended within the limit, and not when the kernel shows other threads want the core
+// (a yield that gave it away, a poll preempted), backing off longer each time.
 #pragma once
 
 #include <chrono>
@@ -17,11 +18,18 @@ namespace optcast::detail {
 
 class poller {
 public:
-  poller(asio::io_context& io, job_config::poll_mode mode, std::chrono::microseconds limit) noexcept
-      : io_(io), mode_(mode), limit_(limit) {}
+  // `check`, where given, looks at the network itself without the loop (libfabric's
+  // completion queue, read directly rather than through its descriptor and epoll): true
+  // if it completed something.
+  using check_fn = bool (*)(void* context);
+  poller(asio::io_context& io, job_config::poll_mode mode, std::chrono::microseconds limit, check_fn check = nullptr,
+         void* context = nullptr) noexcept
+      : io_(io), mode_(mode), limit_(limit), check_(check), context_(context) {}
 
   // Runs the loop's handlers until done() holds.
   void run_until(stop_predicate done);
+  // Waits that polled (or began by polling) so far: what the policy decided, for tests.
+  long polls() const noexcept { return polls_; }
 
 private:
   using clock = std::chrono::steady_clock;
@@ -32,7 +40,12 @@ private:
   asio::io_context& io_;
   job_config::poll_mode mode_;
   std::chrono::microseconds limit_;
+  check_fn check_;
+  void* context_;
   double hits_ = 1.0;  // start by polling: a job's first calls come close together
+  int backoff_ = 0;    // waits to sleep through when a poll is next preempted
+  int skip_ = 0;       // waits still to sleep through without polling
+  long polls_ = 0;
 };
 
 }  // namespace optcast::detail

@@ -143,6 +143,8 @@ private:
   // anything completed.
   bool drain();
   void progress();
+  // The poller's look at the completion queue between the loop's turns (job_fabric.hpp).
+  bool check_network() override;
   void progress_soon();
 
   // Sleeps on the CQ's fd when libfabric says nothing is pending (fi_trywait); polls

@@ -393,6 +393,18 @@ void ofi_fabric::progress() {
   arm();
 }
 
+bool ofi_fabric::check_network() {
+  if (posted_.empty() || !cq_ || !ep_ || failure() || !wait_.is_open()) return false;  // (without a wait object progress() polls)
+  auto alive = alive_;
+  const bool any = drain();
+  if (!*alive || !cq_ || !ep_ || failure()) return any;
+  // fi_cq_read made progress, which may leave work behind that the descriptor will not
+  // announce: the wait armed before holds only if fi_trywait still agrees.
+  fid* f = &cq_->fid;
+  if (fi_trywait(fabric_.get(), &f, 1) != FI_SUCCESS) progress_soon();
+  return any;
+}
+
 void ofi_fabric::progress_soon() {
   if (progress_posted_) return;
   progress_posted_ = true;

@@ -1,0 +1,92 @@
+// The progress engine's policy (net/common/poller.hpp): when a wait polls and when it
+// sleeps. What is asserted is the decision (how many waits polled), not a speed: speeds
+// are optcast-bench p2p's.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "common/poller.hpp"
+
+using namespace optcast;
+using namespace std::chrono_literals;
+using mode = job_config::poll_mode;
+
+namespace {
+
+// `waits` waits of `each` on a timer of the loop, through one poller; its poll count.
+long polls_over(mode m, int waits, std::chrono::microseconds each, std::chrono::microseconds limit = 200us) {
+  asio::io_context io;
+  detail::poller poller(io, m, limit);
+  asio::steady_timer timer(io);
+  for (int i = 0; i < waits; ++i) {
+    bool fired = false;
+    timer.expires_after(each);
+    timer.async_wait([&](std::error_code) { fired = true; });
+    auto done = [&] { return fired; };
+    poller.run_until(done);
+    REQUIRE(fired);
+  }
+  return poller.polls();
+}
+
+// Threads that keep every core busy while they live.
+class busy_cores {
+public:
+  busy_cores() {
+    const unsigned n = 2 * std::max(1u, std::thread::hardware_concurrency());
+    for (unsigned i = 0; i < n; ++i)
+      threads_.emplace_back([this] {
+        while (!stop_.load(std::memory_order_relaxed)) {
+        }
+      });
+    std::this_thread::sleep_for(20ms);  // all running before the waits begin
+  }
+  ~busy_cores() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+  }
+
+private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
+TEST_CASE("block never polls, spin always does", "[poller]") {
+  CHECK(polls_over(mode::block, 20, 50us) == 0);
+  CHECK(polls_over(mode::spin, 20, 50us) >= 20);
+}
+
+TEST_CASE("adaptive stops polling when the waits are longer than its limit (an idle service)", "[poller]") {
+  // 100 waits of 2 ms against a limit of 200 us: every poll runs out; after a few the
+  // moving average says waits are long, and the rest sleep.
+  const long polls = polls_over(mode::adaptive, 100, 2ms);
+  CHECK(polls >= 1);  // it starts by polling
+  CHECK(polls <= 15);
+}
+
+TEST_CASE("adaptive polls waits that end within its limit", "[poller]") {
+  // A 5 ms limit against waits of 50 us: every wait ends while polling, unless the core
+  // was taken from the poller (meson runs this binary alone), which makes it back off.
+  const long polls = polls_over(mode::adaptive, 50, 50us, 5ms);
+  CHECK(polls >= 25);
+  CHECK(polls <= 50);
+}
+
+TEST_CASE("adaptive backs off on a contended core: a preempted poll is followed by sleeping waits", "[poller]") {
+  // Two busy threads per core: a poll yields its core to them (or is preempted), and a
+  // poller that went on polling would wait whole time slices for its core. 200 waits
+  // that would each be polled on an idle core (50 us, limit 5 ms): after the first
+  // contended polls it sleeps through 1, 2, 4, ... waits.
+  busy_cores busy;
+  const long polls = polls_over(mode::adaptive, 200, 50us, 5ms);
+  CHECK(polls >= 1);
+  CHECK(polls <= 20);  // 1 + 2 + 4 + ... + 128 covers 200 waits with 8 polls
+}
