@@ -18,7 +18,9 @@
 #                    library uses all (optcast's rails, Open MPI's TCP BTL; Gloo has one device)
 #   --rate RATE      link rate per host and direction, netcluster.sh units (default 1gbit)
 #   --sizes LIST     bytes, comma-separated (default 8,65536,1048576,16777216)
-#   --ops LIST       bcast,scatter,gather,reduce,allreduce,allgather (default all six)
+#   --ops LIST       bcast,scatter,gather,reduce,allreduce,allgather,barrier (default the first
+#                    six); Open MPI's barrier is timed by benchmarks/peers/mpi_barrier_bench.c,
+#                    Gloo's benchmark has none
 #   --time S         seconds of repetitions per (op, size) and library (default 2)
 #   --goodput MBIT   what one TCP flow carries on a link, for the bounds (default 95.4% of
 #                    RATE, what iperf3 measures on netcluster.sh's 1gbit links)
@@ -87,6 +89,7 @@ fi
 mkdir -p "$out/bin"
 echo "== building the peers' benchmarks into $out/bin" >&2
 mpicc -O2 -o "$out/bin/mpi_coll_bench" "$PEERS/mpi_coll_bench.c"
+mpicc -O2 -o "$out/bin/mpi_barrier_bench" "$here/benchmarks/peers/mpi_barrier_bench.c"
 g++ -O2 -std=c++17 -o "$out/bin/gloo_coll_bench" "$PEERS/gloo_coll_bench.cpp" -lgloo -lpthread
 
 brought_up=0
@@ -126,21 +129,39 @@ han=0
 stages=$((4 + han))
 stage 1 "optcast (1 of 2)" "$n_ops"
 run_optcast optcast >"$out/optcast1.txt"
+# The barrier is not the peers' benchmarks' (Open MPI's comes from our own program).
+peer_ops=$(tr ',' '\n' <<<"$ops" | grep -vx barrier | paste -sd, -) || true
+barrier=0
+tr ',' '\n' <<<"$ops" | grep -qx barrier && barrier=1
+run_mpi() {  # label output [mpirun options]
+  local label=$1 file=$2
+  shift 2
+  : >"$file"
+  if [ -n "$peer_ops" ]; then
+    bash "$PEERS/run_mpi_netns.sh" "$hosts" "$@" -- "$out/bin/mpi_coll_bench" -L "$label" -o "$peer_ops" -l "$sizes" -t "$budget" \
+      >>"$file" 2>"${file%.txt}.err" || { echo "side_by_side: Open MPI ($label) failed:" >&2; tail -5 "${file%.txt}.err" >&2; exit 1; }
+  fi
+  if [ $barrier = 1 ]; then
+    bash "$PEERS/run_mpi_netns.sh" "$hosts" "$@" -- "$out/bin/mpi_barrier_bench" -L "$label" -l "$sizes" -t "$budget" \
+      >>"$file" 2>>"${file%.txt}.err" || { echo "side_by_side: Open MPI's barrier ($label) failed:" >&2; tail -5 "${file%.txt}.err" >&2; exit 1; }
+  fi
+}
 stage 2 "Open MPI" "$n_ops"
-bash "$PEERS/run_mpi_netns.sh" "$hosts" -- "$out/bin/mpi_coll_bench" -L mpi -o "$ops" -l "$sizes" -t "$budget" \
-  >"$out/mpi.txt" 2>"$out/mpi.err" || { echo "side_by_side: Open MPI failed:" >&2; tail -5 "$out/mpi.err" >&2; exit 1; }
+run_mpi mpi "$out/mpi.txt"
 # Gloo's allreduce comes as ring, bcube and halving-doubling: all three run, the best counts.
-gloo_ops=$(sed 's/\ballreduce\b/allreduce_ring,allreduce_bcube,allreduce_hd/' <<<"$ops")
+gloo_ops=$(sed 's/\ballreduce\b/allreduce_ring,allreduce_bcube,allreduce_hd/' <<<"$peer_ops")
 mpi_files=("$out/mpi.txt")
 if [ $han = 1 ]; then
   stage 3 "Open MPI with coll/han" "$n_ops"
-  bash "$PEERS/run_mpi_netns.sh" "$hosts" --mca coll_han_priority 100 -- "$out/bin/mpi_coll_bench" -L mpi+han -o "$ops" -l "$sizes" \
-    -t "$budget" >"$out/mpi_han.txt" 2>"$out/mpi_han.err" || { echo "side_by_side: Open MPI with coll/han failed:" >&2; tail -5 "$out/mpi_han.err" >&2; exit 1; }
+  run_mpi mpi+han "$out/mpi_han.txt" --mca coll_han_priority 100
   mpi_files+=("$out/mpi_han.txt")
 fi
 stage $((3 + han)) Gloo "$(tr ',' '\n' <<<"$gloo_ops" | grep -c .)"
-GLOO_BENCH="$out/bin/gloo_coll_bench" bash "$PEERS/run_gloo.sh" netns "$hosts" -L gloo -o "$gloo_ops" -l "$sizes" -t "$budget" \
-  >"$out/gloo.txt" 2>"$out/gloo.err" || { echo "side_by_side: Gloo failed:" >&2; tail -5 "$out/gloo.err" >&2; exit 1; }
+: >"$out/gloo.txt"
+if [ -n "$gloo_ops" ]; then
+  GLOO_BENCH="$out/bin/gloo_coll_bench" bash "$PEERS/run_gloo.sh" netns "$hosts" -L gloo -o "$gloo_ops" -l "$sizes" -t "$budget" \
+    >"$out/gloo.txt" 2>"$out/gloo.err" || { echo "side_by_side: Gloo failed:" >&2; tail -5 "$out/gloo.err" >&2; exit 1; }
+fi
 stage $((4 + han)) "optcast (2 of 2)" "$n_ops"
 run_optcast "optcast#2" >"$out/optcast2.txt"
 

@@ -97,7 +97,7 @@ def hsize(m):
     return "%d B" % m
 
 
-order = ["bcast", "scatter", "gather", "reduce", "allreduce", "allgather", "alltoall"]
+order = ["bcast", "scatter", "gather", "reduce", "allreduce", "allgather", "alltoall", "barrier"]
 ours = "optcast"
 peers = [l for l in labels if l != ours]
 print("| op | size | " + " | ".join(labels) + " | bound | optcast / bound | optcast / best peer | optcast's choice |")
