@@ -3,6 +3,7 @@
 // are optcast-bench p2p's.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
