@@ -2,24 +2,30 @@
 #include "poller.hpp"
 
 #include <sched.h>
-#include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 
 namespace optcast::detail {
 
 namespace {
-// A sched_yield that returns later than this gave the core to another process: polling
-// then takes the core from a rank that has work, so stop.
-constexpr auto contended = std::chrono::microseconds(20);
+// A poll that lost its core (a yield that returned, or a preemption that let it run again)
+// this much later shared the core with a thread that has work for a time slice: polling
+// on would take the core from it, and the message awaited would wait for the slice. On
+// an otherwise idle machine a yield takes a few microseconds and at worst tens (a
+// thread just woken beside its waker); under load, slices of 0.5-5 ms (measured here).
+constexpr auto contended = std::chrono::microseconds(200);
 // After the core was found contended, this many waits at most sleep without polling.
 constexpr int most_backoff = 4096;
 
-// Times the kernel took this thread off its core while it could run: the scheduler
-// preferred another thread, so the core is contended.
-long involuntary_switches() noexcept {
-  rusage u{};
-  return ::getrusage(RUSAGE_THREAD, &u) == 0 ? u.ru_nivcsw : 0;
+// This thread's CPU time: set beside the wall clock over a poll, what the poll lost to
+// other threads. A count of involuntary switches would not do: a yield that lets
+// ksoftirqd or a kworker run (often to deliver the very message awaited) counts as one,
+// and an otherwise idle machine looked contended.
+std::chrono::nanoseconds thread_cpu() noexcept {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return std::chrono::nanoseconds(std::chrono::seconds(t.tv_sec)) + std::chrono::nanoseconds(t.tv_nsec);
 }
 }  // namespace
 
@@ -54,11 +60,15 @@ void poller::run_until(stop_predicate done) {
     } else if (hits_ >= 0.5) {
       // A polling thread that loses its core waits a whole time slice (milliseconds) for
       // it, where a sleeping one woken by its message is run at once: on a contended
-      // core polling costs far more than it saves. So once the kernel preempted a poll,
-      // sleep through the next waits, twice as many each time it happens again.
-      const long before = involuntary_switches();
+      // core polling costs far more than it saves. So when polls keep losing the core for
+      // longer than a yield may take, sleep through the next waits, twice as many each
+      // time it happens again. One lost poll is not enough: a thread just woken often
+      // finds its core briefly shared (the waker, a kworker) on an otherwise idle machine.
+      const auto cpu_before = thread_cpu();
       const bool got = poll_for_a_while();
-      if (involuntary_switches() != before) {
+      const bool lost = (clock::now() - start) - (thread_cpu() - cpu_before) > contended;
+      contention_ = 0.75 * contention_ + (lost ? 0.25 : 0.0);
+      if (lost && contention_ >= 0.5) {
         backoff_ = std::min(std::max(2 * backoff_, 1), most_backoff);
         skip_ = backoff_;
       } else {

@@ -43,6 +43,7 @@ private:
   check_fn check_;
   void* context_;
   double hits_ = 1.0;  // start by polling: a job's first calls come close together
+  double contention_ = 0.0;  // recent polls' share that lost their core (moving average)
   int backoff_ = 0;    // waits to sleep through when a poll is next preempted
   int skip_ = 0;       // waits still to sleep through without polling
   long polls_ = 0;
