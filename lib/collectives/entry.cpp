@@ -103,15 +103,6 @@ std::vector<std::size_t> call_start::counts(const std::vector<std::int64_t>& giv
   return out;
 }
 
-bool has_lanes(const communicator& c) {
-  // Every call asks: the common answer (no layout, or a host per rank on one rail) without
-  // building the shape's tables.
-  const topology* t = c.get_fabric().layout();
-  if (!t || (t->rails <= 1 && t->hosts() == t->size())) return false;
-  const auto s = lane_shape::of(t, c.rank());
-  return s && s->worth_it();
-}
-
 call_traits call_start::traits(const erased_reduction* op) noexcept {
   if (op) {
     sig.op = op->op_code;
@@ -153,12 +144,6 @@ resolved call_start::resolve(const call_traits& t, const loggp_params& m, const 
 void call_start::ran(algorithm alg, int blocks) noexcept {
   sig.alg = static_cast<std::uint8_t>(static_cast<int>(alg) + 1);
   sig.blocks = static_cast<std::uint32_t>(blocks);
-}
-
-resolved resolve(const communicator& c, collective coll, const collective_options& o, const call_traits& t,
-                 const loggp_params& m, const call_shape& shape) {
-  const auto lanes = t.lanes ? lane_shape::of(c.get_fabric().layout(), c.rank()) : std::nullopt;
-  return resolve_for(c.size(), c.ports(), c.options(), coll, o, t, m, shape, lanes && lanes->worth_it() ? &*lanes : nullptr);
 }
 
 resolved resolve_for(int p, int ports, const communicator_options& opts, collective coll, const collective_options& o,
@@ -332,7 +317,7 @@ result<broadcast_pick> pick_broadcast(communicator& c, std::size_t bytes, const 
   // optcast/choose.hpp: every candidate's LogGP prediction with its best block count.
   // On hosts of several ranks or rails, the one-lane algorithms share a rail per host, and
   // the multi-lane broadcast is a candidate too.
-  const auto lanes = detail::has_lanes(c) ? detail::lane_shape::of(c.get_fabric().layout(), c.rank()) : std::nullopt;
+  const detail::lane_shape* lanes = detail::has_lanes(c) ? detail::lane_shape::cached(c.get_fabric().layout(), c.rank()) : nullptr;
   const loggp_params flat = lanes ? detail::shared_rail(*model, *lanes) : *model;
   broadcast_pick out{detail::choose_broadcast_shared(c.size(), bytes, flat, c.ports(), c.options().min_block_bytes, opts.blocks), {}};
   const broadcast_choice& ch = *out.all;

@@ -32,6 +32,27 @@ std::optional<lane_shape> lane_shape::of(const topology* t, int me) {
   return s;
 }
 
+const lane_shape* lane_shape::cached(const topology* t, int me) {
+  struct memo {
+    bool built = false;
+    std::vector<int> host_of;
+    int rails = 0, me = -1;
+    std::optional<lane_shape> shape;
+  };
+  thread_local memo m;
+  if (!t) return nullptr;
+  // Compared whole rather than by address: a topology freed and another made in its place
+  // must not be taken for it. O(p) without allocating, against of()'s five vectors.
+  if (!m.built || m.me != me || m.rails != t->rails || m.host_of != t->host_of) {
+    m.shape = of(t, me);
+    m.host_of = t->host_of;
+    m.rails = t->rails;
+    m.me = me;
+    m.built = true;
+  }
+  return m.shape ? &*m.shape : nullptr;
+}
+
 lane_view::lane_view(fabric& base, const std::vector<int>& members, int lane, int region)
     : base_(base), members_(members), lane_(static_cast<std::uint8_t>(lane)), region_(static_cast<std::uint32_t>(region) << step_bits) {
   const auto at = std::find(members_.begin(), members_.end(), base_.rank());

@@ -36,6 +36,10 @@ struct lane_shape {
   // The shape of `t` for rank `me`; nullopt where hosts differ in their number of ranks
   // (lanes would be incomplete) or there is no topology.
   static std::optional<lane_shape> of(const topology* t, int me);
+  // The same, built once per thread for the topology it last asked about (every
+  // collective call asks, and building takes five vectors of p): valid until this thread
+  // asks about another topology or rank; null where of() gives nullopt.
+  static const lane_shape* cached(const topology* t, int me);
 };
 
 // A collective's view of its fabric restricted to `members` (its ranks are their indices
