@@ -98,6 +98,7 @@ task<result<void>> allreduce_recursive_doubling(fabric& f, std::uint32_t seq, st
 // The dissemination barrier on the fabric's k ports (baseline/dissemination.cpp):
 // ceil(log_{k+1} p) rounds of k empty sends || k receives.
 task<result<void>> barrier_dissemination(fabric& f, std::uint32_t seq);
+task<result<void>> barrier_recursive_doubling(fabric& f, std::uint32_t seq);
 int dissemination_rounds(int p, int k);
 
 // p segments of one buffer, segment j holding count[j] elements of `elem` bytes at

@@ -1,6 +1,7 @@
 // The barrier on live fabrics: ranks that enter at different times (one late by 80 ms, on
-// its own thread) leave only after the last has entered; on k ports as on one; under the
-// round model it takes ceil(log_{k+1} p) rounds (the registry test holds every p to it).
+// its own thread) leave only after the last has entered; on k ports as on one, by either
+// algorithm; under the round model the automatic choice takes ceil(log_{k+1} p) rounds
+// (the registry test holds each algorithm to its own count for every p).
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -18,7 +19,7 @@ using clock_type = std::chrono::steady_clock;
 namespace {
 
 // Rank `late` enters `delay` after the others; every rank's exit must follow its entry.
-void check_no_early_exit(testing::test_world& w, int late, std::chrono::milliseconds delay) {
+void check_no_early_exit(testing::test_world& w, int late, std::chrono::milliseconds delay, collective_options opts = {}) {
   const auto p = static_cast<std::size_t>(w.size());
   std::vector<clock_type::time_point> exits(p);
   clock_type::time_point entered{};
@@ -27,7 +28,7 @@ void check_no_early_exit(testing::test_world& w, int late, std::chrono::millisec
       std::this_thread::sleep_for(delay);  // this rank's own thread: the others run on
       entered = clock_type::now();
     }
-    auto r = co_await barrier(c);
+    auto r = co_await barrier(c, opts);
     exits[static_cast<std::size_t>(c.rank())] = clock_type::now();
     co_return r;
   });
@@ -48,6 +49,16 @@ TEST_CASE("barrier over TCP: no rank leaves before the last enters, on one port 
       check_no_early_exit(w, 0, 80ms);
       check_no_early_exit(w, p / 2, 0ms);  // back to back: a call's messages do not meet the next's
     }
+}
+
+TEST_CASE("barrier over TCP by recursive doubling, where p is not a power of two too (ranks folding in pairs)", "[tcp][collectives]") {
+  for (int p : {3, 5, 6, 8}) {
+    testing::tcp_test_world w(p);
+    const collective_options rd{.alg = algorithm::recursive_doubling};
+    check_no_early_exit(w, p - 1, 80ms, rd);  // an odd rank that folds, where p is even
+    check_no_early_exit(w, 0, 80ms, rd);      // an even rank that folds
+    check_no_early_exit(w, p / 2, 0ms, rd);
+  }
 }
 
 TEST_CASE("barrier in the simulator: ceil(log_{k+1} p) rounds", "[sim][collectives]") {

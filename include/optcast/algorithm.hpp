@@ -30,7 +30,7 @@ enum class algorithm {
   split_tree,      // 4.5-4.7: A_t^k, the scatter tree of least LogGP time; gather backwards
   continuous,      // Karp et al. 3.1-3.3: continuous broadcast (broadcast_stream)
   ring,            // baseline: the pipelined ring, fixed neighbours (chain for rooted collectives)
-  recursive_doubling,  // baseline: allreduce by pairwise exchanges of the whole vector, log2 p rounds
+  recursive_doubling,  // baseline: allreduce (and barrier) by pairwise exchanges of the whole vector, log2 p rounds
   multi_lane,  // Träff and Hunold 2020: node-local phase, an inter-node collective on every lane at once, node-local phase
   dissemination,  // baseline: barrier, in round i each rank signals the k ranks j (k+1)^i ahead, ceil(log_{k+1} p) rounds
 };

@@ -10,7 +10,11 @@ task<result<void>> barrier(communicator& c, collective_options opts) {
   if (!call.ok()) co_return call.early;
   const auto traits = call.traits();
   if (!call.accepts(traits)) co_return call.early;
-  const auto [row, n] = call.resolve(traits, {}, {});
+  // The model tells dissemination from recursive doubling by their rounds (k ports, p
+  // not a power of two); where they tie, the registry's order decides.
+  const auto m = call.model();
+  if (!m) co_return call.early;
+  const auto [row, n] = call.resolve(traits, *m, {});
   (void)n;
   co_return co_await call.run(row->runner_for<detail::barrier_call>()({&c.get_fabric(), call.seq}));
 }

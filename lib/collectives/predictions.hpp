@@ -37,5 +37,9 @@ inline double doubling_predicted(prediction_shape& sh, std::size_t bytes, int, c
 inline double dissemination_predicted(prediction_shape& sh, std::size_t, int, const loggp_params& m) {
   return algorithms::dissemination_rounds(sh.p, sh.ports) * round_time(1, m);
 }
+// Every round one empty exchange.
+inline double doubling_barrier_predicted(prediction_shape& sh, std::size_t, int, const loggp_params& m) {
+  return proven::doubling_rounds(sh.p) * round_time(1, m);
+}
 
 }  // namespace optcast::detail

@@ -458,6 +458,15 @@ const std::vector<entry>& table() {
          const auto plan = logp::summation_schedule(static_cast<std::int64_t>(s.bytes), s.p, {m.L, m.o, m.g});
          return proven_time{"least t with N(t) >= n (Lemma 5.1)", plan.t, proven_time::exact};
        }},
+      // Before dissemination: where both take the same rounds (p a power of two, one port)
+      // the tie goes to the pairwise exchange, faster on emulated hosts (Open MPI's
+      // barriers on 8 hosts: recursive doubling 706 us, Bruck's dissemination 965).
+      {{C::barrier, A::recursive_doubling, baseline, "recursive doubling",
+        "in round i every rank swaps an empty message with the rank 2^i away: log2 p rounds for p a power of 2, "
+        "floor(log2 p) + 2 otherwise",
+        M::rounds, any, true},
+       runner_of<barrier_call>{[](barrier_call c) { return algorithms::barrier_recursive_doubling(*c.f, c.seq); }}, block_rule::one,
+       false, doubling_barrier_predicted, doubling_time},
       {{C::barrier, A::dissemination, baseline, "dissemination",
         "in round i every rank signals the k ranks j (k+1)^i ahead (j = 1..k) and hears from the k behind: "
         "ceil(log_{k+1} p) rounds of empty messages, the fewest a barrier can take",
