@@ -35,7 +35,7 @@ task<result<void>> barrier_dissemination(fabric& f, std::uint32_t seq) {
 // dissemination on one port; otherwise the first 2 (p - 2^m) ranks fold in pairs (the odd
 // one signals the even one and waits for its release at the end) and the others idle
 // that round: m + 2 rounds. On emulated hosts it beat the dissemination pattern where
-// both take the same rounds (8 hosts, Open MPI: 706 against 965 us; docs/DESIGN.md).
+// both take the same rounds (8 hosts, Open MPI: 706 against 965 us; the registry row).
 task<result<void>> barrier_recursive_doubling(fabric& f, std::uint32_t seq) {
   const int p = f.size(), r = f.rank();
   if (p == 1) co_return result<void>{};
