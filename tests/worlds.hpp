@@ -152,6 +152,9 @@ public:
         c.ports = jo.ports;
         c.secret = jo.secret;
         c.bootstrap_timeout = std::chrono::seconds(20);
+        // The ranks of a test world share a host. Plain tcp runs as ranks of different hosts
+        // do, no single copy, so every pair's connection duplex; tcp:shm has single copy.
+        c.single_copy = 0;
         if (jo.unexpected_limit) c.unexpected_limit = *jo.unexpected_limit;
         if (jo.unexpected_peer_limit) c.unexpected_peer_limit = *jo.unexpected_peer_limit;
         auto& io = *ios_[static_cast<std::size_t>(r)];

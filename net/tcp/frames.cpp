@@ -63,6 +63,7 @@ void tcp_fabric::fill(const std::shared_ptr<in_conn>& c) {
 void tcp_fabric::on_frame(const std::shared_ptr<in_conn>& c) {
   auto alive = alive_;
   const frame_header f = decode_frame(std::span<const std::byte, frame_bytes>(c->hdr.data(), frame_bytes));
+  c->heard = true;
   if (f.kind == frame_header::abort) {
     c->abort_code = f.abort_code;
     return read_abort(c, f.len);

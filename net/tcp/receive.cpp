@@ -170,8 +170,18 @@ void tcp_fabric::admit(const std::shared_ptr<in_conn>& c) {
   auto& pe = peer(static_cast<int>(r));
   if (h.rail >= pe.in.size())
     return refuse(c, hs_bad_rank, rank_name(static_cast<int>(r)) + " opened rail " + std::to_string(h.rail) + ", this rank has " + std::to_string(pe.in.size()));
+  if (keep_mine(c, h)) return;
   auto& slot = pe.in[h.rail];
-  if (slot && slot->open) return refuse(c, hs_duplicate, rank_name(static_cast<int>(r)) + " is already connected on rail " + std::to_string(h.rail));
+  // A reader of this rank's own connection to it, on which it has written nothing: it
+  // opened this one at the same time, and sends on this one.
+  const bool unused_reader = slot && slot->reverse && !slot->heard;
+  if (slot && slot->open && !unused_reader)
+    return refuse(c, hs_duplicate, rank_name(static_cast<int>(r)) + " is already connected on rail " + std::to_string(h.rail));
+  if (unused_reader && slot->open) {
+    slot->open = false;
+    std::error_code ignored;
+    slot->sock.close(ignored);
+  }
   end_handshake(c);
   c->timer.cancel();
   c->peer = static_cast<int>(r);
@@ -179,6 +189,7 @@ void tcp_fabric::admit(const std::shared_ptr<in_conn>& c) {
   std::error_code ignored_ec;
   c->pid = h.pid;
   c->readable = h.pid != 0 && single_copy_allowed() && probe_reads(h);
+  c->duplex = (h.flags & hs_duplex) != 0 && !c->readable;
   // Receipts are written back without waiting, and frames.cpp reads what has come
   // without blocking.
   c->sock.non_blocking(true, ignored_ec);
@@ -187,20 +198,49 @@ void tcp_fabric::admit(const std::shared_ptr<in_conn>& c) {
   ++counts_.incoming;
   std::error_code ignored;
   c->sock.set_option(tcp::no_delay(true), ignored);
-  wire::put_u32(c->ack.data(), hs_magic);
-  wire::put_u32(c->ack.data() + 4, hs_ok | (c->readable ? hs_reads_you : 0));
-  std::memset(c->ack.data() + 8, 0, auth::proof_bytes);
-  if (key_) {
-    const std::array<std::span<const std::byte>, 2> parts{std::span(c->hdr.data(), hs_bytes), std::span(c->nonce)};
-    const auto mine = key_->prove(acceptor_label, parts);
-    std::memcpy(c->ack.data() + 8, mine.data(), mine.size());
-    if (cfg_.encrypt) {
-      c->chan = std::make_unique<auth::channel>(session_key(std::span(c->hdr.data(), hs_bytes), c->nonce));
-      c->back = std::make_unique<auth::channel>(session_key(std::span(c->hdr.data(), hs_bytes), c->nonce, receipts_label));
-    }
+  final_reply(c, hs_ok | (c->readable ? hs_reads_you : 0) | (c->duplex ? hs_writes_back : 0));
+  if (key_ && cfg_.encrypt) {
+    const auto hello_bytes = std::span(c->hdr.data(), hs_bytes);
+    c->chan = std::make_unique<auth::channel>(session_key(hello_bytes, c->nonce));
+    c->back = std::make_unique<auth::channel>(session_key(hello_bytes, c->nonce, receipts_label));
+    if (c->duplex) c->reverse_chan = std::make_unique<auth::channel>(session_key(hello_bytes, c->nonce, reverse_label));
   }
   asio::async_write(c->sock, asio::buffer(c->ack), [c](std::error_code, std::size_t) {});
-  read_frame(c);
+  // This rank's own messages to it were waiting for this connection (hs_use_mine).
+  const int p = static_cast<int>(r);
+  auto alive = alive_;
+  if (out(p, h.rail).st == out_conn::state::awaiting && adopt(p, h.rail)) write_next(p, h.rail);
+  if (*alive && c->open) read_frame(c);
+}
+
+void tcp_fabric::final_reply(const std::shared_ptr<in_conn>& c, std::uint32_t word) {
+  wire::put_u32(c->ack.data(), hs_magic);
+  wire::put_u32(c->ack.data() + 4, word);
+  std::memset(c->ack.data() + 8, 0, auth::proof_bytes);
+  if (!key_) return;
+  const std::array<std::span<const std::byte>, 2> parts{std::span(c->hdr.data(), hs_bytes), std::span(c->nonce)};
+  const auto mine = key_->prove(acceptor_label, parts);
+  std::memcpy(c->ack.data() + 8, mine.data(), mine.size());
+}
+
+bool tcp_fabric::keep_mine(const std::shared_ptr<in_conn>& c, const hello& h) {
+  const int p = static_cast<int>(h.rank);
+  // Only where both ends would be duplex: no single copy offered either way.
+  if ((h.flags & hs_duplex) == 0 || h.pid != 0 || offers_single_copy(p)) return false;
+  const auto& mine = out(p, h.rail);
+  using st = out_conn::state;
+  const bool opening = mine.st == st::resolving || mine.st == st::connecting || mine.st == st::handshake;
+  // Up (and so admitted there before it opened this one), or the lower rank's of two
+  // opening at once: the higher admits the lower's and is answered so here in turn.
+  if (!((mine.st == st::ready && !mine.borrowed) || (opening && cfg_.rank < p))) return false;
+  end_handshake(c);
+  c->timer.cancel();
+  final_reply(c, hs_use_mine);
+  asio::async_write(c->sock, asio::buffer(c->ack), [c](std::error_code, std::size_t) {
+    std::error_code ignored;
+    c->sock.close(ignored);
+  });
+  return true;
 }
 
 std::optional<detail::message_buffer> tcp_fabric::hold_unexpected(const std::shared_ptr<in_conn>& c, tag tg, std::uint64_t len) {
@@ -263,20 +303,28 @@ void tcp_fabric::in_ended(const std::shared_ptr<in_conn>& c, const std::string& 
                                         : "the connection from " + rank_name(p) + " failed: " + error;
   auto& pe = peer(p);
   const bool current = pe.in[static_cast<std::size_t>(c->rail)] == c;
-  if (c->said_bye && current && error.empty()) {  // the close after its goodbye
-    if (pe.left) pe.in_closed = true;
+  const auto quietly = [&] {
     c->open = false;
     std::error_code ignored;
     c->sock.close(ignored);
-    return;
+  };
+  // This rank's own connection, on which it wrote nothing back: its end is the sending
+  // half's to find (a write that fails), unless a receive waits on it with no other way in.
+  if (c->reverse && !c->heard && !failure()) {
+    const bool other = std::any_of(pe.in.begin(), pe.in.end(), [&](const auto& o) { return o && o != c && o->open; });
+    if (!current || other || pe.posted.empty()) return quietly();
+  }
+  // After its goodbye nothing more was to come: the end, or a reset (this rank's own last
+  // frames reached a socket it had closed), is no loss.
+  if (c->said_bye && current) {
+    if (pe.left) pe.in_closed = true;
+    return quietly();
   }
   if (failure() || !current) return drop_in(p, make_error_code(errc::peer_lost), why);
   // Its receives wait for the cause (lost_connection); the socket is closed, so nothing
   // more is read into the one that was being filled.
   pe.in_closed = true;
-  c->open = false;
-  std::error_code ignored;
-  c->sock.close(ignored);
+  quietly();
   const operation* waiting = c->target ? c->target : pe.posted.front();
   lost_connection(why, waiting ? waiting->tg.seq : 0, waiting != nullptr);
 }
@@ -288,8 +336,7 @@ void tcp_fabric::drop_in(int p, std::error_code ec, const std::string& why) {
   for (std::size_t i = 0; i < pe.in.size(); ++i)
     if (auto c = pe.in[i]) {
       c->open = false;
-      std::error_code ignored;
-      c->sock.close(ignored);
+      shut(c->sock);
       if (operation* op = std::exchange(c->target, nullptr)) {
         op->fabric_state = st_none;
         note_error(why + ": " + describe_op(*op));

@@ -53,11 +53,13 @@ int read_peer(std::uint32_t pid, std::uint64_t from, std::byte* to, std::uint64_
 
 }  // namespace
 
-void tcp_fabric::offer_single_copy(hello& h, int p) {
+bool tcp_fabric::offers_single_copy(int p) const noexcept {
   const auto& host = layout_.host_of;
-  if (!single_copy_allowed() || host.size() != peers_.size() ||
-      host[static_cast<std::size_t>(p)] != host[static_cast<std::size_t>(cfg_.rank)])
-    return;
+  return single_copy_allowed() && host.size() == peers_.size() && host[static_cast<std::size_t>(p)] == host[static_cast<std::size_t>(cfg_.rank)];
+}
+
+void tcp_fabric::offer_single_copy(hello& h, int p) {
+  if (!offers_single_copy(p)) return;
   // Where Yama restricts ptrace to descendants (ptrace_scope 1), let the peers read.
   static const bool allowed = [] {
 #ifdef PR_SET_PTRACER

@@ -3,6 +3,9 @@
 // receiving half receive.cpp's.
 #include "tcp_fabric.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "../common/owned_loop.hpp"
 #include "../bootstrap/launcher.hpp"
 
@@ -117,6 +120,7 @@ bool tcp_fabric::start_send(operation& op, peer_state& pe) {
   if (pe.left) return op.finish_now(peer_left(op, pe.left->first, pe.left->second));
   const int rail = rail_of(op);
   auto& out = pe.out[static_cast<std::size_t>(rail)];
+  if (out.st == out_conn::state::idle) adopt(op.peer, rail);
   if (out.st == out_conn::state::failed && !loss_pending_)
     return fail_now(op, make_error_code(errc::peer_lost), "the connection to " + rank_name(op.peer) + " failed");
   if (out.st == out_conn::state::failed) {  // waits for the cause, with those already queued
@@ -243,6 +247,61 @@ void tcp_fabric::write_next(int p, int rail) {
   continue_write(p, rail);
 }
 
+namespace {
+
+// A second descriptor of `from`'s socket in `to`: each half of a connection used both ways
+// keeps the lifetime of a connection of its own (closed on its own errors, a goodbye kept
+// open to finish); the socket is one, and shut() ends it for both.
+std::error_code second_descriptor(tcp::socket& from, tcp::socket& to) {
+  std::error_code ec;
+  const auto protocol = from.local_endpoint(ec).protocol();
+  if (ec) return ec;
+  const int fd = ::fcntl(from.native_handle(), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return {errno, std::system_category()};
+  to.assign(protocol, fd, ec);
+  if (ec) ::close(fd);
+  else to.non_blocking(true, ec);
+  return ec;
+}
+
+}  // namespace
+
+bool tcp_fabric::adopt(int p, int rail) {
+  auto& pe = peer(p);
+  const auto& c = pe.in[static_cast<std::size_t>(rail)];
+  if (!c || !c->open || !c->duplex || c->reverse || c->said_bye || (cfg_.encrypt && !c->reverse_chan)) return false;
+  auto& o = out(p, rail);
+  if (second_descriptor(c->sock, o.sock)) return false;  // then it opens one of its own
+  o.where = endpoint_text(c->sock);
+  o.chan = std::move(c->reverse_chan);
+  o.borrowed = true;
+  limit_unsent(o.sock);
+  o.st = out_conn::state::ready;
+  ++counts_.both_ways;
+  return true;
+}
+
+void tcp_fabric::read_back(int p, int rail) {
+  auto& pe = peer(p);
+  auto& o = out(p, rail);
+  auto& slot = pe.in[static_cast<std::size_t>(rail)];
+  // Its own connection came first: it sends on that, never on this one.
+  if (slot && slot->open) return;
+  tcp::socket s(o.sock.get_executor());
+  if (auto ec = second_descriptor(o.sock, s))
+    // It may write back now, and nothing would read it: the connection cannot be used.
+    return fail_out(p, rail, make_error_code(errc::limit_exceeded),
+                    "no descriptor to read " + rank_name(p) + "'s messages on the connection to it: " + ec.message());
+  auto c = std::make_shared<in_conn>(std::move(s));
+  c->peer = p;
+  c->rail = rail;
+  c->reverse = true;
+  if (key_ && cfg_.encrypt) c->chan = std::make_unique<auth::channel>(session_key(o.hs, o.acceptor_nonce, reverse_label));
+  slot = c;
+  pe.in_closed = false;
+  read_frame(c);
+}
+
 void tcp_fabric::open_out(int p, int rail) {
   out(p, rail).st = out_conn::state::resolving;
   job_->lookup(addr_key(p), [this, alive = alive_, p, rail](result<std::string> a) {
@@ -287,6 +346,7 @@ void tcp_fabric::send_hello(int p, int rail) {
   h.size = static_cast<std::uint32_t>(cfg_.size);
   h.rail = static_cast<std::uint8_t>(rail);
   if (key_) h.nonce = auth::fresh_nonce();
+  h.flags |= hs_duplex;
   offer_single_copy(h, p);
   out.offered = h.pid != 0;
   out.hs = encode(h);
@@ -323,7 +383,7 @@ void tcp_fabric::read_reply(int p, int rail) {
 void tcp_fabric::handshake_done(int p, int rail) {
   auto& o = out(p, rail);
   const auto word = wire::get_u32(o.ack.data() + 4), status = status_of(word);
-  if (status != hs_ok)
+  if (status != hs_ok && status != hs_use_mine)
     return fail_out(p, rail, make_error_code(errc::protocol_violation), rank_name(p) + " at " + o.where + " refused the connection: " + status_text(status));
   if (key_) {
     // The acceptor proves it knows the secret too: nobody else can pose as rank p.
@@ -332,18 +392,27 @@ void tcp_fabric::handshake_done(int p, int rail) {
     if (o.acceptor_nonce == auth::nonce{} || !key_->check(o.proof, acceptor_label, parts))
       return fail_out(p, rail, make_error_code(errc::protocol_violation),
                       "what listens at " + o.where + " for " + rank_name(p) + " could not prove it knows the job secret");
-    if (cfg_.encrypt) {
+    if (cfg_.encrypt && status == hs_ok) {
       o.chan = std::make_unique<auth::channel>(session_key(o.hs, o.acceptor_nonce));
       o.back = std::make_unique<auth::channel>(session_key(o.hs, o.acceptor_nonce, receipts_label));
     }
   }
   std::error_code ignored;
+  if (status == hs_use_mine) {
+    // Its connection to this rank carries this rank's messages too: sent once it is in.
+    o.sock.close(ignored);
+    o.st = out_conn::state::awaiting;
+    ++counts_.merged;
+    if (adopt(p, rail)) write_next(p, rail);
+    return;
+  }
   o.sock.non_blocking(true, ignored);
   limit_unsent(o.sock);
   o.by_reference = o.offered && (word & hs_reads_you) != 0;
   o.st = out_conn::state::ready;
   ++counts_.outgoing;
   if (o.by_reference) read_receipts(p, rail);
+  else if ((word & hs_writes_back) != 0) read_back(p, rail);
   write_next(p, rail);
 }
 
@@ -351,8 +420,7 @@ void tcp_fabric::out_lost(int p, int rail, const std::string& why) {
   if (failure()) return fail_out(p, rail, make_error_code(errc::peer_lost), why);
   auto& out = this->out(p, rail);
   out.st = out_conn::state::failed;
-  std::error_code ignored;
-  out.sock.close(ignored);
+  shut(out.sock);
   const operation* waiting = out.writing ? out.writing : out.queue.front();
   lost_connection(why, waiting ? waiting->tg.seq : 0, waiting != nullptr);
 }
@@ -376,8 +444,7 @@ void tcp_fabric::fail_out(int p, int rail, std::error_code ec, const std::string
   auto& out = this->out(p, rail);
   if (out.st != out_conn::state::failed) {
     out.st = out_conn::state::failed;
-    std::error_code ignored;
-    out.sock.close(ignored);
+    shut(out.sock);
   }
   auto alive = alive_;
   if (operation* op = std::exchange(out.writing, nullptr)) {

@@ -71,6 +71,12 @@ struct in_conn {
   std::array<std::byte, auth::channel::tag_bytes> mac{};
   std::uint32_t pid = 0;   // the peer's process, when
   bool readable = false;   // this rank read its probe there: it may send by reference
+  // Duplex (hs_writes_back): this rank may send its own frames to the peer on this
+  // connection (the acceptor's side, with the key for them until they are taken), or
+  // `reverse`: the connection is this rank's own, read for the frames the peer writes back.
+  bool duplex = false, reverse = false;
+  std::unique_ptr<auth::channel> reverse_chan;
+  bool heard = false;      // a frame came on it
   std::array<std::byte, ref_bytes> ref{};  // the reference being read
   // Receipts written back to the peer: those waiting and those being written.
   std::unique_ptr<auth::channel> back;  // OPTCAST_ENCRYPT: theirs
@@ -109,7 +115,8 @@ struct in_conn {
 };
 
 struct out_conn {
-  enum class state { idle, resolving, connecting, handshake, ready, failed };
+  // awaiting: its peer answered hs_use_mine; the peer's connection is to carry these.
+  enum class state { idle, resolving, connecting, handshake, awaiting, ready, failed };
   explicit out_conn(const asio::any_io_executor& ex) : sock(ex) {}
   state st = state::idle;
   tcp::socket sock;
@@ -126,6 +133,7 @@ struct out_conn {
   bool offered = false;       // single copy, in its hello; and the acceptor's yes to it:
   bool by_reference = false;  // large messages go as references (frame_ref)
   bool lending = false;       // the frame being written is one
+  bool borrowed = false;      // on the peer's connection (duplex), not one this rank opened
   std::array<std::byte, ref_bytes> ref{};
   // The receipts the peer writes back (frame_done), read one at a time.
   std::unique_ptr<auth::channel> back;  // OPTCAST_ENCRYPT
@@ -195,6 +203,15 @@ inline std::pair<std::vector<std::string>, std::string> split_entry(const std::s
     p = comma + 1;
   }
   return {rails, id};
+}
+
+// Ends a connection for both ends at once: a socket may have a second descriptor (one
+// connection both ways, a reader and a writer), and closing one alone would leave the
+// connection open, the peer waiting on it.
+inline void shut(tcp::socket& s) noexcept {
+  std::error_code ignored;
+  if (s.is_open()) s.shutdown(tcp::socket::shutdown_both, ignored);
+  s.close(ignored);
 }
 
 inline std::string rank_name(int r) { return "rank " + std::to_string(r); }
@@ -276,8 +293,12 @@ private:
   void continue_write(int p, int rail);
   void write_next(int p, int rail);
 
-  // Connection on first use: ask the store where the peer listens, connect, handshake.
+  // Connection on first use: the peer's own toward this rank where it is duplex (adopt),
+  // else ask the store where the peer listens, connect, handshake.
+  bool adopt(int p, int rail);
   void open_out(int p, int rail);
+  // The opener's side of a duplex connection: a reader of the frames its peer writes back.
+  void read_back(int p, int rail);
   void send_hello(int p, int rail);
   void read_reply(int p, int rail);
   void handshake_done(int p, int rail);
@@ -301,6 +322,7 @@ private:
 
   bool single_copy_allowed() const noexcept { return cfg_.single_copy == 1 || (cfg_.single_copy == -1 && key_.has_value()); }
   // The hello's offer toward a rank of this host (nothing toward others).
+  bool offers_single_copy(int p) const noexcept;
   void offer_single_copy(hello& h, int p);
   // Whether the opener's probe reads as it said (the acceptor's answer to the offer).
   bool probe_reads(const hello& h) const;
@@ -335,6 +357,11 @@ private:
   void end_handshake(const std::shared_ptr<in_conn>& c) { std::erase(handshaking_, c); }
 
   void refuse(const std::shared_ptr<in_conn>& c, std::uint32_t status, const std::string& why);
+  // Of two connections of a pair opening at once, the one to keep (hs_use_mine); true
+  // when it answered so.
+  bool keep_mine(const std::shared_ptr<in_conn>& c, const hello& h);
+  // The acceptor's final reply, proof included, in c->ack.
+  void final_reply(const std::shared_ptr<in_conn>& c, std::uint32_t word);
   void read_hello(const std::shared_ptr<in_conn>& c);
   acceptor_view view() const noexcept { return {key_.has_value(), cfg_.encrypt, job_id_, cfg_.size, cfg_.rank}; }
   void challenge(const std::shared_ptr<in_conn>& c);

@@ -32,21 +32,36 @@ namespace optcast::tcp::impl {
 // u32 pid, u32 zero, u64 the address of 8 bytes in its memory, u64 what they hold. The
 // acceptor that can read them there says so in its final reply (hs_reads_you in the
 // status word's high half), and frames by reference may then come (single_copy.cpp).
+// hs_duplex: the opener reads frames written back on its connection; an acceptor that has
+// not read its probe says it may write them (hs_writes_back in the final reply), and then
+// sends its own messages to the opener on this connection rather than opening another,
+// so that a pair's exchange is one segment each way with the ACKs riding on the data.
+// Its frames are sealed with reverse_label's key. Two ranks that open toward each other at
+// once keep one: an acceptor whose own connection to the opener is up, or still opening
+// from the lower rank of the two, answers hs_use_mine (with its proof), and the opener
+// sends on the acceptor's connection once that is in.
 constexpr std::uint32_t hs_magic = 0x4354504f;  // "OPTC"
 constexpr std::uint16_t hs_version = 3;
-constexpr std::uint16_t hs_auth = 1, hs_encrypt = 2;
+constexpr std::uint16_t hs_auth = 1, hs_encrypt = 2, hs_duplex = 4;
 constexpr std::size_t hs_bytes = 48 + auth::nonce_bytes;
 constexpr std::size_t reply_bytes = 8 + auth::proof_bytes;
 // session_label's key seals the opener's frames; receipts_label's the receipts the
-// acceptor writes back on the same connection (its own key: no nonce is used twice).
+// acceptor writes back on the same connection, reverse_label's the acceptor's own frames
+// on a duplex one (each its own key: no nonce is used twice).
 constexpr std::string_view opener_label = "optcast/tcp/opener", acceptor_label = "optcast/tcp/acceptor",
-                           session_label = "optcast/tcp/session", receipts_label = "optcast/tcp/receipts";
+                           session_label = "optcast/tcp/session", receipts_label = "optcast/tcp/receipts",
+                           reverse_label = "optcast/tcp/reverse";
 enum hs_status : std::uint32_t {
   hs_ok = 0, hs_bad_version, hs_bad_job, hs_bad_rank, hs_bad_size, hs_duplicate, hs_challenge, hs_auth_differs, hs_auth_failed,
-  hs_encrypt_differs
+  hs_encrypt_differs,
+  // Not a refusal of the pair: the acceptor is connected (or connecting) to the opener
+  // itself, duplex, and the opener is to send on that connection (with the acceptor's proof).
+  hs_use_mine
 };
 // In the final reply's status word, beside hs_ok: the acceptor read the opener's probe.
 constexpr std::uint32_t hs_reads_you = 1u << 16;
+// And: the acceptor may send its own frames back on this connection (hs_duplex).
+constexpr std::uint32_t hs_writes_back = 1u << 17;
 constexpr std::uint32_t status_of(std::uint32_t word) noexcept { return word & 0xffff; }
 
 inline const char* status_text(std::uint32_t s) {
@@ -59,6 +74,7 @@ inline const char* status_text(std::uint32_t s) {
     case hs_auth_differs: return "one side has a job secret and the other none (OPTCAST_SECRET set for some ranks only?)";
     case hs_auth_failed: return "wrong job secret";
     case hs_encrypt_differs: return "one side encrypts and the other not (OPTCAST_ENCRYPT set for some ranks only?)";
+    case hs_use_mine: return "it connects to this rank itself";
     default: return "unknown refusal";
   }
 }

@@ -51,6 +51,12 @@ struct connection_counts {
   int incoming = 0;
   // Messages received by single copy from ranks of this host (job_config::single_copy).
   std::uint64_t single_copies = 0;
+  // Of the incoming, those that also carry this rank's messages to the peer (it opened no
+  // connection of its own: a pair's messages both ways on one).
+  int both_ways = 0;
+  // Connections it opened and then left for the peer's own to it, the two ranks having
+  // opened toward each other at once (not in outgoing).
+  int merged = 0;
 };
 connection_counts connections(const optcast::fabric& f);
 
