@@ -209,7 +209,10 @@ void tcp_fabric::admit(const std::shared_ptr<in_conn>& c) {
   // This rank's own messages to it were waiting for this connection (hs_use_mine).
   const int p = static_cast<int>(r);
   auto alive = alive_;
-  if (out(p, h.rail).st == out_conn::state::awaiting && adopt(p, h.rail)) write_next(p, h.rail);
+  if (out(p, h.rail).st == out_conn::state::awaiting) {
+    if (adopt(p, h.rail)) write_next(p, h.rail);
+    else fail_out(p, h.rail, make_error_code(errc::limit_exceeded), "cannot send to " + rank_name(p) + " on its connection (no descriptor for it)");
+  }
   if (*alive && c->open) read_frame(c);
 }
 
