@@ -94,6 +94,11 @@ task<result<void>> reduce_ring(fabric& f, std::uint32_t seq, std::span<std::byte
 // rounds for p not a power of two; every rank ends with the same bits.
 task<result<void>> allreduce_recursive_doubling(fabric& f, std::uint32_t seq, std::span<std::byte> work,
                                                 const detail::erased_reduction& op);
+// Allreduce by recursive halving then doubling (Rabenseifner): 2 (p - 1) / p of the
+// vector in 2 log2 p pairwise exchanges, two more rounds for p not a power of two;
+// every rank ends with the same bits (baseline/pairwise_allreduce.cpp).
+task<result<void>> allreduce_recursive_halving(fabric& f, std::uint32_t seq, std::span<std::byte> work,
+                                               const detail::erased_reduction& op);
 
 // The dissemination barrier on the fabric's k ports (baseline/dissemination.cpp):
 // ceil(log_{k+1} p) rounds of k empty sends || k receives.

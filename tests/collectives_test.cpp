@@ -326,7 +326,7 @@ TEST_CASE("ring family: every result checked element by element", "[local][tcp][
   std::vector<std::size_t> offset(P + 1, 0);
   for (std::size_t r = 0; r < P; ++r) offset[r + 1] = offset[r] + counts[r];
   std::vector<std::string> wrong(P);
-  std::vector<std::vector<double>> rd_bits(P);
+  std::vector<std::vector<double>> rd_bits(P), rh_bits(P);
 
   auto res = w->run_all([&](communicator& c) -> task<result<void>> {
     const int r = c.rank();
@@ -377,6 +377,19 @@ TEST_CASE("ring family: every result checked element by element", "[local][tcp][
       if (auto got = co_await allreduce(c, std::span<const double>(x), std::span(y), ops::sum, {.alg = algorithm::recursive_doubling}); !got)
         bad += "allreduce recursive_doubling of doubles: " + got.error().message() + "; ";
       rd_bits[R] = y;
+      std::fill(out.begin(), out.end(), -1);
+      check("allreduce recursive_halving" + at,
+            co_await allreduce(c, std::span<const std::int64_t>(in), std::span(out), ops::sum, {.alg = algorithm::recursive_halving}),
+            out, sum);
+      std::vector<double> z(count, 0);
+      if (auto got = co_await allreduce(c, std::span<const double>(x), std::span(z), ops::sum, {.alg = algorithm::recursive_halving}); !got)
+        bad += "allreduce recursive_halving of doubles: " + got.error().message() + "; ";
+      rh_bits[R] = z;
+      // Fewer elements than the halving's parts (p 9: 8 parts of 2 elements): empty parts.
+      std::vector<std::int64_t> few(2, -1);
+      check("allreduce recursive_halving of 2 elements" + at,
+            co_await allreduce(c, std::span<const std::int64_t>(in).first(2), std::span(few), ops::sum, {.alg = algorithm::recursive_halving}),
+            few, std::vector<std::int64_t>(sum.begin(), sum.begin() + 2));
 
       std::vector<std::int32_t> mine(counts[R]), all(total, -1), want(total);
       for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = val<std::int32_t>(r, i, 6);
@@ -400,8 +413,10 @@ TEST_CASE("ring family: every result checked element by element", "[local][tcp][
     CHECK(res[r]);
     CHECK(wrong[r] == "");
     CHECK(std::memcmp(rd_bits[r].data(), rd_bits[0].data(), rd_bits[0].size() * sizeof(double)) == 0);
+    CHECK(std::memcmp(rh_bits[r].data(), rh_bits[0].data(), rh_bits[0].size() * sizeof(double)) == 0);
   }
   double expect = 0;  // element 0 of the double sum, in any order: close to every rank's
   for (int q = 0; q < p; ++q) expect += val<double>(q, 0, 8);
   CHECK(rd_bits[0][0] == Approx(expect).epsilon(1e-12).margin(1e-12));
+  CHECK(rh_bits[0][0] == Approx(expect).epsilon(1e-12).margin(1e-12));
 }

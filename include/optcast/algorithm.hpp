@@ -33,6 +33,7 @@ enum class algorithm {
   recursive_doubling,  // baseline: allreduce (and barrier) by pairwise exchanges of the whole vector, log2 p rounds
   multi_lane,  // Träff and Hunold 2020: node-local phase, an inter-node collective on every lane at once, node-local phase
   dissemination,  // baseline: barrier, in round i each rank signals the k ranks j (k+1)^i ahead, ceil(log_{k+1} p) rounds
+  recursive_halving,  // baseline: allreduce as a reduce-scatter by recursive halving, an allgather by recursive doubling
 };
 
 enum class collective {

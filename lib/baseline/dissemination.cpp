@@ -1,6 +1,7 @@
 #include <vector>
 
 #include "algorithms.hpp"
+#include "fold.hpp"
 #include "optcast/when_all.hpp"
 
 namespace optcast::algorithms {
@@ -37,37 +38,17 @@ task<result<void>> barrier_dissemination(fabric& f, std::uint32_t seq) {
 // that round: m + 2 rounds. On emulated hosts it beat the dissemination pattern where
 // both take the same rounds (8 hosts, Open MPI: 706 against 965 us; the registry row).
 task<result<void>> barrier_recursive_doubling(fabric& f, std::uint32_t seq) {
-  const int p = f.size(), r = f.rank();
-  if (p == 1) co_return result<void>{};
-  int pof2 = 1;
-  while (pof2 * 2 <= p) pof2 *= 2;
-  const int rem = p - pof2;
-  constexpr std::uint32_t release = 0x7fffffffu;
+  if (f.size() == 1) co_return result<void>{};
   std::uint32_t step = 0;
-  int v = r - rem;  // this rank's place among the 2^m that double
-  if (rem > 0) {
-    if (r < 2 * rem) {
-      if (r % 2 == 1) {
-        if (auto res = co_await f.send(r - 1, {seq, step}, {}); !res) co_return fail(res.error());
-        if (auto res = co_await f.recv(r - 1, {seq, release}, {}); !res) co_return fail(res.error());
-        co_return result<void>{};
-      }
-      if (auto res = co_await f.recv(r + 1, {seq, step}, {}); !res) co_return fail(res.error());
-      v = r / 2;
-    } else if (auto res = co_await f.idle_round(); !res) {
-      co_return fail(res.error());
-    }
-    ++step;
-  }
-  const auto real = [&](int u) { return u < rem ? 2 * u : u + rem; };
-  for (int mask = 1; mask < pof2; mask <<= 1, ++step) {
-    const int partner = real(v ^ mask);
+  const auto k = co_await fold(f, seq, step, {}, {}, nullptr);
+  if (!k) co_return fail(k.error());
+  if (k->v < 0) co_return result<void>{};
+  for (int mask = 1; mask < k->pof2; mask <<= 1, ++step) {
+    const int partner = k->real(k->v ^ mask);
     if (auto res = co_await exchange(f, partner, std::span<const std::byte>(), partner, std::span<std::byte>(), {seq, step}); !res)
       co_return res;
   }
-  if (r < 2 * rem)
-    if (auto res = co_await f.send(r + 1, {seq, release}, {}); !res) co_return fail(res.error());
-  co_return result<void>{};
+  co_return co_await unfold(f, seq, *k, {});
 }
 
 // The rounds it takes: ceil(log_{k+1} p).

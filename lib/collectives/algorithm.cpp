@@ -63,6 +63,7 @@ constexpr std::pair<algorithm, std::string_view> algorithm_name_table[] = {
     {algorithm::recursive_doubling, "recursive_doubling"},
     {algorithm::multi_lane, "multi_lane"},
     {algorithm::dissemination, "dissemination"},
+    {algorithm::recursive_halving, "recursive_halving"},
 };
 constexpr std::pair<collective, std::string_view> collective_name_table[] = {
     {collective::broadcast, "broadcast"},

@@ -11,6 +11,7 @@
 
 #include "registry.hpp"
 #include "alexandrov/loggp.hpp"
+#include "karp/plans.hpp"
 #include "traff/circulant.hpp"
 
 namespace optcast::detail::proven {
@@ -57,11 +58,32 @@ inline std::optional<proven_time> doubling_time(const sim::model& m, const run_s
   return proven_time{"floor(log2 p), + 2 if p is not a power of 2", static_cast<double>(doubling_rounds(s.p)), proven_time::exact};
 }
 
+// Recursive halving then doubling: twice floor(log2 p), 2 more where p is not a power of two.
+inline int halving_rounds(int p) { return 2 * doubling_rounds(p) - ((p & (p - 1)) == 0 ? 0 : 2); }
+inline std::optional<proven_time> halving_time(const sim::model& m, const run_shape& s) {
+  if (m.kind != sim::model_kind::rounds || s.p < 2) return std::nullopt;
+  return proven_time{"2 floor(log2 p), + 2 if p is not a power of 2", static_cast<double>(halving_rounds(s.p)), proven_time::exact};
+}
+
 // The dissemination barrier: ceil(log_{k+1} p) rounds on k ports, the least any barrier
 // takes (a rank learns of at most (k+1) times as many entries a round).
 inline std::optional<proven_time> dissemination_time(const sim::model& m, const run_shape& s) {
   if (m.kind != sim::model_kind::rounds || s.p < 2) return std::nullopt;
   return proven_time{"ceil(log_{k+1} p)", static_cast<double>(algorithms::dissemination_rounds(s.p, m.ports)), proven_time::exact};
+}
+
+// Karp et al. 4.2: the combining broadcast's T steps for P = P(T) (B(P) by Theorem 4.3).
+inline std::optional<proven_time> combining_time(const sim::model& m, const run_shape& s) {
+  if (!whole_postal(m) || m.L < 1) return std::nullopt;
+  const auto plan = logp::combining_for(s.p, static_cast<int>(m.L));
+  return proven_time{"T (" + std::string(logp::to_string(plan->how)) + "; B(P) = " + num(logp::B(s.p, {m.L, 0, 1})) + ")",
+                     static_cast<double>(plan->T)};
+}
+// Karp et al. 5: the least t in which n operands can be summed (Lemma 5.1).
+inline std::optional<proven_time> summation_time(const sim::model& m, const run_shape& s) {
+  if (!logp_like(m) || s.bytes < 1) return std::nullopt;
+  const auto plan = logp::summation_schedule(static_cast<std::int64_t>(s.bytes), s.p, {m.L, m.o, m.g});
+  return proven_time{"least t with N(t) >= n (Lemma 5.1)", plan.t, proven_time::exact};
 }
 
 // Karp et al. 4.1: L + 2o + g (n (P - 1) - 1), with g read as max(g, o), for n items

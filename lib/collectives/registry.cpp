@@ -161,9 +161,11 @@ task<result<void>> allreduce_rng(reduction_call c) {
   const auto lay = even_segments(c);
   co_return co_await algorithms::allreduce_ring(*c.f, c.seq, c.in, c.work, lay, *c.op);
 }
-task<result<void>> allreduce_rd(reduction_call c) {
+// Round loops of the whole vector in place (recursive doubling, halving).
+template <auto Loop>
+task<result<void>> in_place(reduction_call c) {
   load_operand(c);
-  return algorithms::allreduce_recursive_doubling(*c.f, c.seq, c.work, *c.op);
+  return Loop(*c.f, c.seq, c.work, *c.op);
 }
 task<result<void>> allreduce_comb(reduction_call c) {
   load_operand(c);
@@ -390,12 +392,7 @@ const std::vector<entry>& table() {
         "operators whose result does not depend on the order",
         M::postal, order_free, true},
        runner_of<reduction_call>{allreduce_comb}, block_rule::one, true, combining_predicted,
-       [](const sim::model& m, const run_shape& s) -> std::optional<proven_time> {
-         if (!whole_postal(m) || m.L < 1) return std::nullopt;
-         const auto plan = logp::combining_for(s.p, static_cast<int>(m.L));
-         return proven_time{"T (" + std::string(logp::to_string(plan->how)) + "; B(P) = " + num(logp::B(s.p, {m.L, 0, 1})) + ")",
-                      static_cast<double>(plan->T)};
-       }},
+       combining_time},
       {{C::allreduce, A::binomial, baseline, "rank-ordered binomial tree",
         "any associative operator: the ordered tree to rank 0, then Träff's circulant broadcast", M::rounds, any, true},
        runner_of<reduction_call>{allreduce_ordered}, block_rule::circulant_reduce, true},
@@ -410,7 +407,15 @@ const std::vector<entry>& table() {
         "the whole vector swapped and combined with the rank 2^k away in step k: floor(log2 p) rounds, 2 more if p is "
         "not a power of 2; the same bits everywhere; commutative operators",
         M::rounds, commutative, true},
-       runner_of<reduction_call>{allreduce_rd}, block_rule::one, true, doubling_predicted, doubling_time},
+       runner_of<reduction_call>{in_place<algorithms::allreduce_recursive_doubling>}, block_rule::one, true, doubling_predicted, doubling_time},
+      // By name only: faster than the circulant pair from 64 KiB to 1 MiB on the emulated
+      // hosts, 1.37x the ring at 16 MiB, where its prediction would still pick it (DESIGN.md).
+      {{C::allreduce, A::recursive_halving, baseline, "Rabenseifner's",
+        "reduce_scatter by recursive halving, allgather by recursive doubling: 2 (p - 1) / p of the vector in "
+        "2 floor(log2 p) pairwise exchanges, 2 more rounds if p is not a power of 2; the same bits everywhere; "
+        "commutative operators",
+        M::rounds, commutative, false},
+       runner_of<reduction_call>{in_place<algorithms::allreduce_recursive_halving>}, block_rule::one, true, halving_predicted, halving_time},
       {{C::allreduce, A::multi_lane, traff_hunold, "Section III",
         "node-local reduce-scatter, every lane allreduces its block between the hosts, node-local allgather; "
         "per host 2 (H - 1) / H m / (k B); commutative operators",
@@ -453,11 +458,7 @@ const std::vector<entry>& table() {
         "associative operator",
         M::logp, any, true},
        runner_of<summation_call>{summation_logp}, block_rule::one, true, nullptr,
-       [](const sim::model& m, const run_shape& s) -> std::optional<proven_time> {
-         if (!logp_like(m) || s.bytes < 1) return std::nullopt;
-         const auto plan = logp::summation_schedule(static_cast<std::int64_t>(s.bytes), s.p, {m.L, m.o, m.g});
-         return proven_time{"least t with N(t) >= n (Lemma 5.1)", plan.t, proven_time::exact};
-       }},
+       summation_time},
       // Before dissemination: where both take the same rounds (p a power of two, one port)
       // the tie goes to the pairwise exchange, faster on emulated hosts (Open MPI's
       // barriers on 8 hosts: recursive doubling 706 us, Bruck's dissemination 965).
