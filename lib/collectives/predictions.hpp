@@ -33,16 +33,13 @@ inline double doubling_predicted(prediction_shape& sh, std::size_t bytes, int, c
   const auto b = static_cast<double>(bytes);
   return proven::doubling_rounds(sh.p) * (round_time(b, m) + m.gamma * b);
 }
-// Halves of the vector exchanged and combined, then exchanged back in the reverse order
-// (the whole vector twice more where p is not a power of two). Each round is one
-// exchange with one partner, in step with it: no sharing of links (changing_links).
+// Recursive halving moves the circulant pair's bytes with one block in as many rounds,
+// changing partners every round as it does (so with its sharing of links); for p not a
+// power of two the fold adds two rounds of the whole vector.
 inline double halving_predicted(prediction_shape& sh, std::size_t bytes, int, const loggp_params& m) {
   const auto b = static_cast<double>(bytes);
-  int pof2 = 1;
-  while (pof2 * 2 <= sh.p) pof2 *= 2;
-  double t = pof2 == sh.p ? 0.0 : 2 * round_time(b, m) + m.gamma * b;
-  for (double part = b / 2; pof2 > 1; pof2 /= 2, part /= 2) t += 2 * round_time(std::ceil(part), m) + m.gamma * part;
-  return t;
+  const double fold = (sh.p & (sh.p - 1)) == 0 ? 0.0 : 2 * round_time(b, m) + m.gamma * b;
+  return circulant_predicted<CC::allreduce>(sh, bytes, 1, m) + fold;
 }
 // Every round a rank's k empty sends and receives.
 inline double dissemination_predicted(prediction_shape& sh, std::size_t, int, const loggp_params& m) {

@@ -383,6 +383,14 @@ const std::vector<entry>& table() {
         "commutative operators",
         M::rounds, commutative_lanes, true},
        runner_of<reduction_call>{run_reduce_multi_lane}, block_rule::one, true, nullptr, nullptr, predict_multi_lane},
+      // Before the circulant pair: where that runs one block on a power of two they tie, and
+      // the pairwise exchange was faster on the emulated hosts (DESIGN.md).
+      {{C::allreduce, A::recursive_halving, baseline, "Rabenseifner's",
+        "reduce_scatter by recursive halving, allgather by recursive doubling: 2 (p - 1) / p of the vector in "
+        "2 floor(log2 p) pairwise exchanges, 2 more rounds if p is not a power of 2; the same bits everywhere; "
+        "commutative operators",
+        M::rounds, commutative, true},
+       runner_of<reduction_call>{in_place<algorithms::allreduce_recursive_halving>}, block_rule::one, true, halving_predicted, halving_time},
       {{C::allreduce, A::circulant, traff, "Observation 1.4",
         "reduce_scatter then allgather, 2 (n - 1 + ceil(log2 p)) rounds; commutative operators", M::rounds, commutative, true},
        runner_of<reduction_call>{allreduce_circ}, block_rule::circulant_allreduce, true, circulant_predicted<CC::allreduce>,
@@ -408,14 +416,6 @@ const std::vector<entry>& table() {
         "not a power of 2; the same bits everywhere; commutative operators",
         M::rounds, commutative, true},
        runner_of<reduction_call>{in_place<algorithms::allreduce_recursive_doubling>}, block_rule::one, true, doubling_predicted, doubling_time},
-      // By name only: faster than the circulant pair from 64 KiB to 1 MiB on the emulated
-      // hosts, 1.37x the ring at 16 MiB, where its prediction would still pick it (DESIGN.md).
-      {{C::allreduce, A::recursive_halving, baseline, "Rabenseifner's",
-        "reduce_scatter by recursive halving, allgather by recursive doubling: 2 (p - 1) / p of the vector in "
-        "2 floor(log2 p) pairwise exchanges, 2 more rounds if p is not a power of 2; the same bits everywhere; "
-        "commutative operators",
-        M::rounds, commutative, false},
-       runner_of<reduction_call>{in_place<algorithms::allreduce_recursive_halving>}, block_rule::one, true, halving_predicted, halving_time},
       {{C::allreduce, A::multi_lane, traff_hunold, "Section III",
         "node-local reduce-scatter, every lane allreduces its block between the hosts, node-local allgather; "
         "per host 2 (H - 1) / H m / (k B); commutative operators",
