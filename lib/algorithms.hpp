@@ -115,13 +115,17 @@ struct segment_layout {
   std::vector<int> contributors;  // the j with count[j] > 0, ascending
 
   bool uniform = true;             // every segment has the same count, and they lie one after another
+  bool placed = false;             // some segment lies elsewhere than right after the one before (place())
   segment_layout(std::size_t elem_bytes, int blocks, std::span<const std::size_t> counts);
   // Segment j at element offset at[j] instead of right after segment j - 1 (a lane's
   // members' segments where they lie, strided, in a buffer of every rank's). The round
   // loops reach segments through block() only, so they work on either.
   void place(std::span<const std::size_t> at) {
     for (std::size_t j = 0; j < at.size() && j + 1 < offset.size(); ++j) {
-      if (at[j] != offset[j]) uniform = false;  // the fast paths' arithmetic on j no longer holds
+      if (at[j] != offset[j]) {  // the fast paths' arithmetic on j no longer holds
+        uniform = false;
+        placed = true;
+      }
       offset[j] = at[j];
     }
   }
@@ -145,6 +149,11 @@ private:
   };
   std::vector<split> split_;
 };
+
+// Allgather by recursive doubling (baseline/pairwise_allgather.cpp): log2 p pairwise
+// exchanges of everything held, two more rounds for p not a power of two; the segments
+// one after another (a layout not placed).
+task<result<void>> allgather_recursive_doubling(fabric& f, std::uint32_t seq, std::span<std::byte> out, const segment_layout& lay);
 
 // Träff, Algorithm 7: every rank broadcasts its segment at once, n - 1 + q rounds.
 // `buf` holds all segments; this rank's is in place. Tags use steps step0 + round.

@@ -84,7 +84,7 @@ TEST_CASE("bad arguments: clear errors, and the communicator still works", "[loc
       "out has room for 8 elements, the counts add up to 32", "in has 8 elements, this rank's count is 2",
       "out has 3 elements at the root, in has 8", "allreduce: out has 32 elements, in has 8",
       "reduce_scatter_block: in has 8 elements, the counts add up to 32", "non-commutative",
-      "the algorithms are circulant", "blocks must not be negative"};
+      "the algorithms are recursive_doubling, circulant", "blocks must not be negative"};
   for (std::size_t r = 0; r < static_cast<std::size_t>(p); ++r) {
     REQUIRE(res[r]);
     REQUIRE(codes[r].size() == expect.size());

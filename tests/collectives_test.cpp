@@ -385,6 +385,13 @@ TEST_CASE("ring family: every result checked element by element", "[local][tcp][
       if (auto got = co_await allreduce(c, std::span<const double>(x), std::span(z), ops::sum, {.alg = algorithm::recursive_halving}); !got)
         bad += "allreduce recursive_halving of doubles: " + got.error().message() + "; ";
       rh_bits[R] = z;
+      std::vector<std::int32_t> one(5), every(5 * P, -1), every_want(5 * P);
+      for (std::size_t i = 0; i < 5; ++i) one[i] = val<std::int32_t>(r, i, 9);
+      for (std::size_t j = 0; j < P; ++j)
+        for (std::size_t i = 0; i < 5; ++i) every_want[j * 5 + i] = val<std::int32_t>(static_cast<int>(j), i, 9);
+      check("allgather recursive_doubling" + at,
+            co_await allgather(c, std::span<const std::int32_t>(one), std::span(every), {.alg = algorithm::recursive_doubling}), every,
+            every_want);
       // Fewer elements than the halving's parts (p 9: 8 parts of 2 elements): empty parts.
       std::vector<std::int64_t> few(2, -1);
       check("allreduce recursive_halving of 2 elements" + at,

@@ -40,7 +40,7 @@ task<result<void>> barrier_dissemination(fabric& f, std::uint32_t seq) {
 task<result<void>> barrier_recursive_doubling(fabric& f, std::uint32_t seq) {
   if (f.size() == 1) co_return result<void>{};
   std::uint32_t step = 0;
-  const auto k = co_await fold(f, seq, step, {}, {}, nullptr);
+  const auto k = co_await fold(f, seq, step, {}, {}, {}, nullptr);
   if (!k) co_return fail(k.error());
   if (k->v < 0) co_return result<void>{};
   for (int mask = 1; mask < k->pof2; mask <<= 1, ++step) {

@@ -6,8 +6,8 @@ namespace {
 constexpr std::uint32_t unfold_step = 0x7fffffffu;  // after every exchange's step
 }
 
-task<result<folded>> fold(fabric& f, std::uint32_t seq, std::uint32_t& step, std::span<std::byte> work,
-                          std::span<std::byte> in, const detail::erased_reduction* op) {
+task<result<folded>> fold(fabric& f, std::uint32_t seq, std::uint32_t& step, std::span<std::byte> mine,
+                          std::span<std::byte> result, std::span<std::byte> in, const detail::erased_reduction* op) {
   const int p = f.size(), r = f.rank();
   folded k;
   while (k.pof2 * 2 <= p) k.pof2 *= 2;
@@ -16,13 +16,13 @@ task<result<folded>> fold(fabric& f, std::uint32_t seq, std::uint32_t& step, std
   if (k.rem == 0) co_return k;
   if (r < 2 * k.rem) {
     if (r % 2 == 1) {
-      if (auto res = co_await f.send(r - 1, {seq, step}, work); !res) co_return fail(res.error());
-      if (auto res = co_await f.recv(r - 1, {seq, unfold_step}, work); !res) co_return fail(res.error());
+      if (auto res = co_await f.send(r - 1, {seq, step}, mine); !res) co_return fail(res.error());
+      if (auto res = co_await f.recv(r - 1, {seq, unfold_step}, result); !res) co_return fail(res.error());
       k.v = -1;
       co_return k;
     }
     if (auto res = co_await f.recv(r + 1, {seq, step}, in); !res) co_return fail(res.error());
-    if (op) (*op)(work.data(), in.data(), work.data(), work.size() / op->elem);
+    if (op) (*op)(mine.data(), in.data(), mine.data(), mine.size() / op->elem);
     k.v = r / 2;
   } else if (auto res = co_await f.idle_round(); !res) {
     co_return fail(res.error());

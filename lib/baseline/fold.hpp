@@ -22,10 +22,12 @@ struct folded {
 };
 
 // Folds the pairs, step {seq, step} (step advanced where p is not a power of two): the
-// even rank receives its partner's operand into `in` and, with an operator, combines it
-// into `work` on the right; the odd one sends `work` and receives the result into it.
-task<result<folded>> fold(fabric& f, std::uint32_t seq, std::uint32_t& step, std::span<std::byte> work,
-                          std::span<std::byte> in, const detail::erased_reduction* op);
+// even rank receives its partner's `mine` into `in` and, with an operator, combines it
+// into its own `mine` on the right; the odd one sends `mine` and receives the even one's
+// `result` into its own at the end (a reduction: both the vector; an allgather: its
+// segment, then every segment).
+task<result<folded>> fold(fabric& f, std::uint32_t seq, std::uint32_t& step, std::span<std::byte> mine,
+                          std::span<std::byte> result, std::span<std::byte> in, const detail::erased_reduction* op);
 // After the last exchange: the even rank of a folded pair hands the result back.
 task<result<void>> unfold(fabric& f, std::uint32_t seq, const folded& k, std::span<const std::byte> work);
 

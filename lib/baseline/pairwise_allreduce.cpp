@@ -84,7 +84,7 @@ task<result<void>> pairwise(fabric& f, std::uint32_t seq, std::span<std::byte> w
   const auto in_lease = f.scratch().take(work.size());
   const std::span<std::byte> in = in_lease.span().first(work.size());
   std::uint32_t step = 0;
-  const auto k = co_await fold(f, seq, step, work, in, &op);
+  const auto k = co_await fold(f, seq, step, work, work, in, &op);
   if (!k) co_return fail(k.error());
   if (k->v < 0) co_return result<void>{};
   if (auto res = co_await steps(f, seq, step, work, in, op, *k); !res) co_return res;

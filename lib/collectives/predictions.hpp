@@ -41,6 +41,12 @@ inline double halving_predicted(prediction_shape& sh, std::size_t bytes, int, co
   const double fold = (sh.p & (sh.p - 1)) == 0 ? 0.0 : 2 * round_time(b, m) + m.gamma * b;
   return circulant_predicted<CC::allreduce>(sh, bytes, 1, m) + fold;
 }
+// Recursive doubling's allgather: the circulant allgather's bytes with one block in as
+// many rounds; for p not a power of two the fold adds a segment's round and the whole's.
+inline double doubling_allgather_predicted(prediction_shape& sh, std::size_t bytes, int, const loggp_params& m) {
+  const double fold = (sh.p & (sh.p - 1)) == 0 ? 0.0 : round_time(static_cast<double>(sh.largest), m) + round_time(static_cast<double>(bytes), m);
+  return circulant_predicted<CC::all_roots>(sh, bytes, 1, m) + fold;
+}
 // Every round a rank's k empty sends and receives.
 inline double dissemination_predicted(prediction_shape& sh, std::size_t, int, const loggp_params& m) {
   return algorithms::dissemination_rounds(sh.p, sh.ports) * round_time(1, m);
