@@ -25,7 +25,8 @@ expect_refusal "a size cannot be negative: -5" "$bench" coll --np 2 -l -5
 expect_refusal "a size cannot be negative" "$bench" coll --np 2 -l 8,-1000
 expect_refusal "must not exceed --max-bytes" "$bench" coll --np 2 -s 1MiB -S 1KiB
 expect_refusal "is more than this machine's memory" "$bench" broadcast --np 2 --fabric tcp --sizes 100PiB
-expect_refusal "a size cannot be negative" "$bench" p2p --np 2 --bytes=-1
+expect_refusal "a size cannot be negative" "$bench" p2p --bytes=-1
+expect_refusal "p2p runs its two ranks in this process" "$bench" p2p --np 2
 expect_refusal "a size cannot be negative" "$tool" simulate --collective broadcast --p 4 --bytes=-3
 expect_refusal "is more than the largest size allowed" "$tool" calibrate --fabric sim --big 2GiB
 expect_refusal "is less than the smallest size allowed" "$tool" calibrate --fabric sim --big 1

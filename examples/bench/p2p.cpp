@@ -63,10 +63,17 @@ int p2p_cmd(int argc, char** argv) {
   app.add_option("--runs", runs, "runs of each; the median is reported")->check(CLI::Range(1, 1000))->capture_default_str();
   app.add_flag("--json", json, "one JSON object");
   app.add_flag("--encrypt", encrypt, "tcp: encrypt every frame (OPTCAST_ENCRYPT)");
+  int np = 0;  // the other commands' option: here refused with the reason, not as unknown
+  app.add_option("--np", np)->group("");
   try {
     app.parse(argc - 1, argv + 1);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (app.count("--np")) {
+    std::fprintf(stderr, "optcast-bench p2p: --np is not an option here: p2p runs its two ranks in this process, a thread "
+                         "each (coll, broadcast and model start rank processes with --np)\n");
+    return 2;
   }
 
   // Two ranks, each with its own event loop and thread; built at once (a
