@@ -77,6 +77,7 @@ struct call_traits {
   bool commutative = true;
   bool order_free = true;
   bool lanes = false;  // the communicator's topology has lanes (requirements::lanes)
+  bool operator==(const call_traits&) const = default;
 };
 
 // The cost model a paper analyses its algorithm in. A schedule for the rounds model

@@ -70,6 +70,7 @@ struct call_shape {
   std::size_t bytes = 0;
   std::size_t largest = 0, smallest = 0;
   bool commutative = true, order_free = true;
+  bool operator==(const call_shape&) const = default;
 };
 struct collective_plan {
   algorithm alg = algorithm::automatic;

@@ -22,6 +22,7 @@ namespace optcast {
 struct linear_cost {
   double alpha_s = 25e-6;          // per-message latency, seconds
   double beta_s_per_byte = 1 / 1.5e9;  // inverse bandwidth, seconds per byte
+  bool operator==(const linear_cost&) const = default;
 };
 
 struct communicator_options {

@@ -57,6 +57,7 @@ class frame_arena;  // lib/runtime/frame_arena.hpp: see fabric::frames()
 // One kind of link's LogGP parameters: latency L, overhead o, gap g, gap per byte G.
 struct loggp_link {
   double L = 0, o = 0, g = 0, G = 0;
+  bool operator==(const loggp_link&) const = default;
 };
 
 // The LogGP parameters of a fabric (Alexandrov et al.; LogP when G = 0): latency L,
@@ -80,6 +81,7 @@ struct loggp_params {
   // (shared memory, loopback); L, o, g, G above are then the network's, one rail's.
   // None: the network's everywhere.
   std::optional<loggp_link> host;
+  bool operator==(const loggp_params&) const = default;
 
   // The parameters of a message between two ranks of one host.
   loggp_params within_host() const noexcept {

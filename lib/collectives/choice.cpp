@@ -26,22 +26,9 @@ struct choice_key {
   call_shape shape{};
   // What predict_lanes reads of a lane_shape (multi_lane_runners.cpp); 0 hosts: none.
   std::array<int, 4> lanes{};
+  // Every field: one added above is compared without a line of its own here.
+  bool operator==(const choice_key&) const = default;
 };
-
-bool same(const loggp_link& a, const loggp_link& b) { return a.L == b.L && a.o == b.o && a.g == b.g && a.G == b.G; }
-bool same(const loggp_params& a, const loggp_params& b) {
-  return a.L == b.L && a.o == b.o && a.g == b.g && a.G == b.G && a.gamma == b.gamma && a.sharing == b.sharing &&
-         a.host.has_value() == b.host.has_value() && (!a.host || same(*a.host, *b.host));
-}
-bool same(const choice_key& a, const choice_key& b) {
-  return a.p == b.p && a.ports == b.ports && a.min_block_bytes == b.min_block_bytes &&
-         a.cost.alpha_s == b.cost.alpha_s && a.cost.beta_s_per_byte == b.cost.beta_s_per_byte && a.coll == b.coll &&
-         a.alg == b.alg && a.blocks == b.blocks && a.traits.ports == b.traits.ports &&
-         a.traits.commutative == b.traits.commutative && a.traits.order_free == b.traits.order_free &&
-         a.traits.lanes == b.traits.lanes && same(a.model, b.model) && a.shape.bytes == b.shape.bytes &&
-         a.shape.largest == b.shape.largest && a.shape.smallest == b.shape.smallest &&
-         a.shape.commutative == b.shape.commutative && a.shape.order_free == b.shape.order_free && a.lanes == b.lanes;
-}
 
 // A few recent choices per thread: a program alternates between a handful of calls (a
 // barrier, an allreduce of a counter, a broadcast of its configuration).
@@ -81,7 +68,7 @@ resolved resolve(const communicator& c, collective coll, const collective_option
   if (lanes) key.lanes = {lanes->hosts, lanes->per_host, lanes->rails, lanes->sub};
   thread_local choice_memo memo;
   for (std::size_t i = 0; i < memo.filled; ++i)
-    if (same(memo.keys[i], key)) return memo.answers[i];
+    if (memo.keys[i] == key) return memo.answers[i];
   const resolved r = resolve_for(key.p, key.ports, c.options(), coll, o, t, m, shape, lanes);
   memo.keys[memo.next] = key;
   memo.answers[memo.next] = r;
