@@ -84,14 +84,14 @@ int p2p_cmd(int argc, char** argv) {
   std::vector<std::shared_ptr<fabric>> fabs(2);
   {
     std::vector<std::thread> starting;
-    std::string error;
+    std::array<std::string, 2> errors;  // each thread its own: both may fail at once (a bad OPTCAST_POLL)
     for (int r = 0; r < 2; ++r)
       starting.emplace_back([&, r] {
         job_config c;
         try {
           c.read_rank_env([](const char* n) -> const char* { return std::getenv(n); });  // OPTCAST_POLL ...
         } catch (const std::exception& e) {
-          error = e.what();
+          errors[static_cast<std::size_t>(r)] = e.what();
           return;
         }
         c.rank = r;
@@ -103,11 +103,12 @@ int p2p_cmd(int argc, char** argv) {
         try {
           fabs[static_cast<std::size_t>(r)] = find_fabric(fabric_name)->connect(nullptr, c, {});
         } catch (const std::exception& e) {
-          error = e.what();
+          errors[static_cast<std::size_t>(r)] = e.what();
         }
       });
     for (auto& t : starting) t.join();
-    if (!error.empty()) throw setup_error(make_error_code(errc::invalid_argument), error);
+    for (const auto& error : errors)
+      if (!error.empty()) throw setup_error(make_error_code(errc::invalid_argument), error);
   }
   std::vector<communicator> comms;
   for (auto& f : fabs) comms.emplace_back(f);
