@@ -4,6 +4,8 @@
 // with one block. What a rank holds after k steps is its group of 2^k adjacent places,
 // and a group of places is a range of ranks (a folded pair's two included), so each
 // exchange is one message of consecutive segments.
+#include <algorithm>
+
 #include "algorithms.hpp"
 #include "fold.hpp"
 #include "optcast/when_all.hpp"
@@ -22,14 +24,13 @@ task<result<void>> allgather_recursive_doubling(fabric& f, std::uint32_t seq, st
   const auto k = co_await fold(f, seq, step, segments(r, r + 1), out, segments(std::min(r + 1, p - 1), std::min(r + 2, p)), nullptr);
   if (!k) co_return fail(k.error());
   if (k->v < 0) co_return result<void>{};
-  // The ranks of places [u, w): a folded pair's place holds both of its ranks' segments.
-  const auto first = [&](int u) { return u < k->rem ? 2 * u : u + k->rem; };
+  // The ranks of places [u, w): from real(u), a folded pair's place holding both of its ranks' segments.
   const auto end = [&](int w) { return w <= k->rem ? 2 * w : w + k->rem; };
   for (int mask = 1; mask < k->pof2; mask <<= 1, ++step) {
     const int mine = k->v & ~(mask - 1), theirs = mine ^ mask;
     const int partner = k->real(k->v ^ mask);
-    if (auto res = co_await exchange(f, partner, segments(first(mine), end(mine + mask)), partner,
-                                     segments(first(theirs), end(theirs + mask)), {seq, step});
+    if (auto res = co_await exchange(f, partner, segments(k->real(mine), end(mine + mask)), partner,
+                                     segments(k->real(theirs), end(theirs + mask)), {seq, step});
         !res)
       co_return res;
   }
