@@ -57,7 +57,7 @@ int p2p_cmd(int argc, char** argv) {
   std::size_t bytes = std::size_t{16} << 20;
   int count = 32, runs = 5;
   bool json = false, encrypt = false;
-  cli::add_fabric(app, fabric_name);
+  cli::add_fabric(app, fabric_name, {}, "both ranks in this process, a thread each");
   app.add_option("--bytes", bytes, "message size")->transform(cli::byte_size())->capture_default_str();
   app.add_option("--count", count, "messages per run")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.add_option("--runs", runs, "runs of each; the median is reported")->check(CLI::Range(1, 1000))->capture_default_str();

@@ -74,13 +74,15 @@ inline std::string fits_memory(long long ranks, std::uint64_t bytes, std::uint64
 }
 
 // --fabric NAME: one of the fabric table's (optcast/fabrics.hpp), or of `in_process`
-// (the in-process worlds a program also offers, "local", "sim"), named in its help.
-inline CLI::Option* add_fabric(CLI::App& app, std::string& name, const std::vector<std::string>& in_process = {}) {
+// (the in-process worlds a program also offers, "local", "sim"), named in its help; `how`
+// says how the table's fabrics run their ranks in this program.
+inline CLI::Option* add_fabric(CLI::App& app, std::string& name, const std::vector<std::string>& in_process = {},
+                               const std::string& how = "one process per rank: start with --np N, or under a launcher") {
   auto names = in_process;
   std::string help;
   for (const auto& n : in_process) help += n + ", ";
   if (!in_process.empty()) help = help.substr(0, help.size() - 2) + " (ranks in this process), or ";
-  help += fabric_names_text() + " (one process per rank: start with --np N, or under a launcher)";
+  help += fabric_names_text() + " (" + how + ")";
   for (auto& n : fabric_names()) names.push_back(n);
   return app.add_option("--fabric", name, help)->check(CLI::IsMember(names))->capture_default_str();
 }
