@@ -5,7 +5,7 @@
 // and both of a pair (doubling) or the one rank that owns a part (halving) combine the
 // same operands, so every rank ends with the same bits. For p not a power of two the
 // pairs fold first (fold.hpp): two more rounds.
-#include <vector>
+#include <array>
 
 #include "algorithms.hpp"
 #include "fold.hpp"
@@ -53,7 +53,8 @@ task<result<void>> halving(fabric& f, std::uint32_t seq, std::uint32_t step, std
   struct kept_half {
     int lo, hi, other_lo, other_hi;
   };
-  std::vector<kept_half> kept;
+  std::array<kept_half, 31> kept{};  // one per step, log2 pof2 <= 30: no allocation per call
+  std::size_t steps = 0;
   int lo = 0, hi = k.pof2;
   for (int mask = 1; mask < k.pof2; mask <<= 1, ++step) {
     const int partner = k.real(k.v ^ mask), mid = lo + (hi - lo) / 2;
@@ -63,13 +64,14 @@ task<result<void>> halving(fabric& f, std::uint32_t seq, std::uint32_t step, std
     const auto theirs = in.first(mine.size());
     if (auto res = co_await exchange(f, partner, bytes(h.other_lo, h.other_hi), partner, theirs, {seq, step}); !res) co_return res;
     combine(op, mine, theirs, lower);
-    kept.push_back(h);
+    kept[steps++] = h;
     lo = h.lo;
     hi = h.hi;
   }
-  for (auto h = kept.rbegin(); h != kept.rend(); ++h, ++step) {
-    const int partner = k.real(k.v ^ (1 << (kept.rend() - h - 1)));
-    if (auto res = co_await exchange(f, partner, bytes(h->lo, h->hi), partner, bytes(h->other_lo, h->other_hi), {seq, step}); !res)
+  while (steps > 0) {
+    const kept_half& h = kept[--steps];
+    const int partner = k.real(k.v ^ (1 << steps));
+    if (auto res = co_await exchange(f, partner, bytes(h.lo, h.hi), partner, bytes(h.other_lo, h.other_hi), {seq, step++}); !res)
       co_return res;
   }
   co_return result<void>{};
