@@ -114,18 +114,17 @@ struct segment_layout {
   std::vector<std::size_t> offset;
   std::vector<int> contributors;  // the j with count[j] > 0, ascending
 
-  bool uniform = true;             // every segment has the same count, and they lie one after another
+  bool uniform = true;             // every segment has the same count
   bool placed = false;             // some segment lies elsewhere than right after the one before (place())
+  // Equal segments one after another: where the fast paths' arithmetic on j holds.
+  bool equal_in_order() const noexcept { return uniform && !placed; }
   segment_layout(std::size_t elem_bytes, int blocks, std::span<const std::size_t> counts);
   // Segment j at element offset at[j] instead of right after segment j - 1 (a lane's
   // members' segments where they lie, strided, in a buffer of every rank's). The round
   // loops reach segments through block() only, so they work on either.
   void place(std::span<const std::size_t> at) {
     for (std::size_t j = 0; j < at.size() && j + 1 < offset.size(); ++j) {
-      if (at[j] != offset[j]) {  // the fast paths' arithmetic on j no longer holds
-        uniform = false;
-        placed = true;
-      }
+      placed = placed || at[j] != offset[j];
       offset[j] = at[j];
     }
   }

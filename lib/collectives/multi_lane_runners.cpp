@@ -114,7 +114,7 @@ task<result<void>> run_reduce_scatter_multi_lane(segments_call c) {
   const auto s = shape_of(*c.f);
   if (!s) co_return fail(s.error());
   // Equal parts only: the entry point keeps irregular counts away (equal_parts_only).
-  if (!c.lay->uniform) co_return fail(errc::invalid_argument);
+  if (!c.lay->equal_in_order()) co_return fail(errc::invalid_argument);
   const std::size_t each = (c.lay->offset.size() > 1 ? c.lay->offset[1] - c.lay->offset[0] : 0) * c.lay->elem;
   const loggp_params m = c.model;
   const std::uint32_t seq = c.seq;

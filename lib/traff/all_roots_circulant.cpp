@@ -132,7 +132,7 @@ void gather_round(const segment_layout& lay, std::span<std::byte> buf, const all
 class uniform_parts {
 public:
   static bool applies(const segment_layout& lay, int p) noexcept {
-    return lay.uniform && static_cast<int>(lay.contributors.size()) == p;
+    return lay.equal_in_order() && static_cast<int>(lay.contributors.size()) == p;
   }
   explicit uniform_parts(const segment_layout& lay) {
     for (int b = 0; b < lay.n; ++b) {
