@@ -89,5 +89,7 @@ TEST_CASE("adaptive backs off on a contended core: a preempted poll is followed 
   busy_cores busy;
   const long polls = polls_over(mode::adaptive, 200, 50us, 5ms);
   CHECK(polls >= 1);
-  CHECK(polls <= 20);  // 1 + 2 + 4 + ... + 128 covers 200 waits with 8 polls
+  // 1 + 2 + 4 + ... + 128 covers 200 waits with 8 polls; polls that keep their core halve
+  // the back-off, and 11-24 were seen (under ASan too). Without backing off it polls all 200.
+  CHECK(polls <= 50);
 }
