@@ -19,6 +19,7 @@ name=$1; shift 2
 dir=$here/benchmarks/results/$name
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+trap 'exit 143' TERM; trap 'exit 129' HUP; trap 'exit 130' INT  # bash skips the EXIT trap when a signal kills it
 "$@" | tee "$tmp/output.txt"
 mkdir -p "$dir"
 mv "$tmp/output.txt" "$dir/output.txt"

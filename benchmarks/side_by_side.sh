@@ -100,6 +100,7 @@ if ! bash "$NC" hosts 2>/dev/null | grep -q " h$((hosts - 1))$"; then
 fi
 cleanup() { if [ $keep = 0 ] && [ $brought_up = 1 ]; then bash "$NC" down >&2 || true; fi; }
 trap cleanup EXIT
+trap 'exit 143' TERM; trap 'exit 129' HUP; trap 'exit 130' INT  # bash skips the EXIT trap when a signal kills it
 # What one TCP flow really carries on these links (iperf3, h1 -> h0), beside the bounds'
 # nominal goodput: no library can beat it on a root's single link (scatter, gather).
 flow=$(bash "$NC" exec h0 timeout 20 iperf3 -s -1 >/dev/null 2>&1 & sleep 1;

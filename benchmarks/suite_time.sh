@@ -11,6 +11,7 @@ args=(-C build)
 start=$(date +%s.%N)
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+trap 'exit 143' TERM; trap 'exit 129' HUP; trap 'exit 130' INT  # bash skips the EXIT trap when a signal kills it
 status=0
 meson test "${args[@]}" >"$log" 2>&1 || status=$?
 end=$(date +%s.%N)

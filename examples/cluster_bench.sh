@@ -63,6 +63,7 @@ cleanup() {
   rm -rf "$out"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM; trap 'exit 129' HUP; trap 'exit 130' INT  # bash skips the EXIT trap when a signal kills it
 # A job secret, as optcast's own launcher gives its ranks (unless the caller set one, or
 # OPTCAST_SECRET= for none): the ranks authenticate, and those of one host copy large
 # messages out of each other's memory (OPTCAST_SHM).

@@ -37,6 +37,7 @@ cleanup() {
   [ -n "${KEEP_WORK:-}" ] && echo "kept $work" || rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM; trap 'exit 129' HUP; trap 'exit 130' INT  # bash skips the EXIT trap when a signal kills it
 bash "$NS" up "$TAG" "$N" || { echo "FAIL: cannot set up $N emulated hosts"; exit 1; }
 
 failures=0

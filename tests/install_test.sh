@@ -13,6 +13,7 @@ src=$(cd "$1" && pwd)
 build=$(cd "$2" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+trap 'exit 143' TERM; trap 'exit 129' HUP; trap 'exit 130' INT  # bash skips the EXIT trap when a signal kills it
 
 check() {  # program output -> three greetings
   local n

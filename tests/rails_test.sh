@@ -21,6 +21,7 @@ bash "$NS" can "$TAG" || exit $?
 work=$(mktemp -d)
 cleanup() { bash "$NS" down "$TAG"; rm -rf "$work"; }
 trap cleanup EXIT
+trap 'exit 143' TERM; trap 'exit 129' HUP; trap 'exit 130' INT  # bash skips the EXIT trap when a signal kills it
 bash "$NS" up "$TAG" 2 2 || { echo "FAIL: cannot set up 2 hosts with 2 rails"; exit 1; }
 
 tx() { bash "$NS" exec "$TAG" "$1" cat "/sys/class/net/$2/statistics/tx_bytes"; }

@@ -16,8 +16,19 @@ set -euo pipefail
 
 addr() { if [ "${2:-4}" = 6 ]; then echo "fd97::$(($1 + 1))"; else echo "10.97.0.$(($1 + 1))"; fi; }
 
+# Tags are two letters and the test's pid (oc123): a test killed before its cleanup ran
+# (a timeout's SIGKILL) leaves its hosts behind, and the next test removes them.
+sweep() {
+  local sw tag
+  for sw in $(ip netns list | awk '{print $1}' | grep -E '^[a-z]{2}[0-9]+-sw$' || true); do
+    tag=${sw%-sw}
+    kill -0 "${tag:2}" 2> /dev/null || down "$tag"
+  done
+}
+
 up() {
   local tag=$1 n=$2 rails=${3:-1} sw="$1-sw"
+  sweep
   ip netns add "$sw"
   for r in $(seq 0 $((rails - 1))); do
     ip netns exec "$sw" ip link add "br$r" type bridge

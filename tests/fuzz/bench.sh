@@ -70,6 +70,7 @@ ninja -C "$build" $(printf 'tests/fuzz/fuzz_%s ' "${targets[@]}") >&2
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+trap 'exit 143' TERM; trap 'exit 129' HUP; trap 'exit 130' INT  # bash skips the EXIT trap when a signal kills it
 rows=()
 crashed=0
 for t in "${targets[@]}"; do
