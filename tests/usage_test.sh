@@ -28,7 +28,9 @@ expect_refusal "is more than this machine's memory" "$bench" broadcast --np 2 --
 expect_refusal "a size cannot be negative" "$bench" p2p --bytes=-1
 expect_refusal "p2p runs its two ranks in this process" "$bench" p2p --np 2
 # ...and its help does not tell the user to start it with the option it refuses.
-if "$bench" p2p --help | grep -q -- "--np"; then echo "FAIL: p2p's help names --np"; fails=$((fails + 1)); fi
+p2p_help=$("$bench" p2p --help) || { echo "FAIL: p2p --help exits $?"; fails=$((fails + 1)); }
+grep -q -- "--fabric" <<<"$p2p_help" || { echo "FAIL: p2p's help does not name --fabric"; fails=$((fails + 1)); }
+if grep -q -- "--np" <<<"$p2p_help"; then echo "FAIL: p2p's help names --np"; fails=$((fails + 1)); fi
 expect_refusal "a size cannot be negative" "$tool" simulate --collective broadcast --p 4 --bytes=-3
 expect_refusal "is more than the largest size allowed" "$tool" calibrate --fabric sim --big 2GiB
 expect_refusal "is less than the smallest size allowed" "$tool" calibrate --fabric sim --big 1
