@@ -38,6 +38,13 @@ TEST_CASE("calibrate recovers the simulator's L, o, g, G", "[calibrate][sim]") {
         CHECK(c.model.g == Approx(std::max(m.g, m.o)).margin(1e-9));
         CHECK(c.model.G == Approx(m.G).margin(1e-9));
         CHECK(c.model.gamma == 0);  // the simulator's clock charges no compute
+        // Every rank's one-byte exchange at once: each round waits for a message sent in
+        // the round before (at least L), and takes no longer than LogP's round, L + 2o or
+        // the gap (ranks that drift apart overlap one round's overheads with the next's).
+        CHECK(c.model.round >= m.L - 1e-9);
+        CHECK(c.model.round <= std::max(m.L + 2 * m.o, std::max(m.g, m.o)) + 1e-9);
+        CHECK(c.round.min <= c.round.median);
+        CHECK(c.round.median <= c.round.max);
         CHECK(c.L.min <= c.L.median);
         CHECK(c.L.median <= c.L.max);
         CHECK(c.ranks == p);
@@ -91,6 +98,12 @@ TEST_CASE("calibrate on hosts of several ranks: the network between hosts, the h
   CHECK_THAT(why, Catch::Contains("\"host\" has no non-negative \"G\""));
   CHECK_FALSE(parse_calibration(R"({"model": {"L": 1, "o": 1, "g": 1, "G": 0, "host": 3}})", &why));
   CHECK_THAT(why, Catch::Contains("\"host\" is not an object"));
+  CHECK_FALSE(parse_calibration(R"({"model": {"L": 1, "o": 1, "g": 1, "G": 0, "round": -1}})", &why));
+  CHECK_THAT(why, Catch::Contains("\"round\" is not a non-negative number"));
+  // A file written before rounds were measured: no floor.
+  const auto old = parse_calibration(R"({"model": {"L": 1, "o": 1, "g": 1, "G": 0}})", &why);
+  REQUIRE(old);
+  CHECK(old->round == 0);
 }
 
 TEST_CASE("calibrate on local and TCP: positive figures, the JSON read back", "[calibrate][local][tcp]") {
@@ -122,6 +135,13 @@ TEST_CASE("calibrate on local and TCP: positive figures, the JSON read back", "[
     CHECK(back->G == Approx(got.model.G).epsilon(1e-6).margin(1e-15));
     CHECK(back->gamma == Approx(got.model.gamma).epsilon(1e-6));
     CHECK(back->sharing == Approx(got.model.sharing).epsilon(1e-6));
+    // A round of exchanges takes at least a message's way there (some microseconds on
+    // loopback, well under 10 ms), and the model keeps it.
+    CHECK(got.round.median > 0);
+    CHECK(got.round.median < 0.01);
+    CHECK(got.round.min <= got.round.median);
+    CHECK(got.model.round == got.round.median);
+    CHECK(back->round == Approx(got.model.round).epsilon(1e-6));
     if (p >= 3) {  // measured: a ratio of two broadcasts' times, never below 0
       CHECK(got.sharing.min >= 0);
       CHECK(got.sharing.min <= got.sharing.median);

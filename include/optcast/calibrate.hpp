@@ -10,6 +10,10 @@
 //      n (b - 1), for the largest b measured;
 //   L  the latency: half the ping-pong round trip of one byte, less the two overheads
 //      (2 (o + L + o) = RTT), clamped at 0;
+//   round  (beside LogGP) the time per round of one-byte exchanges in a dissemination
+//      pattern with every rank at once: what the rounds of a schedule pay at least where
+//      ranks share cores or a switch, which the two-rank ping-pong does not see (the
+//      model's `round`, the floor of round_time());
 //   gamma  (beside LogGP) the time per byte to combine two operands, the built-in sum of
 //      doubles on 1 MiB, on rank 0; 0 on the simulator, whose clock charges no compute.
 //   sharing  (beside LogGP) what a schedule whose links change partners every round loses
@@ -45,6 +49,7 @@ struct calibration {
   };
   loggp_params model;  // the medians
   spread L, o, g, G, gamma, sharing;
+  spread round;  // a round with every rank exchanging at once (model.round)
   // Where rank 0 shares its host with other ranks (fabric::layout()): the host link,
   // measured between rank 0 and the next rank of its host (model.host); L, o, g, G above
   // are then between rank 0 and the first rank of another host. Zero otherwise.

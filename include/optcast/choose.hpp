@@ -5,7 +5,9 @@
 // The rule. A message of b bytes takes hop(b) = L + 2o + (b - 1) G from its send to its
 // receipt, and a processor sends the next no sooner than max(g, o) + (b - 1) G after; a
 // round of a round-based schedule, whose sends forward what earlier rounds received,
-// lasts step(b) = max(hop(b), max(g, o) + (b - 1) G). Schedules whose links change
+// lasts step(b) = max(round, hop(b), max(g, o) + (b - 1) G), where round is the least a
+// round takes with every rank exchanging at once (loggp_params::round: calibrated, else
+// 0). Schedules whose links change
 // partners every round (marked *) see G (1 + sharing) on a real network (fabric.hpp's
 // loggp_params::sharing; 0 in the simulator). Then, with q = ceil(log2 p) and the
 // message cut into n blocks of b = bytes / n:
@@ -69,7 +71,7 @@ broadcast_choice::candidate best_broadcast_blocks(algorithm alg, int p, std::siz
 //   allgather(v), reduce_scatter(_block), one phase, where m is the bytes every rank ends
 //     with (starts with, for reduce_scatter) and c_max, c_min the largest and smallest
 //     contribution:
-//                              R(n) a + G max(m - c_min, R(n) ceil(c_max / n))
+//                              R(n) max(round, a + G V / R(n)), V = max(m - c_min, R(n) ceil(c_max / n))
 //     (a rank receives all but its own part, and the largest part needs the R(n) rounds
 //     of a pipelined broadcast of n blocks); with even parts n = 1 is best, with one rank
 //     holding everything it is the broadcast's rule

@@ -81,6 +81,9 @@ struct loggp_params {
   // (shared memory, loopback); L, o, g, G above are then the network's, one rail's.
   // None: the network's everywhere.
   std::optional<loggp_link> host;
+  // Not LogGP: the least time of a round of a round-based schedule with every rank
+  // exchanging at once (calibrate's loaded round); 0: none beyond LogGP's.
+  double round = 0;
   bool operator==(const loggp_params&) const = default;
 
   // The parameters of a message between two ranks of one host.

@@ -35,7 +35,7 @@ std::optional<loggp_params> model_for(communicator& c, const collective_options&
                                       std::string& why) {
   if (o.model) {
     const auto& m = *o.model;
-    if (!(m.L >= 0 && m.o >= 0 && m.g >= 0 && m.G >= 0 && m.gamma >= 0 && m.sharing >= 0) || m.L + 2 * m.o <= 0 ||
+    if (!(m.L >= 0 && m.o >= 0 && m.g >= 0 && m.G >= 0 && m.gamma >= 0 && m.sharing >= 0 && m.round >= 0) || m.L + 2 * m.o <= 0 ||
         std::max(m.g, m.o) <= 0) {
       why = std::string(what) + ": model parameters must be >= 0, with L + 2o > 0 and max(g, o) > 0";
       return std::nullopt;

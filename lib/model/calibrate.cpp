@@ -14,7 +14,9 @@
 #include "collective_common.hpp"
 #include "optcast/choose.hpp"
 #include "optcast/collectives.hpp"
+#include "optcast/when_all.hpp"
 #include "runtime/comm_access.hpp"
+#include "traff/circulant.hpp"
 
 namespace optcast {
 
@@ -112,6 +114,27 @@ task<result<void>> echo(fabric& f, std::uint32_t seq, const calibrate_options& o
   co_return result<void>{};
 }
 
+// A round with every rank at once: in round i of a dissemination pattern each rank swaps
+// one byte with r + 2^i and r - 2^i (mod p), as the round-based schedules' rounds do. The
+// ping-pong between two ranks while the others wait leaves out what the ranks cost one
+// another: on 8 emulated hosts sharing 2 cores a round took 155 us where the ping-pong's
+// L + 2o was 22, and the model chose 7 blocks for a 64 KiB reduce that ran fastest with
+// 3 or 4. The median over passes of a pass's time per round; tags from `step` on, one a
+// round.
+task<result<double>> measure_round(fabric& f, std::uint32_t seq, std::uint32_t step, const calibrate_options& opt) {
+  const int p = f.size(), r = f.rank();
+  std::vector<std::byte> out(1), in(1);
+  std::vector<double> samples;
+  for (int i = 0; i < opt.repetitions; ++i) {
+    const double t0 = now(f);
+    int rounds = 0;
+    for (int d = 1; d < p; d *= 2, ++rounds, ++step)
+      if (auto res = co_await exchange(f, (r + d) % p, out, (r - d + p) % p, in, {seq, step}); !res) co_return fail(res.error());
+    samples.push_back((now(f) - t0) / rounds);
+  }
+  co_return median(samples);
+}
+
 // gamma: combining two operands of doubles into a third with the built-in sum, the
 // reductions' own code path, per byte; the least of a few runs (the first touches the
 // pages). The operands are larger than any cache, as where gamma counts: a large
@@ -193,8 +216,8 @@ std::string calibration::json() const {
   nlohmann::ordered_json j;
   j["fabric"] = fabric;
   j["ranks"] = ranks;
-  j["model"] = {{"L", model.L}, {"o", model.o}, {"g", model.g}, {"G", model.G}, {"gamma", model.gamma}, {"sharing", model.sharing}};
-  const std::pair<const char*, const spread*> parts[] = {{"L", &L}, {"o", &o}, {"g", &g}, {"G", &G}, {"gamma", &gamma}, {"sharing", &sharing}};
+  j["model"] = {{"L", model.L}, {"o", model.o}, {"g", model.g}, {"G", model.G}, {"gamma", model.gamma}, {"sharing", model.sharing}, {"round", model.round}};
+  const std::pair<const char*, const spread*> parts[] = {{"L", &L}, {"o", &o}, {"g", &g}, {"G", &G}, {"gamma", &gamma}, {"sharing", &sharing}, {"round", &round}};
   for (const auto& [name, sp] : parts) j["spread"][name] = {sp->min, sp->median, sp->max};
   if (model.host) {
     j["model"]["host"] = {{"L", model.host->L}, {"o", model.host->o}, {"g", model.host->g}, {"G", model.host->G}};
@@ -265,6 +288,25 @@ task<result<calibration>> calibrate(communicator& c, calibrate_options opt) {
     *parts[i] = {figures[static_cast<std::size_t>(3 * i)], figures[static_cast<std::size_t>(3 * i + 1)], figures[static_cast<std::size_t>(3 * i + 2)]};
   out.model = {out.L.median, out.o.median, out.g.median, out.G.median, out.gamma.median};
   if (figures.back() != 0) out.model.host = loggp_link{out.host_L.median, out.host_o.median, out.host_g.median, out.host_G.median};
+  // The rounds under load: every rank takes part, rank 0's times are the spread.
+  const std::uint32_t round_seq = detail::comm_access::next_seq(c);
+  std::vector<double> rounds(3, 0);
+  {
+    detail::deadline_scope deadline(f, round_seq, c.options().timeout);
+    std::vector<double> per_trial;
+    for (int t = 0; t < opt.trials; ++t) {
+      if (opt.progress && c.rank() == 0) opt.progress("a round with all " + std::to_string(c.size()) + " ranks: trial " + std::to_string(t + 1));
+      const auto first = static_cast<std::uint32_t>(t * opt.repetitions * circulant::ceil_log2(c.size()));
+      auto r = co_await measure_round(f, round_seq, first, opt);
+      if (!r) co_return fail(detail::finish(c, fail(r.error())).error());
+      per_trial.push_back(*r);
+    }
+    const auto sp = spread_of(per_trial);
+    rounds = {sp.min, sp.median, sp.max};
+  }
+  if (auto r = co_await broadcast(c, std::span(rounds), 0); !r) co_return fail(r.error());
+  out.round = {rounds[0], rounds[1], rounds[2]};
+  out.model.round = out.round.median;
   out.fabric = std::string(f.name());
   out.ranks = c.size();
   // sharing: needs three ranks to share a link, and a clock that is not the simulator's
@@ -295,11 +337,11 @@ result<loggp_params> parse_calibration(std::string_view text, std::string* why) 
   loggp_params m;
   m.gamma = communicator_options{}.model.gamma;
   m.sharing = communicator_options{}.model.sharing;
-  const std::pair<const char*, double*> fields[] = {{"L", &m.L}, {"o", &m.o}, {"g", &m.g}, {"G", &m.G}, {"gamma", &m.gamma},
+  const std::pair<const char*, double*> fields[] = {{"L", &m.L}, {"o", &m.o}, {"g", &m.g}, {"G", &m.G}, {"gamma", &m.gamma}, {"round", &m.round},
                                                     {"sharing", &m.sharing}};
   for (const auto& [name, field] : fields) {
     if (!model.contains(name)) {
-      if (std::string_view(name) == "gamma" || std::string_view(name) == "sharing") continue;
+      if (std::string_view(name) == "gamma" || std::string_view(name) == "sharing" || std::string_view(name) == "round") continue;
       return bad(std::string("\"model\" has no \"") + name + "\"");
     }
     const auto& v = model[name];

@@ -18,7 +18,7 @@ namespace detail {
 
 double round_time(double b, const loggp_params& m) {
   const double extra = std::max(b - 1, 0.0) * m.G;
-  return std::max(m.L + 2 * m.o + extra, std::max(m.g, m.o) + extra);
+  return std::max({m.round, m.L + 2 * m.o + extra, std::max(m.g, m.o) + extra});
 }
 
 loggp_params changing_links(const loggp_params& m) {
@@ -71,7 +71,7 @@ double predict_circulant(circulant_collective what, int p, std::size_t bytes, st
   }
   const double a = std::max(m.L + 2 * m.o, std::max(m.g, m.o));
   const double volume = std::max(static_cast<double>(bytes - std::min(smallest, bytes)), rounds * std::ceil(static_cast<double>(largest) / n));
-  const double phase = rounds * a + m.G * volume;
+  const double phase = rounds * std::max(m.round, a + m.G * volume / rounds);
   // The reduce-scatter half combines every byte but its own part once.
   return what == circulant_collective::allreduce ? 2 * phase + m.gamma * static_cast<double>(bytes - smallest) : phase;
 }

@@ -24,7 +24,8 @@ struct prediction_shape {
   int rotation_rounds(int n);
 };
 // A round of a round-based schedule whose sends forward what earlier rounds received:
-// max(L + 2o + (b-1)G, max(g, o) + (b-1)G) for blocks of b bytes (choose.hpp).
+// max(round, L + 2o + (b-1)G, max(g, o) + (b-1)G) for blocks of b bytes (choose.hpp; round:
+// loggp_params::round, 0 unless calibrated).
 double round_time(double b, const loggp_params& m);
 // m with G as a schedule whose links change partners every round sees it on a real
 // network: G (1 + m.sharing) (fabric.hpp).
