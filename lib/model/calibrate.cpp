@@ -117,9 +117,9 @@ task<result<void>> echo(fabric& f, std::uint32_t seq, const calibrate_options& o
 // A round with every rank at once: in round i of a dissemination pattern each rank swaps
 // one byte with r + 2^i and r - 2^i (mod p), as the round-based schedules' rounds do. The
 // ping-pong between two ranks while the others wait leaves out what the ranks cost one
-// another: on 8 emulated hosts sharing 2 cores a round took 155 us where the ping-pong's
-// L + 2o was 22, and the model chose 7 blocks for a 64 KiB reduce that ran fastest with
-// 3 or 4. The median over passes of a pass's time per round; tags from `step` on, one a
+// another: on 8 emulated hosts sharing 2 cores a round takes several times its L + 2o
+// (benchmarks/results/calibrate-8hosts), and without it the model chose 7 blocks for a
+// 64 KiB reduce that ran fastest with 3 or 4. The median over passes of a pass's time per round; tags from `step` on, one a
 // round.
 task<result<double>> measure_round(fabric& f, std::uint32_t seq, std::uint32_t step, const calibrate_options& opt) {
   const int p = f.size(), r = f.rank();
