@@ -66,7 +66,7 @@ p, n = a.p, a.ppn
 
 
 def bound_us(op, m):
-    if m < 262144:
+    if m < 262144 or op == "barrier":  # a barrier carries no bytes: no bandwidth bound
         return None
     t = m / B * 1e6
     if op == "bcast":
@@ -102,7 +102,12 @@ ours = "optcast"
 peers = [l for l in labels if l != ours]
 print("| op | size | " + " | ".join(labels) + " | bound | optcast / bound | optcast / best peer | optcast's choice |")
 print("|---|---:|" + "---:|" * len(labels) + "---:|---:|---:|---|")
+# A barrier has no size: the benchmarks run it at every size of their list, and one row
+# (the smallest size's) says it all.
+smallest_barrier = min((m for (op, m) in runs if op == "barrier"), default=None)
 for (op, m) in sorted(runs, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[0], k[1])):
+    if op == "barrier" and m != smallest_barrier:
+        continue
     by = runs[(op, m)]
     cells = []
     for l in labels:
