@@ -417,12 +417,14 @@ TEST_CASE("ranks meet in a Redis store, each through its own connection", "[.][r
 }
 
 TEST_CASE("a Redis store that is not there: an error naming it within the connect timeout", "[.][redis]") {
-  std::uint16_t closed = 0;
-  {
-    asio::io_context io;
-    asio::ip::tcp::acceptor a(io, {asio::ip::make_address("127.0.0.1"), 0});
-    closed = a.local_endpoint().port();
-  }
+  // A port bound and never listened on: connecting is refused, and no other process can
+  // take it meanwhile (a port closed again was taken by a parallel test's server once,
+  // which reset the job's connection instead: a TSan run in CI).
+  asio::io_context held_io;
+  asio::ip::tcp::socket held(held_io);
+  held.open(asio::ip::tcp::v4());
+  held.bind({asio::ip::make_address("127.0.0.1"), 0});
+  const std::uint16_t closed = held.local_endpoint().port();
   redis_kv_store::options o;
   o.port = closed;
   o.connect_timeout = 700ms;
