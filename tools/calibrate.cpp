@@ -32,7 +32,7 @@ void print(const calibration& c, const std::string& what) {
     std::printf("\n");
   };
   link(c.L, c.o, c.g, c.G);
-  std::printf("  round, all ranks   %12.4f%s   (%.4f .. %.4f)   (one-byte exchanges, every rank at once: the least a round takes)\n",
+  std::printf("  round, all ranks   %12.4f%s   (%.4f .. %.4f)   (a dissemination barrier, every rank at once: the least a round takes)\n",
               c.round.median * scale, unit, c.round.min * scale, c.round.max * scale);
   if (!virtual_time) {
     std::printf("  gamma combine/byte %12.6f ns   (%.6f .. %.6f)", c.gamma.median * 1e9, c.gamma.min * 1e9, c.gamma.max * 1e9);

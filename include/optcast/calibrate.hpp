@@ -10,8 +10,8 @@
 //      n (b - 1), for the largest b measured;
 //   L  the latency: half the ping-pong round trip of one byte, less the two overheads
 //      (2 (o + L + o) = RTT), clamped at 0;
-//   round  (beside LogGP) the time per round of one-byte exchanges in a dissemination
-//      pattern with every rank at once: what the rounds of a schedule pay at least where
+//   round  (beside LogGP) the time per round of a dissemination barrier (every rank
+//      signals and hears from k ranks a round, all at once): what the rounds of a schedule pay at least where
 //      ranks share cores or a switch, which the two-rank ping-pong does not see (the
 //      model's `round`, the floor of round_time());
 //   gamma  (beside LogGP) the time per byte to combine two operands, the built-in sum of

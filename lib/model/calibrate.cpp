@@ -11,12 +11,12 @@
 #include <sstream>
 #include <vector>
 
+#include "algorithms.hpp"
 #include "collective_common.hpp"
 #include "optcast/choose.hpp"
 #include "optcast/collectives.hpp"
 #include "optcast/when_all.hpp"
 #include "runtime/comm_access.hpp"
-#include "traff/circulant.hpp"
 
 namespace optcast {
 
@@ -114,22 +114,23 @@ task<result<void>> echo(fabric& f, std::uint32_t seq, const calibrate_options& o
   co_return result<void>{};
 }
 
-// A round with every rank at once: in round i of a dissemination pattern each rank swaps
-// one byte with r + 2^i and r - 2^i (mod p), as the round-based schedules' rounds do. The
-// ping-pong between two ranks while the others wait leaves out what the ranks cost one
-// another: on 8 emulated hosts sharing 2 cores a round takes several times its L + 2o
-// (benchmarks/results/calibrate-8hosts), and without it the model chose 7 blocks for a
-// 64 KiB reduce that ran fastest with 3 or 4. The median over passes of a pass's time per round; tags from `step` on, one a
-// round.
-task<result<double>> measure_round(fabric& f, std::uint32_t seq, std::uint32_t step, const calibrate_options& opt) {
-  const int p = f.size(), r = f.rank();
-  std::vector<std::byte> out(1), in(1);
+// A round with every rank at once: a pass of the dissemination barrier (every rank signals
+// and hears from k ranks a round, as the round-based schedules' rounds do), timed per
+// round. The ping-pong between two ranks while the others wait leaves out what the ranks
+// cost one another: on 8 emulated hosts sharing 2 cores a round takes several times its
+// L + 2o (benchmarks/results/calibrate-8hosts), and without it the model chose 7 blocks
+// for a 64 KiB reduce that ran fastest with 3 or 4. The median over passes; each pass is
+// a barrier of its own (sequence number and deadline), so one that times out names its
+// pass.
+task<result<double>> measure_round(communicator& c, const calibrate_options& opt) {
+  fabric& f = c.get_fabric();
+  const int rounds = algorithms::dissemination_rounds(c.size(), f.ports());
   std::vector<double> samples;
   for (int i = 0; i < opt.repetitions; ++i) {
+    const std::uint32_t seq = detail::comm_access::next_seq(c);
+    detail::deadline_scope deadline(f, seq, c.options().timeout);
     const double t0 = now(f);
-    int rounds = 0;
-    for (int d = 1; d < p; d *= 2, ++rounds, ++step)
-      if (auto res = co_await exchange(f, (r + d) % p, out, (r - d + p) % p, in, {seq, step}); !res) co_return fail(res.error());
+    if (auto res = co_await algorithms::barrier_dissemination(f, seq); !res) co_return fail(detail::finish(c, fail(res.error())).error());
     samples.push_back((now(f) - t0) / rounds);
   }
   co_return median(samples);
@@ -289,16 +290,13 @@ task<result<calibration>> calibrate(communicator& c, calibrate_options opt) {
   out.model = {out.L.median, out.o.median, out.g.median, out.G.median, out.gamma.median};
   if (figures.back() != 0) out.model.host = loggp_link{out.host_L.median, out.host_o.median, out.host_g.median, out.host_G.median};
   // The rounds under load: every rank takes part, rank 0's times are the spread.
-  const std::uint32_t round_seq = detail::comm_access::next_seq(c);
   std::vector<double> rounds(3, 0);
   {
-    detail::deadline_scope deadline(f, round_seq, c.options().timeout);
     std::vector<double> per_trial;
     for (int t = 0; t < opt.trials; ++t) {
-      if (opt.progress && c.rank() == 0) opt.progress("a round with all " + std::to_string(c.size()) + " ranks: trial " + std::to_string(t + 1));
-      const auto first = static_cast<std::uint32_t>(t * opt.repetitions * circulant::ceil_log2(c.size()));
-      auto r = co_await measure_round(f, round_seq, first, opt);
-      if (!r) co_return fail(detail::finish(c, fail(r.error())).error());
+      if (opt.progress && c.rank() == 0) opt.progress("a round with all " + std::to_string(c.size()) + " ranks (dissemination barrier): trial " + std::to_string(t + 1));
+      auto r = co_await measure_round(c, opt);
+      if (!r) co_return fail(r.error());
       per_trial.push_back(*r);
     }
     const auto sp = spread_of(per_trial);
