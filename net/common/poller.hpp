@@ -33,8 +33,12 @@ public:
 
 private:
   using clock = std::chrono::steady_clock;
-  // Polls without sleeping, up to the limit (or for good, spinning): true once a handler ran.
-  bool poll_for_a_while();
+  // Polls without sleeping, up to the limit (or for good, spinning): got once a handler
+  // ran; lost if (adaptive) the poll lost its core for longer than a yield may take.
+  struct poll_outcome {
+    bool got = false, lost = false;
+  };
+  poll_outcome poll_for_a_while();
   void record(bool within_limit) noexcept { hits_ = 0.875 * hits_ + (within_limit ? 0.125 : 0.0); }
 
   asio::io_context& io_;
