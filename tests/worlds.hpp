@@ -255,6 +255,7 @@ public:
   explicit tcp_test_world(int p, communicator_options o = {}, const job_options& jo = {}) : w_("tcp", p, o, jo) {}
   std::vector<communicator>& comms() override { return w_.comms(); }
   std::vector<result<void>> run_all(const rank_fn& fn) override { return w_.run_all(fn); }
+  bool settle(const std::function<bool(communicator&)>& done, std::chrono::milliseconds most) override { return w_.settle(done, most); }
 
 private:
   process_test_world w_;
