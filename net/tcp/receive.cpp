@@ -90,12 +90,41 @@ void tcp_fabric::accept_next(tcp::acceptor& a) {
   a.async_accept([this, alive = alive_, &a](std::error_code ec, tcp::socket s) {
     if (!*alive || ec == asio::error::operation_aborted || !a.is_open()) return;
     if (!ec) {
-      auto c = std::make_shared<in_conn>(std::move(s));
-      handshaking_.push_back(c);
-      read_hello(c);
+      accept_failing_ = false;
+      admit_handshake(std::make_shared<in_conn>(std::move(s)));
+      return accept_next(a);
     }
-    accept_next(a);
+    // Out of descriptors (or another passing failure): accepting again at once would fail
+    // again at once, a busy loop for as long as it lasts. Try again shortly.
+    if (!accept_failing_)
+      log(log_level::warn, rank_name(cfg_.rank) + " cannot accept connections (" + ec.message() + "); trying again every 50 ms");
+    accept_failing_ = true;
+    auto retry = std::make_shared<asio::steady_timer>(ex_, std::chrono::milliseconds(50));
+    retry->async_wait([this, alive = alive_, &a, retry](std::error_code e) {
+      if (*alive && !e && a.is_open()) accept_next(a);
+    });
   });
+}
+
+void tcp_fabric::admit_handshake(const std::shared_ptr<in_conn>& c) {
+  if (handshaking_.size() >= most_handshakes()) {
+    const auto oldest = handshaking_.front();
+    const std::uint64_t dropped = ++handshakes_dropped_;
+    if ((dropped & (dropped - 1)) == 0)
+      log(log_level::warn, rank_name(cfg_.rank) + " has " + std::to_string(handshaking_.size()) +
+                               " handshakes pending, its limit: dropped the oldest, from " + endpoint_text(oldest->sock) + " (" +
+                               std::to_string(dropped) + " dropped so far)");
+    drop_handshake(oldest);
+  }
+  handshaking_.push_back(c);
+  read_hello(c);
+}
+
+void tcp_fabric::drop_handshake(const std::shared_ptr<in_conn>& c) {
+  end_handshake(c);
+  c->timer.cancel();
+  std::error_code ignored;
+  c->sock.close(ignored);
 }
 
 void tcp_fabric::refuse(const std::shared_ptr<in_conn>& c, std::uint32_t status, const std::string& why) {
@@ -131,8 +160,7 @@ void tcp_fabric::read_hello(const std::shared_ptr<in_conn>& c) {
     if (ec) {
       if (ec != asio::error::operation_aborted)
         log(log_level::info, rank_name(cfg_.rank) + ": a connection from " + endpoint_text(c->sock) + " closed during the handshake");
-      end_handshake(c);
-      return;
+      return drop_handshake(c);
     }
     if (auto no = judge_opening(std::span<const std::byte, hs_bytes>(c->hdr.data(), hs_bytes), view())) return refuse(c, no->status, no->why);
     if (key_) return challenge(c);
@@ -147,13 +175,13 @@ void tcp_fabric::challenge(const std::shared_ptr<in_conn>& c) {
   std::memcpy(c->ack.data() + 8, c->nonce.data(), c->nonce.size());
   asio::async_write(c->sock, asio::buffer(c->ack), [this, alive = alive_, c](std::error_code ec, std::size_t) {
     if (!*alive) return;
-    if (ec) return end_handshake(c);
+    if (ec) return drop_handshake(c);
     asio::async_read(c->sock, asio::buffer(c->proof), [this, alive, c](std::error_code ec2, std::size_t) {
       if (!*alive) return;
       if (ec2) {
         if (ec2 != asio::error::operation_aborted)
           log(log_level::info, rank_name(cfg_.rank) + ": a connection from " + endpoint_text(c->sock) + " closed before proving it knows the job secret");
-        return end_handshake(c);
+        return drop_handshake(c);
       }
       const std::array<std::span<const std::byte>, 2> parts{std::span(c->hdr.data(), hs_bytes), std::span(c->nonce)};
       if (!key_->check(c->proof, opener_label, parts)) return refuse(c, hs_auth_failed, "it does not know the job secret");

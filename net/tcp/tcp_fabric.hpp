@@ -355,6 +355,18 @@ private:
   void accept_next(tcp::acceptor& a);
 
   void end_handshake(const std::shared_ptr<in_conn>& c) { std::erase(handshaking_, c); }
+  // Ends a handshake that cannot go on and gives its descriptor back now, not at its
+  // deadline: a stranger that opens and closes connections must not pile them up.
+  void drop_handshake(const std::shared_ptr<in_conn>& c);
+  // How many handshakes may be pending at once: twice what every peer opening all its
+  // connections at the same moment needs, and at least 64. A peer's handshake takes
+  // milliseconds; past the limit the oldest pending one (a stranger's that holds its
+  // connection open, most likely) is dropped for the new one.
+  std::size_t most_handshakes() const noexcept {
+    return std::max<std::size_t>(64, 2 * static_cast<std::size_t>(cfg_.size - 1) * acceptors_.size());
+  }
+  // A new connection, past the limit of pending handshakes or not.
+  void admit_handshake(const std::shared_ptr<in_conn>& c);
 
   void refuse(const std::shared_ptr<in_conn>& c, std::uint32_t status, const std::string& why);
   // Of two connections of a pair opening at once, the one to keep (hs_use_mine); true
@@ -420,6 +432,8 @@ private:
   topology layout_;
   std::vector<peer_state> peers_;
   std::vector<std::shared_ptr<in_conn>> handshaking_;
+  std::uint64_t handshakes_dropped_ = 0;  // for the pending limit (logged at powers of two)
+  bool accept_failing_ = false;           // accept fails (out of descriptors): said once
   detail::buffer_pool pool_;
   std::size_t unexpected_bytes_ = 0;  // held for receives not yet posted, and being read aside
   detail::op_queue any_posted_;       // receives from any peer, in the order posted
