@@ -1,9 +1,10 @@
 // What a stranger on a rank's data port can cost it: connections opened and dropped during
 // the handshake give their descriptors back at once, and connections held open during it
 // cannot take more than the pending-handshake limit, while the job's own connections get
-// in. (Refusals themselves: trust_test.cpp.)
+// in; out of descriptors, a rank does not spin on accept. (Refusals: trust_test.cpp.)
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -137,5 +138,41 @@ TEST_CASE("connections held open during the handshake cannot take every descript
     // The ranks' connections to rank 1 are made now, past the strangers still pending.
     job_works(w);
     CHECK(log.seen("handshakes pending"));
+  }
+}
+
+TEST_CASE("out of descriptors, a rank waits between accepts instead of spinning on them", "[tcp][fabric]") {
+  log_capture log;
+  {
+    testing::tcp_test_world w(2);
+    job_works(w);
+    const auto target = endpoint_of(tcp::listen_address(w.comms()[1].get_fabric()));
+    // The strangers' sockets first (connecting takes no descriptor), then no room for
+    // the rank's side of them.
+    asio::io_context io;
+    std::vector<std::unique_ptr<asio::ip::tcp::socket>> held;
+    for (int i = 0; i < 20; ++i) held.push_back(std::make_unique<asio::ip::tcp::socket>(io, target.protocol()));
+    rlimit old{};
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &old) == 0);
+    rlimit tight = old;
+    tight.rlim_cur = open_descriptors() + 2;
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &tight) == 0);
+    for (auto& s : held) s->connect(target);
+    // Half a second of the loops: failing accepts, retried every 50 ms, take little CPU.
+    const auto cpu = [] {
+      rusage u{};
+      ::getrusage(RUSAGE_SELF, &u);
+      return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+    };
+    const double cpu0 = cpu();
+    w.settle([](communicator&) { return false; }, 500ms);
+    const double used = cpu() - cpu0;
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &old) == 0);
+    INFO("CPU in 0.5 s out of descriptors: " << used << " s");
+    CHECK(used < 0.25);
+    CHECK(log.seen("cannot accept connections"));
+    held.clear();
+    // With room again, the rank accepts (and drops) them, and the job goes on.
+    job_works(w);
   }
 }
