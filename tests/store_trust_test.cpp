@@ -309,3 +309,43 @@ TEST_CASE("a rank that joins after the job failed is told, though it sets its ca
   CHECK(told == "rank 0 failed: called differently");
   CHECK(code == static_cast<std::uint64_t>(errc::call_mismatch));
 }
+
+TEST_CASE("a rank cannot fill the store: past its share the job fails, naming it", "[store]") {
+  const std::string secret = "the secret of a job of two ranks";
+  store::server server("127.0.0.1", 0, 2, 0x5707ull, secret);
+  asio::io_context io;
+  const store::address where{"127.0.0.1", server.port()};
+  store::client a(io.get_executor(), where, 0, 2, 5s, secret), b(io.get_executor(), where, 1, 2, 5s, secret);
+  const std::string mib(std::size_t{1} << 19, 'x');  // half a MiB a value
+  SECTION("one value set again and again costs its size once") {
+    for (int i = 0; i < 400; ++i) REQUIRE(a.set_wait("again", mib, 5s));
+    CHECK_FALSE(server.failed());
+    CHECK(b.get_wait("again", 5s).value_or("") == mib);
+  }
+  SECTION("new keys add up") {
+    int stored = 0;
+    for (int i = 0; i < 400 && a.set_wait("key" + std::to_string(i), mib, 5s); ++i) ++stored;
+    INFO("values of half a MiB stored: " << stored);
+    CHECK(stored < 400);
+    CHECK(stored >= 64);  // a rank's share holds well over what a job needs
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (!server.failed() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
+    CHECK(server.failed());
+    CHECK_THAT(a.job_failure(), Catch::Contains("rank 0 would hold") && Catch::Contains("more than a rank may"));
+    // The other rank is told why.
+    while (b.job_failure().empty() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
+    CHECK_THAT(b.job_failure(), Catch::Contains("rank 0 would hold"));
+  }
+  SECTION("gets for keys nobody sets add up too") {
+    const std::string long_key(std::size_t{1} << 19, 'k');
+    for (int i = 0; i < 400 && !server.failed(); ++i) a.get(long_key + std::to_string(i), [](result<std::string>) {});
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (a.job_failure().empty() && std::chrono::steady_clock::now() < until) {
+      io.restart();
+      io.run_for(10ms);
+    }
+    while (!server.failed() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
+    CHECK(server.failed());
+    CHECK_THAT(a.job_failure(), Catch::Contains("rank 0 would hold"));
+  }
+}

@@ -102,7 +102,23 @@ table::table(int size, sender send)
       stalled_(static_cast<std::size_t>(size)),
       answered_(static_cast<std::size_t>(size)),
       call_(static_cast<std::size_t>(size)),
-      last_call_(static_cast<std::size_t>(size)) {}
+      last_call_(static_cast<std::size_t>(size)) {
+  held_.resize(static_cast<std::size_t>(size));
+}
+
+bool table::charge(int rank, std::size_t bytes) {
+  auto& h = held_[static_cast<std::size_t>(rank)];
+  if (h + bytes <= client_limit) {
+    h += bytes;
+    return true;
+  }
+  message m{m_job_failed, static_cast<std::uint32_t>(errc::limit_exceeded), static_cast<std::uint32_t>(rank), {},
+            "rank " + std::to_string(rank) + " would hold " + std::to_string(h + bytes) + " B in the job's store, more than a rank may (" +
+                std::to_string(client_limit) + " B)"};
+  send_(rank, m);
+  fail_job(rank, std::move(m), true);
+  return false;
+}
 
 void table::join(int rank) {
   joined_[static_cast<std::size_t>(rank)] = true;
@@ -145,21 +161,34 @@ void table::fail_job(int from, message m, bool tell) {
 bool table::on_message(int rank, const message& m) {
   switch (m.type) {
     case m_set: {
+      const auto found = kv_.find(m.key);
+      const std::size_t cost = m.key.size() + m.val.size() + entry_overhead;
+      // What the key held before is its last setter's no longer.
+      if (found != kv_.end()) refund(found->second.owner, m.key.size() + found->second.val.size() + entry_overhead);
+      if (!charge(rank, cost)) {
+        if (found != kv_.end()) kv_.erase(found);
+        return false;
+      }
       auto& slot = kv_[m.key];
-      slot = m.val;
+      slot = {m.val, rank};
       send_(rank, {m_ok, m.id, 0, {}, {}});
       if (auto it = waiting_.find(m.key); it != waiting_.end()) {
         auto list = std::move(it->second);
         waiting_.erase(it);
-        for (auto& [w, id] : list) send_(w, {m_value, id, 0, {}, slot});
+        for (auto& [w, id] : list) {
+          refund(w, m.key.size() + entry_overhead);
+          send_(w, {m_value, id, 0, {}, slot.val});
+        }
       }
       break;
     }
     case m_get:
-      if (auto it = kv_.find(m.key); it != kv_.end())
-        send_(rank, {m_value, m.id, 0, {}, it->second});
-      else
+      if (auto it = kv_.find(m.key); it != kv_.end()) {
+        send_(rank, {m_value, m.id, 0, {}, it->second.val});
+      } else {
+        if (!charge(rank, m.key.size() + entry_overhead)) return false;
         waiting_[m.key].emplace_back(rank, m.id);
+      }
       break;
     case m_failed:
       fail_job(rank, message{m_job_failed, m.arg, static_cast<std::uint32_t>(rank), {}, m.val.substr(0, max_failure_text)}, true);
@@ -268,7 +297,12 @@ void table::conclude() {
 void table::leave(int rank) {
   joined_[static_cast<std::size_t>(rank)] = false;
   stalled_[static_cast<std::size_t>(rank)] = false;
-  for (auto& [key, list] : waiting_) std::erase_if(list, [&](auto& e) { return e.first == rank; });
+  for (auto& [key, list] : waiting_)
+    std::erase_if(list, [&](auto& e) {
+      if (e.first != rank) return false;
+      refund(rank, key.size() + entry_overhead);
+      return true;
+    });
   std::erase_if(waiting_, [](auto& e) { return e.second.empty(); });
   if (bye_[static_cast<std::size_t>(rank)]) return;
   for (int r = 0; r < size(); ++r)

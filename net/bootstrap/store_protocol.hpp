@@ -29,6 +29,13 @@ constexpr std::uint32_t max_hello_field = 64;
 // A failure's text, as a rank reports it and as the store passes it on.
 constexpr std::size_t max_failure_text = 2000;
 constexpr auto lost_code = static_cast<std::uint32_t>(errc::peer_lost);
+// What one rank may hold in the store at once: the keys and values it set last and the
+// gets it waits on (each counted with its key). A job's own use is a few hundred bytes a
+// rank (its addresses); past this the rank is taken to be broken or hostile and the job
+// fails, naming it, before the store's memory goes (400 sets of 1 MiB took 407 MiB).
+constexpr std::size_t client_limit = std::size_t{64} << 20;
+// What a held entry costs beyond its bytes (the map's node, the strings' headers).
+constexpr std::size_t entry_overhead = 64;
 
 // The handshake: hello {id: job size, arg: rank, key: magic, val: the client's nonce, or
 // empty without a secret}; with a secret, challenge {val: the store's nonce} and proof
@@ -139,7 +146,18 @@ private:
   sender send_;
   std::vector<bool> joined_, bye_, ever_joined_;
   int byes_ = 0;
-  std::map<std::string, std::string, std::less<>> kv_;
+  struct entry {
+    std::string val;
+    int owner = -1;  // the rank that set it last: its share of held_
+  };
+  std::map<std::string, entry, std::less<>> kv_;
+  std::vector<std::size_t> held_;  // per rank, within client_limit
+  // Counts `bytes` more against `rank` (fails the job, naming it, past client_limit).
+  bool charge(int rank, std::size_t bytes);
+  void refund(int rank, std::size_t bytes) noexcept {
+    auto& h = held_[static_cast<std::size_t>(rank)];
+    h -= std::min(h, bytes);
+  }
   std::map<std::string, std::vector<std::pair<int, std::uint32_t>>, std::less<>> waiting_;
   std::optional<message> failure_;
   bool inquiring_ = false;
