@@ -204,6 +204,31 @@ TEST_CASE("one peer cannot take all the room for unexpected messages", "[tcp][fa
   CHECK(why.find("OPTCAST_UNEXPECTED_PEER_LIMIT") != std::string::npos);
 }
 
+TEST_CASE("empty messages count against the room for unexpected messages too", "[tcp][fabric]") {
+  // 64 KiB of room: 2,000 empty messages nobody receives are more than it holds (each costs
+  // its record and buffer), where their payloads alone would be nothing.
+  auto old = set_log_sink([](log_level, std::string_view) {});
+  testing::tcp_test_world w(2, {}, {.unexpected_limit = std::size_t{64} << 10});
+  auto res = w.run_all([&](communicator& c) -> task<result<void>> {
+    auto& f = c.get_fabric();
+    std::vector<std::byte> one(1);
+    if (c.rank() == 0) {
+      for (std::uint32_t i = 0; i < 2000; ++i)
+        if (auto r = co_await f.send(1, {4, i}, std::span<const std::byte>()); !r) co_return fail(r.error());
+      if (auto r = co_await f.send(1, {6, 0}, one); !r) co_return fail(r.error());
+    } else {
+      if (auto r = co_await f.recv(0, {6, 0}, one); !r) co_return fail(r.error());
+    }
+    co_return result<void>{};
+  });
+  set_log_sink(std::move(old));
+  REQUIRE_FALSE(res[1]);
+  CHECK(res[1].error() == errc::limit_exceeded);
+  const auto why = w.comms()[1].failure_detail();
+  INFO(why);
+  CHECK(why.find("rank 0 sent a message of 0 B") != std::string::npos);
+}
+
 // ------------------------------------------------------------------- job secrets
 
 namespace {

@@ -284,11 +284,12 @@ std::optional<detail::message_buffer> tcp_fabric::hold_unexpected(const std::sha
     abort(make_error_code(errc::limit_exceeded), text);
     return std::nullopt;
   };
-  if (!may_hold(len, unexpected_bytes_, limit))
+  const std::uint64_t cost = len + held_overhead;
+  if (!may_hold(cost, unexpected_bytes_, limit))
     return refuse_payload("with " + std::to_string(unexpected_bytes_) + " B already waiting for receives, more than this rank may hold (" +
                           std::to_string(limit) + " B, OPTCAST_UNEXPECTED_LIMIT)");
   auto& pe = peer(c->peer);
-  if (!may_hold(len, pe.unexpected_bytes, cfg_.unexpected_peer_limit))
+  if (!may_hold(cost, pe.unexpected_bytes, cfg_.unexpected_peer_limit))
     return refuse_payload("with " + std::to_string(pe.unexpected_bytes) + " B of its messages already waiting for receives, more than this rank holds from one peer (" +
                           std::to_string(cfg_.unexpected_peer_limit) + " B, OPTCAST_UNEXPECTED_PEER_LIMIT)");
   detail::message_buffer b;
@@ -297,8 +298,8 @@ std::optional<detail::message_buffer> tcp_fabric::hold_unexpected(const std::sha
   } catch (const std::exception& e) {  // bad_alloc, length_error: an error, not an exception through the event loop
     return refuse_payload(std::string("no memory to hold it (") + e.what() + ")");
   }
-  unexpected_bytes_ += len;
-  pe.unexpected_bytes += len;
+  unexpected_bytes_ += cost;
+  pe.unexpected_bytes += cost;
   return b;
 }
 

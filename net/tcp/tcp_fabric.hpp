@@ -397,9 +397,14 @@ private:
   std::optional<detail::message_buffer> hold_unexpected(const std::shared_ptr<in_conn>& c, tag tg, std::uint64_t len);
   // Reads such a payload into one, and stashes it.
   void read_payload(const std::shared_ptr<in_conn>& c, tag tg, const call_signature& sig, std::uint64_t len);
+  // What a held message costs beyond its payload (its record, its buffer's allocation):
+  // counted against the limits, so that empty messages cannot be held without end.
+  static constexpr std::size_t held_overhead = 128;
+  // A held message of `bytes` (its payload's size) received, or given up.
   void release_unexpected(peer_state& pe, std::size_t bytes) noexcept {
-    unexpected_bytes_ -= std::min(bytes, unexpected_bytes_);
-    pe.unexpected_bytes -= std::min(bytes, pe.unexpected_bytes);
+    const std::size_t cost = bytes + held_overhead;
+    unexpected_bytes_ -= std::min(cost, unexpected_bytes_);
+    pe.unexpected_bytes -= std::min(cost, pe.unexpected_bytes);
   }
   void stash(const std::shared_ptr<in_conn>& c);
   void read_abort(const std::shared_ptr<in_conn>& c, std::uint64_t len);
