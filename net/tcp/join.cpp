@@ -3,6 +3,9 @@
 // on, its rails), from which the connections toward each peer are sized.
 #include "tcp_fabric.hpp"
 
+#include <chrono>
+#include <thread>
+
 #include "../bootstrap/launcher.hpp"
 #include "../bootstrap/parse_number.hpp"
 
@@ -54,7 +57,14 @@ void tcp_fabric::learn_peers() {
   // every rank has every entry after the fence already, and reads them all. The
   // addresses themselves are looked up on first use (open_out).
   const auto failed = [&](std::error_code ec, const std::string& what) {
-    const std::string said = job_->job_failure();  // the store's word: who did not join, and why
+    // The store's word (who did not join, and why) is due at the same deadline as this
+    // rank's own wait, and on a loaded host may come a little after it: wait for it
+    // briefly rather than report the bare timeout.
+    std::string said = job_->job_failure();
+    for (int i = 0; said.empty() && i < 100; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      said = job_->job_failure();
+    }
     return setup_error(ec, said.empty() ? what + ": " + ec.message() : said);
   };
   const std::string key = "optcast/layout";
