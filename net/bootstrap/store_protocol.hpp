@@ -30,9 +30,9 @@ constexpr std::uint32_t max_hello_field = 64;
 constexpr std::size_t max_failure_text = 2000;
 constexpr auto lost_code = static_cast<std::uint32_t>(errc::peer_lost);
 // What one rank may hold in the store at once: the keys and values it set last and the
-// gets it waits on (each counted with its key). A job's own use is a few hundred bytes a
-// rank (its addresses); past this the rank is taken to be broken or hostile and the job
-// fails, naming it, before the store's memory goes (400 sets of 1 MiB took 407 MiB).
+// gets it waits on (each counted with its key). A job's own keys are its ranks' addresses
+// and layout; past this the rank is taken to be broken or hostile and the job fails,
+// naming it, before the store's memory goes (issue 47 found 400 sets of 1 MiB all kept).
 constexpr std::size_t client_limit = std::size_t{64} << 20;
 // What a held entry costs beyond its bytes (the map's node, the strings' headers).
 constexpr std::size_t entry_overhead = 64;
