@@ -4,6 +4,8 @@
 #include "optcast/net/job.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
+#include <algorithm>
 
 #include <cerrno>
 #include <cstdlib>
@@ -177,6 +179,19 @@ void job_config::read_rank_env(const getenv_fn& get) {
   else
     throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_POLL='" + p + "' is none of adaptive, spin, block");
   poll_limit = std::chrono::microseconds(env_int(get, "OPTCAST_POLL_US", poll_limit.count(), 0, 1000000));
+}
+
+job_config::held_limits job_config::limits_for(int ranks_here) const noexcept {
+  // Proportionate to what the host has: the ranks of a host share its memory, and a limit
+  // the host cannot honour protects nothing.
+  constexpr std::size_t least = std::size_t{64} << 20, most = std::size_t{1} << 30;
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const std::size_t memory = pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : most * 4;
+  const std::size_t share = memory / 4 / static_cast<std::size_t>(std::max(ranks_here, 1));
+  held_limits l;
+  l.total = unexpected_limit ? unexpected_limit : std::clamp(share, least, most);
+  l.peer = unexpected_peer_limit ? unexpected_peer_limit : l.total;
+  return l;
 }
 
 }  // namespace optcast

@@ -45,6 +45,7 @@ public:
 
   message_buffer take(std::size_t n) {
     message_buffer b;
+    if (n == 0) return b;  // holds nothing: no kept buffer to tie up
     // A kept buffer that holds n, the smallest size class first, else the largest kept
     // (grown): a small message must not take the buffer a large one will need next, or
     // the large one allocates and faults in fresh pages every time. Kept buffers sit in
@@ -63,7 +64,7 @@ public:
   }
 
   void give_back(message_buffer&& b) {
-    if (held_ + b.capacity() > budget_) return;  // freed when b goes out of scope
+    if (b.capacity() == 0 || held_ + b.capacity() > budget_) return;  // freed when b goes out of scope
     held_ += b.capacity();
     free_[static_cast<std::size_t>(class_of(b.capacity()))].push_back(std::move(b));
   }

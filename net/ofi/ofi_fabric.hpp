@@ -89,7 +89,11 @@ inline fid_mr*& mr_of(operation& op) { return *reinterpret_cast<fid_mr**>(&op.fa
 
 class ofi_fabric final : public detail::job_fabric {
 public:
-  ofi_fabric(asio::io_context& io, const config& cfg) : job_fabric(io), cfg_(cfg), wait_(ex_) {}
+  ofi_fabric(asio::io_context& io, const config& cfg) : job_fabric(io), cfg_(cfg), wait_(ex_) {
+    // The provider holds what arrives early, out of sight of how many ranks share the
+    // host: the automatic limit is a host's of one rank.
+    cfg_.unexpected_peer_limit = cfg_.limits_for(1).peer;
+  }
 
   ~ofi_fabric() override { close(); }
 

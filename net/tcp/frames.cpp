@@ -161,7 +161,7 @@ void tcp_fabric::stash(const std::shared_ptr<in_conn>& c) {
       release_unexpected(pe, c->payload.size());
       return abort(make_error_code(errc::call_mismatch), last_error());
     }
-    pe.unexpected.push_back({c->pending_tag, c->pending_sig, std::move(c->payload), ++arrivals_, trace() ? trace_clock(*this) : -1});
+    pe.unexpected.hold(c->pending_tag, {c->pending_sig, std::move(c->payload), ++arrivals_, trace() ? trace_clock(*this) : -1}, spares_);
   }
   if (c->open) read_frame(c);
 }

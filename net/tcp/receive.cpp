@@ -9,16 +9,15 @@
 namespace optcast::tcp::impl {
 
 bool tcp_fabric::start_recv(operation& op, peer_state& pe) {
-  for (auto it = pe.unexpected.begin(); it != pe.unexpected.end(); ++it) {
-    if (it->tg != op.tg) continue;
-    trace_unexpected(*this, op, it->arrived);
-    const std::error_code ec = arrival_error(op, it->sig, it->data.size());
+  if (held_message* m = pe.unexpected.find(op.tg)) {
+    trace_unexpected(*this, op, m->arrived);
+    const std::error_code ec = arrival_error(op, m->sig, m->data.size());
     if (!ec && op.size) {
-      std::memcpy(op.data, it->data.data(), op.size);
+      std::memcpy(op.data, m->data.data(), op.size);
     }
-    release_unexpected(pe, it->data.size());
-    give_back(std::move(it->data));
-    pe.unexpected.erase(it);
+    held_message taken = pe.unexpected.take(op.tg, spares_);
+    release_unexpected(pe, taken.data.size());
+    give_back(std::move(taken.data));
     return op.finish_now(ec);
   }
   if (pe.left) return op.finish_now(peer_left(op, pe.left->first, pe.left->second));
@@ -34,11 +33,8 @@ bool tcp_fabric::start_recv_any(operation& op) {
   int from = -1;
   std::uint64_t first = 0;
   for (int r = 0; r < cfg_.size; ++r)
-    for (const auto& m : peer(r).unexpected)
-      if (m.tg == op.tg) {
-        if (from < 0 || m.arrival < first) from = r, first = m.arrival;
-        break;  // a peer's own messages match in order: its first is the one
-      }
+    if (const held_message* m = peer(r).unexpected.find(op.tg))  // a peer's own match in order: its first is the one
+      if (from < 0 || m->arrival < first) from = r, first = m->arrival;
   if (from >= 0) {
     op.peer = from;
     return start_recv(op, peer(from));
@@ -276,7 +272,7 @@ bool tcp_fabric::keep_mine(const std::shared_ptr<in_conn>& c, const hello& h) {
 
 std::optional<detail::message_buffer> tcp_fabric::hold_unexpected(const std::shared_ptr<in_conn>& c, tag tg, std::uint64_t len) {
   // The length comes from the wire: checked before anything is allocated for it.
-  const std::size_t limit = cfg_.unexpected_limit;
+  const std::size_t limit = held_total_.load(std::memory_order_relaxed), peer_limit = held_peer_.load(std::memory_order_relaxed);
   auto refuse_payload = [&](const std::string& why) {
     const std::string text = rank_name(c->peer) + " sent a message of " + std::to_string(len) + " B (collective " + std::to_string(tg.seq) + ", step " + std::to_string(tg.step) + ")" +
                              " with no receive of that size posted: " + why;
@@ -289,9 +285,9 @@ std::optional<detail::message_buffer> tcp_fabric::hold_unexpected(const std::sha
     return refuse_payload("with " + std::to_string(unexpected_bytes_) + " B already waiting for receives, more than this rank may hold (" +
                           std::to_string(limit) + " B, OPTCAST_UNEXPECTED_LIMIT)");
   auto& pe = peer(c->peer);
-  if (!may_hold(cost, pe.unexpected_bytes, cfg_.unexpected_peer_limit))
+  if (!may_hold(cost, pe.unexpected_bytes, peer_limit))
     return refuse_payload("with " + std::to_string(pe.unexpected_bytes) + " B of its messages already waiting for receives, more than this rank holds from one peer (" +
-                          std::to_string(cfg_.unexpected_peer_limit) + " B, OPTCAST_UNEXPECTED_PEER_LIMIT)");
+                          std::to_string(peer_limit) + " B, OPTCAST_UNEXPECTED_PEER_LIMIT)");
   detail::message_buffer b;
   try {
     b = take_buffer(len);
@@ -305,21 +301,26 @@ std::optional<detail::message_buffer> tcp_fabric::hold_unexpected(const std::sha
 
 void tcp_fabric::sign(std::uint32_t seq, const call_signature& s) {
   fabric_base::sign(seq, s);
-  for (int r = 0; r < cfg_.size; ++r)
-    for (const auto& m : peer(r).unexpected)
-      if (m.tg.seq == seq && !unexpected_consistent(r, seq, m.sig))
-        return abort(make_error_code(errc::call_mismatch), last_error());
+  for (int r = 0; r < cfg_.size; ++r) {
+    bool consistent = true;
+    peer(r).unexpected.each_of(seq, [&](tag, const held_message& m) { consistent = consistent && unexpected_consistent(r, seq, m.sig); });
+    if (!consistent) return abort(make_error_code(errc::call_mismatch), last_error());
+  }
 }
 
 std::error_code tcp_fabric::leftover(std::uint32_t seq) {
   const auto mine = signature_of(seq);
-  for (int r = 0; r < cfg_.size; ++r)
-    for (const auto& m : peer(r).unexpected)
-      if (m.tg.seq == seq && !m.sig.empty() && !failure()) {
-        note_unreceived(r, seq, m.sig, mine);
-        abort(make_error_code(errc::call_mismatch), last_error());
-        return make_error_code(errc::call_mismatch);
-      }
+  for (int r = 0; r < cfg_.size; ++r) {
+    const call_signature* unreceived = nullptr;
+    peer(r).unexpected.each_of(seq, [&](tag, const held_message& m) {
+      if (!unreceived && !m.sig.empty()) unreceived = &m.sig;
+    });
+    if (unreceived && !failure()) {
+      note_unreceived(r, seq, *unreceived, mine);
+      abort(make_error_code(errc::call_mismatch), last_error());
+      return make_error_code(errc::call_mismatch);
+    }
+  }
   return {};
 }
 

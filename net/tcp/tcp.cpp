@@ -490,4 +490,9 @@ connection_counts connections(const optcast::fabric& f) {
   return t ? t->counts() : connection_counts{};
 }
 
+job_config::held_limits unexpected_limits(const optcast::fabric& f) {
+  auto* t = dynamic_cast<const tcp_fabric*>(&f);
+  return t ? t->held_limits() : job_config::held_limits{};
+}
+
 }  // namespace optcast::tcp

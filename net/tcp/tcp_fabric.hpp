@@ -5,6 +5,7 @@
 
 #include "optcast/net/tcp.hpp"
 #include <array>
+#include <atomic>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -29,6 +30,7 @@
 #include "../common/handler_memory.hpp"
 #include "../common/op_queue.hpp"
 #include "../common/stall.hpp"
+#include "held.hpp"
 #include "wire_format.hpp"
 #include "optcast/log.hpp"
 
@@ -43,14 +45,6 @@ constexpr auto handshake_timeout = std::chrono::seconds(10);
 // Where an operation is, in operation::fabric_state.
 // st_lent: a send by reference, written, whose receiver has not yet copied it.
 enum : std::uintptr_t { st_none = 0, st_queued, st_writing, st_posted, st_reading, st_posted_any, st_lent };
-
-struct unexpected_msg {
-  tag tg;
-  call_signature sig;
-  detail::message_buffer data;
-  std::uint64_t arrival = 0;  // the fabric's count of stashed messages: which came first
-  double arrived = -1;        // when, on the trace's clock (traced fabrics only)
-};
 
 class tcp_fabric;
 
@@ -164,8 +158,8 @@ struct peer_state {
   std::optional<std::pair<std::uint32_t, call_signature>> left;
   detail::op_queue posted;
   detail::op_queue lent;  // sends by reference awaiting its receipt
-  std::vector<unexpected_msg> unexpected;  // arrival order; short, and a deque would allocate chunks
-  std::size_t unexpected_bytes = 0;        // its share of tcp_fabric::unexpected_bytes_
+  held_messages unexpected;
+  std::size_t unexpected_bytes = 0;  // its share of tcp_fabric::unexpected_bytes_
 };
 
 // The one-port model has a rank send one message at a time. With the kernel's send
@@ -225,6 +219,7 @@ inline std::string endpoint_text(const tcp::socket& s) {
 class tcp_fabric final : public detail::job_fabric {
 public:
   tcp_fabric(asio::io_context& io, const config& cfg) : job_fabric(io), cfg_(cfg) {
+    set_held_limits(cfg_.limits_for(1));  // until the layout says how many share this host
     peers_.reserve(static_cast<std::size_t>(cfg.size));
     for (int r = 0; r < cfg.size; ++r) peers_.emplace_back(ex_);
   }
@@ -238,6 +233,7 @@ public:
   const std::string& listen_address() const noexcept { return listen_; }
   const topology* layout() const noexcept override { return &layout_; }
   connection_counts counts() const noexcept { return counts_; }
+  job_config::held_limits held_limits() const noexcept { return {held_total_.load(), held_peer_.load()}; }
 
   bool start(operation& op) noexcept override;
   void cancel(operation& op, std::error_code ec) noexcept override;
@@ -397,9 +393,9 @@ private:
   std::optional<detail::message_buffer> hold_unexpected(const std::shared_ptr<in_conn>& c, tag tg, std::uint64_t len);
   // Reads such a payload into one, and stashes it.
   void read_payload(const std::shared_ptr<in_conn>& c, tag tg, const call_signature& sig, std::uint64_t len);
-  // What a held message costs beyond its payload (its record, its buffer's allocation):
-  // counted against the limits, so that empty messages cannot be held without end.
-  static constexpr std::size_t held_overhead = 128;
+  // What a held message costs beyond its payload, counted against the limits, so that
+  // empty messages cannot be held without end.
+  static constexpr std::size_t held_overhead = held_messages::overhead;
   // A held message of `bytes` (its payload's size) received, or given up.
   void release_unexpected(peer_state& pe, std::size_t bytes) noexcept {
     const std::size_t cost = bytes + held_overhead;
@@ -429,7 +425,14 @@ private:
   detail::message_buffer take_buffer(std::size_t n) { return pool_.take(n); }
   void give_back(detail::message_buffer&& b) { pool_.give_back(std::move(b)); }
 
+  void set_held_limits(job_config::held_limits l) noexcept {
+    held_total_ = l.total;
+    held_peer_ = l.peer;
+  }
+
   config cfg_;
+  // cfg_.limits_for this rank's host, in force (read by held_limits() off the strand).
+  std::atomic<std::size_t> held_total_{0}, held_peer_{0};
   std::uint64_t job_id_ = 0;
   std::optional<auth::key> key_;
   std::vector<tcp::acceptor> acceptors_;  // one per rail
@@ -442,7 +445,8 @@ private:
   detail::buffer_pool pool_;
   std::size_t unexpected_bytes_ = 0;  // held for receives not yet posted, and being read aside
   detail::op_queue any_posted_;       // receives from any peer, in the order posted
-  std::uint64_t arrivals_ = 0;        // messages stashed so far (unexpected_msg::arrival)
+  held_messages::spares spares_;      // the peers' held messages' emptied nodes
+  std::uint64_t arrivals_ = 0;        // messages stashed so far (held_message::arrival)
   std::uintptr_t posts_ = 0;          // receives posted so far (stamp_posted)
   std::uint64_t tokens_ = 0;          // sends by reference so far (their tokens)
   connection_counts counts_;

@@ -34,7 +34,9 @@
 //                                without a job secret (default: with a secret only)
 //   OPTCAST_SHM_MIN              the smallest message sent so (bytes, default 262144)
 //   OPTCAST_UNEXPECTED_LIMIT     bytes of messages a rank holds for receives not yet
-//                                posted, from all peers together (default 1 GiB)
+//                                posted, from all peers together (default, or 0:
+//                                automatic, job_config::limits_for)
+//   OPTCAST_UNEXPECTED_PEER_LIMIT  the same from any one peer (default, or 0: the total)
 //   OPTCAST_STORE_FD             set by the local launcher for rank 0: a listening socket
 //                                to serve the store on
 #pragma once
@@ -98,13 +100,26 @@ struct job_config {
   std::size_t single_copy_min = std::size_t{256} << 10;
   // Messages that arrive before their receive is posted wait in memory; a peer (or a
   // stranger holding the job id) must not make this rank hold more than this many bytes
-  // of them. Beyond it the job fails with errc::limit_exceeded, before anything is
-  // allocated. A program whose ranks run far ahead of their receivers needs more.
-  std::size_t unexpected_limit = std::size_t{1} << 30;
+  // of them, each counted with its record's overhead beside its payload. Beyond it the
+  // job fails with errc::limit_exceeded, before anything is allocated. A program whose
+  // ranks run far ahead of their receivers needs more. 0: automatic (limits_for).
+  std::size_t unexpected_limit = 0;
   // The same for the messages of one peer, so that one peer cannot take all of it. On
   // libfabric (whose provider holds them) the sender enforces it, from the receiver's
-  // confirmations, and unexpected_limit does not apply.
-  std::size_t unexpected_peer_limit = std::size_t{1} << 30;
+  // confirmations, and unexpected_limit does not apply. 0: automatic.
+  std::size_t unexpected_peer_limit = 0;
+  struct held_limits {
+    std::size_t total = 0, peer = 0;
+  };
+  // What the TCP fabric counts for each message it holds beside its payload: its record
+  // and the allocations' headers (net/tcp/held.hpp), so that empty messages fill the room
+  // too and what the limits admit is what the process holds.
+  static constexpr std::size_t held_message_overhead = 144;
+  // The limits in force on a rank whose host runs `ranks_here` ranks of the job (itself
+  // included): each one set as it is; automatic, the total is a quarter of the host's
+  // memory shared equally by those ranks, at least 64 MiB and at most 1 GiB, and one peer
+  // may take all of it (set the peer limit lower for an earlier error naming the peer).
+  held_limits limits_for(int ranks_here) const noexcept;
   // How a rank waits for the network while a call of its is pending, on a loop the fabric
   // owns (a caller's io_context is the caller's to run): `block` sleeps in epoll_wait;
   // `spin` polls the sockets without sleeping, yielding the core after each empty poll;

@@ -59,5 +59,8 @@ struct connection_counts {
   int merged = 0;
 };
 connection_counts connections(const optcast::fabric& f);
+// The room a TCP fabric gives messages that arrive before their receive (job_config's
+// unexpected limits as they apply to its host; zeros for other fabrics).
+job_config::held_limits unexpected_limits(const optcast::fabric& f);
 
 }  // namespace optcast::tcp
