@@ -19,6 +19,7 @@ int rounds_cmd(int argc, char** argv);     // optcast-bench rounds
 int coll_cmd(int argc, char** argv);       // optcast-bench coll
 int chaos_cmd(int argc, char** argv);      // optcast-bench chaos
 int sim_cmd(int argc, char** argv);        // optcast-bench sim
+int flood_cmd(int argc, char** argv);      // optcast-bench flood
 
 using clock_type = std::chrono::steady_clock;
 

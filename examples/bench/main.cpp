@@ -16,6 +16,8 @@
 //   optcast-bench chaos --np 8 --trials 100               kill -9 / SIGSTOP injected into
 //                                                         running jobs: how survivors end;
 //                                                         --mode none: a soak, no fault
+//   optcast-bench flood --np 4                            a member floods rank 0 with messages
+//                                                         nobody receives: memory and pace
 // Each prints a table (median over iterations, the slowest rank's time) or, with
 // --json, one JSON object. Over TCP the ranks must share a host (one monotonic clock).
 #include <cstdio>
@@ -34,6 +36,7 @@ int main(int argc, char** argv) try {
   if (cmd == "coll") return optcast::bench::coll_cmd(argc, argv);
   if (cmd == "chaos") return optcast::bench::chaos_cmd(argc, argv);
   if (cmd == "sim") return optcast::bench::sim_cmd(argc, argv);
+  if (cmd == "flood") return optcast::bench::flood_cmd(argc, argv);
   std::fputs("usage: optcast-bench broadcast [--fabric local|tcp|ofi] [--np N | --p P] [--sizes LIST] [--json]\n"
              "       optcast-bench p2p [--fabric tcp|ofi] [--bytes SIZE] [--count N] [--json]\n"
              "       optcast-bench rounds [--n LIST] [--m LIST] [--k LIST] [--every NMAX] [--json]\n"
@@ -41,6 +44,7 @@ int main(int argc, char** argv) try {
              "       optcast-bench coll [--fabric tcp|ofi] [--np N] [--ops LIST] [--sizes LIST] [--timing sync|local] [--json]\n"
              "       optcast-bench sim [--runs LIST] [--repeat N] [--json]\n"
              "       optcast-bench chaos [--fabric tcp|ofi] [--np N] [--trials N] [--mode kill|stop|both|none] [--ops N] [--json]\n"
+             "       optcast-bench flood --np N [--frames N] [--reps N] [--json]\n"
              "Run 'optcast-bench <command> --help' for all options.\n",
              cmd == "--help" || cmd == "-h" ? stdout : stderr);
   return cmd == "--help" || cmd == "-h" ? 0 : 2;
