@@ -132,7 +132,7 @@ public:
   // "ofi:<provider>"
   // (optcast/fabrics.hpp).
   process_test_world(const std::string& kind, int p, communicator_options o = {}, const job_options& jo = {})
-      : server_("127.0.0.1", 0, p, test_job_id, jo.secret), ios_(static_cast<std::size_t>(p)), caller_loops_(jo.caller_loops) {
+      : server_("127.0.0.1", 0, p, test_job_id, jo.secret, kind.ends_with(":encrypt")), ios_(static_cast<std::size_t>(p)), caller_loops_(jo.caller_loops) {
     std::vector<std::shared_ptr<fabric>> fabrics(static_cast<std::size_t>(p));
     std::vector<std::string> errors(static_cast<std::size_t>(p));
     std::vector<std::thread> threads;

@@ -10,7 +10,11 @@
 // With a job secret, every connection starts with a mutual challenge–response
 // (net/auth/auth.hpp): the store answers nothing but a refusal, and hands out no slot and
 // no job id, until the client has proved it knows the secret; the client then checks
-// the store's proof. Without one, anyone who reaches the store may join.
+// the store's proof. Without one, anyone who reaches the store may join. With
+// OPTCAST_ENCRYPT (which needs a secret) every message after the handshake is sealed
+// under a key of its connection and direction (ChaCha20-Poly1305, auth::channel): its
+// header in the clear but authenticated, its key and value encrypted, its tag after them;
+// a message that fails to open ends the connection. Ranks and store must agree on it.
 //
 // Wire format (little-endian): u32 length of the rest, u8 type, u32 id, u32 arg,
 // u32 key length, u32 value length, key, value. Values up to 1 MiB; nothing before the
@@ -45,10 +49,12 @@ class server {
 public:
   // Listens on host:port (port 0: any free port) for a job of `size` ranks.
   // `secret`: the job secret (empty: none; else at least 16 bytes, setup_error if not).
-  server(const std::string& host, std::uint16_t port, int size, std::uint64_t job_id, std::string_view secret = {});
+  // `encrypt`: seal every connection's messages after its handshake (needs the secret).
+  server(const std::string& host, std::uint16_t port, int size, std::uint64_t job_id, std::string_view secret = {},
+         bool encrypt = false);
   // Serves on a socket that is already bound and listening (handed over by a launcher,
   // which avoids racing another process for the port).
-  server(int listening_fd, int size, std::uint64_t job_id, std::string_view secret = {});
+  server(int listening_fd, int size, std::uint64_t job_id, std::string_view secret = {}, bool encrypt = false);
   ~server();
   server(const server&) = delete;
   server& operator=(const server&) = delete;
@@ -80,8 +86,10 @@ public:
   // optcast::setup_error with the reason on failure.
   // `job_id` (nonzero): the job this rank belongs to; a store serving another job refuses
   // it before it joins, so that a second job sent to one store does not disturb the first.
+  // `encrypt`: every message after the handshake sealed (needs the secret, and a store
+  // that encrypts too).
   client(const asio::any_io_executor& events, const address& server, int rank, int size,
-         std::chrono::milliseconds timeout, std::string_view secret = {}, std::uint64_t job_id = 0);
+         std::chrono::milliseconds timeout, std::string_view secret = {}, std::uint64_t job_id = 0, bool encrypt = false);
   ~client();
   client(const client&) = delete;
   client& operator=(const client&) = delete;
@@ -130,7 +138,7 @@ public:
 
 private:
   void handshake(const address& server, int rank, int size, std::chrono::milliseconds timeout, std::string_view secret,
-                 std::uint64_t job_id);
+                 std::uint64_t job_id, bool encrypt);
   std::shared_ptr<impl> impl_;
 };
 

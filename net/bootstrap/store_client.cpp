@@ -39,6 +39,11 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
   std::vector<std::function<void()>> held;
   bool leaving = false;
   std::string server_name;
+  // Encrypted (OPTCAST_ENCRYPT): the two directions' channels, made at the challenge;
+  // what this end reads is sealed from the message after the welcome on (`sealed_in`),
+  // what it sends once the handshake is done (`sealing`).
+  std::unique_ptr<auth::channel> seal_out, open_in;
+  bool sealing = false, sealed_in = false;
 
   // Shared with the thread that waits in bye(): the job's outcome once the store gives
   // it, and whether the goodbye is on the wire.
@@ -56,7 +61,7 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
     cv.notify_all();
   }
 
-  void send(const message& m) { out.send(shared_from_this(), sock, encode(m)); }
+  void send(const message& m) { out.send(shared_from_this(), sock, on_wire(m, sealing ? seal_out.get() : nullptr)); }
 
   void request(message m, std::function<void(result<message>)> done) {
     if (!sock.is_open()) {
@@ -77,11 +82,14 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
   static asio::awaitable<void> read_loop(std::shared_ptr<impl> self) {
     std::error_code why;
     for (;;) {
-      auto m = co_await read_message(self->sock);
+      auto m = co_await read_message(self->sock, max_field, self->sealed_in ? self->open_in.get() : nullptr);
       if (!m) {
         why = m.error();
+        if (why == errc::protocol_violation && self->sealed_in)
+          log(log_level::error, "a message from the store fails authentication (forged, or altered on the way): the connection is closed");
         break;
       }
+      if (m->type == m_welcome && self->open_in) self->sealed_in = true;
       if (m->type == m_peer_lost) {
         if (self->leaving)
           self->settle(fail(errc::peer_lost), "rank " + std::to_string(m->arg) + " died before the job's end");
@@ -197,11 +205,11 @@ result<T> wait_answer(asio::io_context& io, std::chrono::milliseconds timeout, S
 }  // namespace
 
 client::client(const asio::any_io_executor& events, const address& server, int rank, int size,
-               std::chrono::milliseconds timeout, std::string_view secret, std::uint64_t job_id)
+               std::chrono::milliseconds timeout, std::string_view secret, std::uint64_t job_id, bool encrypt)
     : impl_(std::make_shared<impl>(events)) {
   auto& io = impl_->io;
   try {
-    handshake(server, rank, size, timeout, secret, job_id);
+    handshake(server, rank, size, timeout, secret, job_id, encrypt);
   } catch (...) {
     // The read loop ends on the closed socket and lets go of the connection's state.
     std::error_code ignored;
@@ -219,9 +227,10 @@ client::client(const asio::any_io_executor& events, const address& server, int r
 
 // Before the thread starts: the calling thread drives the connection's io_context.
 void client::handshake(const address& server, int rank, int size, std::chrono::milliseconds timeout,
-                       std::string_view secret, std::uint64_t job_id) {
+                       std::string_view secret, std::uint64_t job_id, bool encrypt) {
   auto& io = impl_->io;
   const auto key = auth::key::from_secret(secret);
+  if (encrypt && !key) throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_ENCRYPT needs a job secret (OPTCAST_SECRET)");
   const auto deadline = clock::now() + timeout;
   const auto ep = resolve(io, server);
   impl_->server_name = server.str();
@@ -275,13 +284,17 @@ void client::handshake(const address& server, int rank, int size, std::chrono::m
   };
   transcript t(static_cast<std::uint32_t>(rank), static_cast<std::uint32_t>(size));
   if (key) t.client_nonce = auth::fresh_nonce();
-  auto answer = exchange({m_hello, static_cast<std::uint32_t>(size), static_cast<std::uint32_t>(rank), hello_key(job_id),
+  auto answer = exchange({m_hello, static_cast<std::uint32_t>(size), static_cast<std::uint32_t>(rank), hello_key(job_id, encrypt),
                           key ? as_string(t.client_nonce) : std::string()});
   if (key) {
     if (answer->type != m_challenge || !copy_exact(t.server_nonce, answer->val))
       throw setup_error(make_error_code(errc::protocol_violation),
                         "the store at " + server.str() + " did not ask for the job secret, which this rank has "
                         "(an old store, or a secret set for some ranks only?)");
+    if (encrypt) {  // before the welcome comes: the read loop opens what follows it
+      impl_->seal_out = std::make_unique<auth::channel>(key->prove(client_seal_label, t.client_parts()));
+      impl_->open_in = std::make_unique<auth::channel>(key->prove(server_seal_label, t.client_parts()));
+    }
     answer = exchange({m_proof, 0, 0, {}, as_string(key->prove(client_label, t.client_parts()))});
   }
   const std::size_t want = key ? 8 + auth::proof_bytes : 8;
@@ -293,6 +306,7 @@ void client::handshake(const address& server, int rank, int size, std::chrono::m
     throw setup_error(make_error_code(errc::protocol_violation),
                       "the store at " + server.str() + " could not prove it knows the job secret: not this job's store");
   impl_->job_id = wire::get_u64(t.job.data());
+  impl_->sealing = encrypt;
 }
 
 client::~client() {

@@ -49,6 +49,8 @@ constexpr auto use_nothrow = asio::experimental::as_tuple(asio::use_awaitable);
 constexpr auto hello_timeout = std::chrono::seconds(10);
 
 constexpr std::string_view client_label = "optcast/store/client", server_label = "optcast/store/server";
+// The keys of an encrypted connection's two directions, from the same transcript.
+constexpr std::string_view client_seal_label = "optcast/store/sealed/client", server_seal_label = "optcast/store/sealed/server";
 
 // What both proofs cover: the claimed rank and size and both nonces (the store's proof
 // adds the job id it hands out).
@@ -72,15 +74,45 @@ inline bool copy_exact(std::array<std::byte, N>& to, std::string_view from) {
   return true;
 }
 
-// Reads one message; a malformed one is a protocol violation. `field_limit` bounds the key
-// and the value before anything is allocated for them.
-inline asio::awaitable<result<message>> read_message(tcp::socket& s, std::uint32_t field_limit = max_field) {
+// A message as it goes on the wire; sealed (`ch` set): the header in the clear and
+// authenticated, key and value encrypted, the tag after them.
+inline std::string on_wire(const message& m, auth::channel* ch) {
+  std::string s = encode(m);
+  if (!ch) return s;
+  const std::size_t body = s.size() - header_bytes;
+  s.resize(s.size() + auth::channel::tag_bytes);
+  auto* b = reinterpret_cast<std::byte*>(s.data());
+  ch->seal(std::span<const std::byte>(b, header_bytes), b + header_bytes, b + header_bytes, body, b + header_bytes + body);
+  return s;
+}
+
+// Reads one message; a malformed one is a protocol violation, and so is a sealed one
+// (`sealed` set) that does not open. `field_limit` bounds the key and the value before
+// anything is allocated for them.
+inline asio::awaitable<result<message>> read_message(tcp::socket& s, std::uint32_t field_limit = max_field,
+                                                     auth::channel* sealed = nullptr) {
   std::array<std::byte, header_bytes> h{};
   auto [ec, n] = co_await asio::async_read(s, asio::buffer(h), use_nothrow);
   if (ec) co_return fail(ec);
   const auto hd = decode_header(h, field_limit);
   if (!hd) co_return fail(hd.error());
   message m{hd->type, hd->id, hd->arg, {}, {}};
+  if (sealed) {
+    const std::size_t body = std::size_t{hd->key_bytes} + hd->val_bytes;
+    std::string b;
+    try {
+      b.resize(body + auth::channel::tag_bytes);
+    } catch (const std::exception&) {
+      co_return fail(errc::limit_exceeded);
+    }
+    auto [ec2, n2] = co_await asio::async_read(s, asio::buffer(b), use_nothrow);
+    if (ec2) co_return fail(ec2);
+    auto* p = reinterpret_cast<std::byte*>(b.data());
+    if (!sealed->open(h, p, body, p + body)) co_return fail(errc::protocol_violation);
+    m.key.assign(b.data(), hd->key_bytes);
+    m.val.assign(b.data() + hd->key_bytes, hd->val_bytes);
+    co_return m;
+  }
   try {
     m.key.resize(hd->key_bytes);
     m.val.resize(hd->val_bytes);

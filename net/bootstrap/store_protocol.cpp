@@ -56,15 +56,24 @@ result<std::optional<decoded>> decode(std::span<const std::byte> in, std::uint32
   return std::optional<decoded>(std::move(d));
 }
 
+namespace {
+// The hello's key without its sealed_mark, and whether it had one.
+std::pair<std::string_view, bool> unsealed(std::string_view key) {
+  if (key.ends_with(sealed_mark)) return {key.substr(0, key.size() - sealed_mark.size()), true};
+  return {key, false};
+}
+}  // namespace
+
 std::optional<std::string> judge_hello(const message& h, bool store_has_secret) {
   if (h.type != m_hello) return "not an optcast store client (no hello)";
-  const std::string_view spoken = std::string_view(h.key).substr(0, h.key.find('#'));
+  const auto [key, sealed] = unsealed(h.key);
+  const std::string_view spoken = key.substr(0, key.find('#'));
   if (spoken != magic) return "the client speaks '" + wire::printable(h.key) + "', this store " + std::string(magic);
-  if (spoken.size() < h.key.size()) {
+  if (spoken.size() < key.size()) {
     std::uint64_t id = 0;
-    const auto* first = h.key.data() + spoken.size() + 1;
-    auto [end, ec] = std::from_chars(first, h.key.data() + h.key.size(), id);
-    if (ec != std::errc{} || end != h.key.data() + h.key.size() || id == 0)
+    const auto* first = key.data() + spoken.size() + 1;
+    auto [end, ec] = std::from_chars(first, key.data() + key.size(), id);
+    if (ec != std::errc{} || end != key.data() + key.size() || id == 0)
       return "the client's hello names no job ('" + wire::printable(h.key) + "')";
   }
   if (store_has_secret && h.val.size() != 32) return "this job has a secret (OPTCAST_SECRET) and the client did not offer one";
@@ -73,17 +82,25 @@ std::optional<std::string> judge_hello(const message& h, bool store_has_secret) 
   return std::nullopt;
 }
 
-std::string hello_key(std::uint64_t job_id) {
-  return job_id ? std::string(magic) + "#" + std::to_string(job_id) : std::string(magic);
+std::string hello_key(std::uint64_t job_id, bool sealed) {
+  return (job_id ? std::string(magic) + "#" + std::to_string(job_id) : std::string(magic)) + (sealed ? std::string(sealed_mark) : "");
 }
 
 std::optional<std::string> judge_job(const message& h, std::uint64_t job_id) {
-  const auto hash = h.key.find('#');
+  const std::string_view key = unsealed(h.key).first;
+  const auto hash = key.find('#');
   if (hash == std::string::npos) return std::nullopt;
-  const std::string theirs = h.key.substr(hash + 1);
+  const std::string theirs(key.substr(hash + 1));
   if (theirs == std::to_string(job_id)) return std::nullopt;
   return "rank " + std::to_string(h.arg) + " belongs to job " + theirs +
          ", and this store serves another (two jobs sent to one store? give each its own OPTCAST_STORE)";
+}
+
+std::optional<std::string> judge_sealing(const message& h, bool store_seals) {
+  const bool theirs = unsealed(h.key).second;
+  if (theirs == store_seals) return std::nullopt;
+  return theirs ? "rank " + std::to_string(h.arg) + " encrypts its store traffic (OPTCAST_ENCRYPT=1) and this store does not: set OPTCAST_ENCRYPT alike for every rank"
+                : "this store encrypts its traffic (OPTCAST_ENCRYPT=1) and rank " + std::to_string(h.arg) + " does not: set OPTCAST_ENCRYPT alike for every rank";
 }
 
 std::optional<std::string> judge_member(const message& h, int size, const std::function<bool(int)>& taken) {

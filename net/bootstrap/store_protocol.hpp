@@ -37,8 +37,8 @@ constexpr std::size_t client_limit = std::size_t{64} << 20;
 // What a held entry costs beyond its bytes (the map's node, the strings' headers).
 constexpr std::size_t entry_overhead = 64;
 
-// The handshake: hello {id: job size, arg: rank, key: magic, val: the client's nonce, or
-// empty without a secret}; with a secret, challenge {val: the store's nonce} and proof
+// The handshake: hello {id: job size, arg: rank, key: magic (hello_key), val: the client's
+// nonce, or empty without a secret}; with a secret, challenge {val: the store's nonce} and proof
 // {val: the client's HMAC}; then welcome {val: job id, and with a secret the store's
 // HMAC}, or error {val: why}. A rank whose collective failed says failed {arg: error
 // code, val: why}; the store passes the job's first failure on to every other rank as
@@ -98,11 +98,15 @@ result<std::optional<decoded>> decode(std::span<const std::byte> in, std::uint32
 // The store's judgement of a client's first message, before any proof: refused with the
 // reason (a stranger is told no more than that), or nullopt to go on.
 std::optional<std::string> judge_hello(const message& hello, bool store_has_secret);
-// The hello's key: the protocol, and after '#' the job the client belongs to, if it knows.
-std::string hello_key(std::uint64_t job_id);
+// The hello's key: the protocol, after '#' the job the client belongs to, if it knows,
+// and last sealed_mark if it seals its messages after the handshake (OPTCAST_ENCRYPT).
+constexpr std::string_view sealed_mark = "+sealed";
+std::string hello_key(std::uint64_t job_id, bool sealed = false);
 // After the proof: whether the client belongs to the job this store serves (a client
 // that does not say is taken to).
 std::optional<std::string> judge_job(const message& hello, std::uint64_t job_id);
+// After the proof: whether the client seals its messages as this store does.
+std::optional<std::string> judge_sealing(const message& hello, bool store_seals);
 // After the proof: whether it may take the rank it claims in a job of `size`.
 std::optional<std::string> judge_member(const message& hello, int size, const std::function<bool(int)>& taken);
 

@@ -23,7 +23,7 @@ public:
     auto store_ip = launcher::resolve(cfg.store.host, cfg.family, &why);
     if (!store_ip) throw setup_error(store_ip.error(), "the store's host: " + why);
     client_ = std::make_unique<store::client>(events, store::address{*store_ip, cfg.store.port}, cfg.rank, cfg.size,
-                                              cfg.bootstrap_timeout, cfg.secret, cfg.job_id);
+                                              cfg.bootstrap_timeout, cfg.secret, cfg.job_id, cfg.encrypt);
     id_ = client_->job_id();
     if (cfg.job_id && cfg.job_id != id_)
       throw setup_error(make_error_code(errc::protocol_violation),
@@ -83,17 +83,17 @@ private:
   void host(const job_config& cfg) {
     const std::uint64_t id = cfg.job_id ? cfg.job_id : draw_job_id();
     if (cfg.store_fd >= 0) {
-      server_ = std::make_unique<store::server>(cfg.store_fd, cfg.size, id, cfg.secret);
+      server_ = std::make_unique<store::server>(cfg.store_fd, cfg.size, id, cfg.secret, cfg.encrypt);
     } else if (launcher::resolve(cfg.store.host, 0) == cfg.store.host) {
-      server_ = std::make_unique<store::server>(cfg.store.host, cfg.store.port, cfg.size, id, cfg.secret);
+      server_ = std::make_unique<store::server>(cfg.store.host, cfg.store.port, cfg.size, id, cfg.secret, cfg.encrypt);
     } else {
       // A name (a Slurm node's, MASTER_ADDR) may mean loopback here and an interface's
       // address elsewhere (Debian's "127.0.1.1 host" line): every address, as
       // torch.distributed's store does, so that the other hosts reach it either way.
       try {
-        server_ = std::make_unique<store::server>("::", cfg.store.port, cfg.size, id, cfg.secret);
+        server_ = std::make_unique<store::server>("::", cfg.store.port, cfg.size, id, cfg.secret, cfg.encrypt);
       } catch (const setup_error&) {  // a kernel without IPv6
-        server_ = std::make_unique<store::server>("0.0.0.0", cfg.store.port, cfg.size, id, cfg.secret);
+        server_ = std::make_unique<store::server>("0.0.0.0", cfg.store.port, cfg.size, id, cfg.secret, cfg.encrypt);
       }
       log(log_level::info, "the store listens on every address, port " + std::to_string(cfg.store.port) + " (the ranks reach it as " +
                                cfg.store.str() + ")");

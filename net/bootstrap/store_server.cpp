@@ -29,7 +29,11 @@ struct server_conn : std::enable_shared_from_this<server_conn> {
   explicit server_conn(tcp::socket s) : sock(std::move(s)) {}
   tcp::socket sock;
   outbox out;
-  void send(const message& m) { out.send(shared_from_this(), sock, encode(m)); }
+  // Encrypted (OPTCAST_ENCRYPT): the two directions' channels, made at the proof; what
+  // this end sends is sealed once its welcome is out (`sealing`).
+  std::unique_ptr<auth::channel> seal_out, open_in;
+  bool sealing = false;
+  void send(const message& m) { out.send(shared_from_this(), sock, on_wire(m, sealing ? seal_out.get() : nullptr)); }
 };
 
 struct server::impl : std::enable_shared_from_this<server::impl> {
@@ -39,6 +43,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   std::uint64_t job_id = 0;
   std::uint16_t port = 0;
   std::optional<auth::key> key;  // none: no authentication
+  bool encrypt = false;          // every connection sealed after its handshake
   std::thread thread;
 
   std::vector<std::shared_ptr<server_conn>> ranks;
@@ -133,6 +138,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     }
     // Only now, talking to a member of the job, say more than "no".
     if (auto no = judge_job(h, self->job_id)) co_return refuse(*no);
+    if (auto no = judge_sealing(h, self->encrypt)) co_return refuse(*no);
     if (auto no = judge_member(h, self->size, [&](int r) { return self->state->taken(r); })) {
       // A member (it passed authentication, or there is none to pass) that counts another
       // size: the job cannot run, and its ranks would wait for their deadlines otherwise.
@@ -145,7 +151,12 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     wire::put_u64(t.job.data(), self->job_id);
     std::string val = as_string(t.job);
     if (self->key) val += as_string(self->key->prove(server_label, t.server_parts()));
+    if (self->encrypt) {
+      c->seal_out = std::make_unique<auth::channel>(self->key->prove(server_seal_label, t.client_parts()));
+      c->open_in = std::make_unique<auth::channel>(self->key->prove(client_seal_label, t.client_parts()));
+    }
     c->send({m_welcome, 0, 0, {}, std::move(val)});
+    c->sealing = self->encrypt;
     co_return static_cast<int>(h.arg);
   }
 
@@ -164,8 +175,12 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     self->state->join(r);
 
     for (;;) {
-      auto m = co_await read_message(c->sock);
-      if (!m) break;
+      auto m = co_await read_message(c->sock, max_field, c->open_in.get());
+      if (!m) {
+        if (m.error() == errc::protocol_violation && c->open_in)
+          log(log_level::error, "store: rank " + std::to_string(r) + "'s message fails authentication (forged, or altered on the way): its connection is closed");
+        break;
+      }
       const bool in_protocol = self->state->on_message(r, *m);
       self->after_message();
       if (!in_protocol) break;
@@ -182,18 +197,20 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
 };
 
 namespace {
-std::shared_ptr<server::impl> make_server(int size, std::uint64_t job_id, std::string_view secret) {
+std::shared_ptr<server::impl> make_server(int size, std::uint64_t job_id, std::string_view secret, bool encrypt) {
   if (size < 1) throw setup_error(make_error_code(errc::invalid_argument), "store: a job needs at least one rank");
   auto s = std::make_shared<server::impl>();
   s->size = size;
   s->job_id = job_id;
   s->key = auth::key::from_secret(secret);
+  if (encrypt && !s->key) throw setup_error(make_error_code(errc::invalid_argument), "store: OPTCAST_ENCRYPT needs a job secret (OPTCAST_SECRET)");
+  s->encrypt = encrypt;
   return s;
 }
 }  // namespace
 
-server::server(const std::string& host, std::uint16_t port, int size, std::uint64_t job_id, std::string_view secret)
-    : impl_(make_server(size, job_id, secret)) {
+server::server(const std::string& host, std::uint16_t port, int size, std::uint64_t job_id, std::string_view secret, bool encrypt)
+    : impl_(make_server(size, job_id, secret, encrypt)) {
   std::error_code ec;
   const auto addr = asio::ip::make_address(host, ec);
   if (ec) throw setup_error(ec, "store: '" + host + "' is not an IP address to listen on");
@@ -206,8 +223,8 @@ server::server(const std::string& host, std::uint16_t port, int size, std::uint6
   impl_->start();
 }
 
-server::server(int listening_fd, int size, std::uint64_t job_id, std::string_view secret)
-    : impl_(make_server(size, job_id, secret)) {
+server::server(int listening_fd, int size, std::uint64_t job_id, std::string_view secret, bool encrypt)
+    : impl_(make_server(size, job_id, secret, encrypt)) {
   std::error_code ec;
   impl_->acceptor.assign(tcp::v4(), listening_fd, ec);
   if (ec) throw setup_error(ec, "store: cannot serve on inherited socket " + std::to_string(listening_fd) + ": " + ec.message());

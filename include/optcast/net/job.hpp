@@ -26,7 +26,8 @@
 //   OPTCAST_SECRET               the job secret, at least 16 bytes: every connection
 //                                (store and data) must prove it knows it (--np sets one)
 //   OPTCAST_SECRET_FILE          or a file holding it (readable by its owner only)
-//   OPTCAST_ENCRYPT              1: the TCP fabric encrypts every frame (needs a secret)
+//   OPTCAST_ENCRYPT              1: the TCP fabric encrypts every frame, and the TCP store
+//                                every message after its handshake (needs a secret)
 //   OPTCAST_TIMEOUT              default collective deadline, seconds (default 120)
 //   OPTCAST_BOOTSTRAP_TIMEOUT    how long to wait for the store, seconds (60)
 //   OPTCAST_PORTS                k of the k-port model (default 1)
@@ -87,7 +88,9 @@ struct job_config {
   // empty: no authentication, and anyone who reaches the store may join (rank 0 warns).
   std::string secret;
   // TCP: every frame's payload encrypted and every frame authenticated, under a key of
-  // its connection's own (ChaCha20-Poly1305); needs a secret. For untrusted networks.
+  // its connection's own (ChaCha20-Poly1305), and the TCP store's messages after the
+  // handshake too; needs a secret, and every rank and the store alike. For untrusted
+  // networks.
   bool encrypt = false;
   int ports = 1;
   // Between ranks of one host (the same host identity), the TCP fabric moves messages of
