@@ -5,7 +5,9 @@
 // with an error that names the victim (the root cause): within a second for a kill,
 // within one deadline for a stall. Counted: hangs (a survivor still running long after),
 // silent survivors (one that reports success from the failed job), wrong results, and
-// the distribution of time from injection to each survivor's error.
+// the distribution of time from injection to each survivor's error. --store: the ranks
+// meet in a file or Redis store instead of the one rank 0 hosts (which alone knows who
+// is alive and asks who is stuck).
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -58,7 +60,10 @@ long heap_kib() {
 
 // One rank: collectives until it fails (or --ops pass, then the job's outcome, with the
 // resident set after the first tenth of the calls and at the end).
-int rank_main(const std::string& fabric, const std::string& report, std::uint64_t seed, int timeout_ms, long ops) {
+int rank_main(const std::string& fabric, const std::string& store, const std::string& report, std::uint64_t seed, int timeout_ms, long ops) {
+  // Another store than the one the launcher's rank 0 hosts: the ranks meet there, their
+  // keys under the job's id (each trial's own).
+  if (!store.empty()) ::setenv("OPTCAST_STORE", store.c_str(), 1);
   auto comm = join(fabric);
   std::ofstream out(report + "/rank-" + std::to_string(comm.rank()) + ".txt");
   // Joined: the parent injects its fault once every rank is here, into running
@@ -143,11 +148,13 @@ std::string json_list(const std::vector<double>& v) {
 // --mode none: one job, no fault. Every rank must finish every call with the right data,
 // and its resident set at the end should be what it was after the first tenth (warm-up:
 // connections, buffer pools and schedules cached at their largest).
-int soak(const char* self, const std::string& fabric, int np, long ops, int timeout_ms, std::uint64_t seed, bool json, bool quiet) {
+int soak(const char* self, const std::string& fabric, const std::string& store, int np, long ops, int timeout_ms, std::uint64_t seed,
+         bool json, bool quiet) {
   const fs::path dir = fs::temp_directory_path() / ("optcast-soak-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::vector<std::string> args{self, "chaos", "--fabric", fabric, "--seed", std::to_string(seed), "--rank-report", dir.string(),
-                                      "--rank-timeout", std::to_string(timeout_ms), "--rank-ops", std::to_string(ops)};
+                                      "--rank-timeout", std::to_string(timeout_ms), "--rank-ops", std::to_string(ops),
+                                      "--rank-store", store};
   const auto t0 = clock_type::now();
   auto pids = spawn_local_ranks(np, args);
   progress_line progress(quiet || json);
@@ -212,7 +219,7 @@ int soak(const char* self, const std::string& fabric, int np, long ops, int time
 
 int chaos_cmd(int argc, char** argv) {
   CLI::App app{"Inject kill -9 and SIGSTOP into random ranks of running jobs; report how the survivors end.", "optcast-bench chaos"};
-  std::string fabric(fabric_table().front().name), mode = "both", report_dir;
+  std::string fabric(fabric_table().front().name), mode = "both", report_dir, store;
   int np = 8, trials = 20, timeout_ms = 2000, rank_timeout = 0;
   long ops = 1000000;
   std::uint64_t seed = 1;
@@ -227,19 +234,24 @@ int chaos_cmd(int argc, char** argv) {
   app.add_option("--ops", soak_ops, "with --mode none: collectives in the job")->check(CLI::Range(1L, 1L << 40))->capture_default_str();
   app.add_option("--timeout-ms", timeout_ms, "the collectives' deadline")->check(CLI::Range(100, 600000))->capture_default_str();
   app.add_option("--seed", seed, "random seed")->capture_default_str();
+  app.add_option("--store", store, "where the ranks meet: file:///DIR or redis://HOST:PORT (default: the store rank 0 hosts)")
+      ->check([](const std::string& s) {
+        return s.rfind("file://", 0) == 0 || s.rfind("redis://", 0) == 0 ? std::string() : "'" + s + "' is neither file:///DIR nor redis://HOST:PORT";
+      });
   app.add_flag("--json", json, "one JSON object instead of the table");
   app.add_flag("--quiet", quiet, "no progress line");
   // Internal: how a rank of a trial is started.
   app.add_option("--rank-report", report_dir)->group("");
   app.add_option("--rank-timeout", rank_timeout)->group("");
   app.add_option("--rank-ops", ops)->group("");
+  app.add_option("--rank-store", store)->group("");
   try {
     app.parse(argc - 1, argv + 1);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  if (!report_dir.empty()) return rank_main(fabric, report_dir, seed, rank_timeout, ops);
-  if (mode == "none") return soak(argv[0], fabric, np, soak_ops, timeout_ms, seed, json, quiet);
+  if (!report_dir.empty()) return rank_main(fabric, store, report_dir, seed, rank_timeout, ops);
+  if (mode == "none") return soak(argv[0], fabric, store, np, soak_ops, timeout_ms, seed, json, quiet);
 
   std::mt19937_64 rng(seed);
   tally kills, stops;
@@ -250,8 +262,13 @@ int chaos_cmd(int argc, char** argv) {
     auto& tl = stop ? stops : kills;
     const fs::path dir = base / std::to_string(t);
     fs::create_directories(dir);
+    // A file store's entries of a trial's job in a directory of its own, removed with it
+    // (a Redis store's expire).
+    const fs::path files = store.rfind("file://", 0) == 0 ? fs::path(store.substr(7)) / ("optcast-chaos-" + std::to_string(::getpid()) + "-" + std::to_string(t)) : fs::path();
+    if (!files.empty()) fs::create_directories(files);
     const std::vector<std::string> args{argv[0], "chaos", "--fabric", fabric, "--seed", std::to_string(rng()),
-                                        "--rank-report", dir.string(), "--rank-timeout", std::to_string(timeout_ms)};
+                                        "--rank-report", dir.string(), "--rank-timeout", std::to_string(timeout_ms), "--rank-store",
+                                        files.empty() ? store : "file://" + files.string()};
     auto pids = spawn_local_ranks(np, args);
     // Once every rank has joined, while collectives run: 50..550 ms later.
     const auto joined_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -317,6 +334,7 @@ int chaos_cmd(int argc, char** argv) {
     ::kill(pids[static_cast<std::size_t>(victim)], SIGKILL);
     for (int pid : pids) ::waitpid(pid, nullptr, 0);
     fs::remove_all(dir);
+    if (!files.empty()) fs::remove_all(files);
     if (progress.on())
       progress.show("chaos: trial " + std::to_string(t + 1) + " of " + std::to_string(trials) + ": " +
                     std::to_string(kills.hangs + stops.hangs) + " hangs, " + std::to_string(kills.silent + stops.silent) + " silent, " +
@@ -331,10 +349,11 @@ int chaos_cmd(int argc, char** argv) {
              ",\"silent_survivors\":" + std::to_string(x.silent) + ",\"wrong_results\":" + std::to_string(x.wrong) +
              ",\"hangs\":" + std::to_string(x.hangs) + ",\"ms_to_error\":" + json_list(x.ms) + "}";
     };
-    std::printf("{\"fabric\":\"%s\",\"np\":%d,\"timeout_ms\":%d,\"kill\":%s,\"stop\":%s}\n", fabric.c_str(), np, timeout_ms, obj(kills).c_str(),
-                obj(stops).c_str());
+    std::printf("{\"fabric\":\"%s\",\"store\":\"%s\",\"np\":%d,\"timeout_ms\":%d,\"kill\":%s,\"stop\":%s}\n", fabric.c_str(),
+                store.empty() ? "tcp" : store.c_str(), np, timeout_ms, obj(kills).c_str(), obj(stops).c_str());
   } else {
-    std::printf("chaos over %s, %d ranks per job, deadline %d ms\n", fabric.c_str(), np, timeout_ms);
+    std::printf("chaos over %s, %d ranks per job, deadline %d ms, store %s\n", fabric.c_str(), np, timeout_ms,
+                store.empty() ? "rank 0's" : store.c_str());
     std::printf("%-6s %10s %9s %10s %8s %7s %6s %6s   %s\n", "fault", "injections", "survivors", "with cause", "other", "silent", "wrong", "hangs",
                 "ms to error: min / median / p99 / max");
     for (const auto& [name, x] : {std::pair<const char*, const tally*>{"kill", &kills}, std::pair<const char*, const tally*>{"stop", &stops}})
