@@ -6,8 +6,8 @@
 // within one deadline for a stall. Counted: hangs (a survivor still running long after),
 // silent survivors (one that reports success from the failed job), wrong results, and
 // the distribution of time from injection to each survivor's error. --store: the ranks
-// meet in a file or Redis store instead of the one rank 0 hosts (which alone knows who
-// is alive and asks who is stuck).
+// meet in a file or Redis store instead of the one rank 0 hosts (which alone knows at
+// once who died; a stall is looked into through such a store's keys).
 #include <algorithm>
 #include <chrono>
 #include <csignal>

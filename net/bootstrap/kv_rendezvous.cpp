@@ -1,12 +1,18 @@
 // Meeting through a store of the program's own (optcast/net/kv_store.hpp; file:// and
 // redis:// are two). Such a store answers what it is asked and tells nobody anything: no
-// connection reports a dead rank (the collectives' deadlines do), nobody looks into a
-// stall, and the job's first failure is a key a worker thread polls for.
+// connection reports a dead rank (the data connections' ends and the collectives'
+// deadlines do), and the job's first failure is a key a worker thread polls for. A stall
+// is looked into as the TCP store does it, through keys: the rank that reports it first
+// opens an inquiry, every rank's worker answers it from its rank's event loop (a stopped
+// process answers nothing), and after the store's inquiry window the opener names the
+// ranks that neither answered, nor wait in the same collective, nor have left.
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <cstdio>
+#include <map>
 #include <thread>
 
 #include <asio/any_io_executor.hpp>
@@ -15,6 +21,7 @@
 #include "optcast/fabric_base.hpp"
 #include "optcast/log.hpp"
 #include "rendezvous.hpp"
+#include "store_protocol.hpp"
 
 namespace optcast {
 
@@ -25,6 +32,15 @@ const std::string k_joined = "optcast/joined";
 const std::string k_job = "optcast/job";
 const std::string k_failures = "optcast/failures";
 const std::string k_failure = "optcast/failure";
+// Stall inquiries: how many were opened, and the k-th's collective and opener ("SEQ
+// RANK"), each rank's answer to it, and the ranks that reported it themselves.
+const std::string k_inquiries = "optcast/inquiries";  // the count, taken with add
+std::string inquiry_key(std::int64_t k) { return "optcast/inquiry/" + std::to_string(k); }
+std::string answer_key(std::int64_t k, int r) { return "optcast/inquiry/" + std::to_string(k) + "/answer/" + std::to_string(r); }
+std::string stalled_key(std::int64_t k, int r) { return "optcast/inquiry/" + std::to_string(k) + "/stalled/" + std::to_string(r); }
+// How often the worker looks for the job's failure and for inquiries: an inquiry's
+// answers must be in within its window, well before the deadline.
+constexpr auto look_every = std::chrono::milliseconds(50);
 
 // What went wrong with the program's store, in its words if it has some.
 std::string store_says(const kv_store& kv, const std::error_code& ec) {
@@ -46,11 +62,25 @@ void guarded(F&& f) noexcept {
 
 // A program's store is called blocking: the lookups the event loop asks for, and the
 // failure reports, run on this thread, which also looks for the job's first failure
-// between them (every 100 ms), since such a store cannot tell anyone anything.
+// and for stall inquiries between them (every look_every), since such a store cannot
+// tell anyone anything.
 struct worker_side {
   std::shared_ptr<kv_store> kv;
   asio::any_io_executor events;
   std::chrono::milliseconds bootstrap_timeout;
+  int rank = 0, size = 1;
+  // Inquiries: this rank's loop proves it runs by answering (answer_inquiries); those seen
+  // so far (collective -> inquiry), and those this rank opened, each decided when due.
+  std::function<std::string(std::uint32_t)> call_of;
+  std::int64_t inquiries_seen = 0;
+  std::map<std::uint32_t, std::vector<std::int64_t>> open_for;
+  struct opened {
+    std::int64_t k;
+    std::uint32_t seq;
+    std::chrono::steady_clock::time_point due;
+    std::function<void()> nobody_stuck;
+  };
+  std::vector<opened> mine;
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::function<void()>> tasks;
@@ -60,6 +90,13 @@ struct worker_side {
   bool reported = false;  // this rank failed: it is not told of the job's failure
   bool told = false;
   std::thread worker;
+  // The inquiries this rank's loop has answered, for the worker to write: shared with the
+  // answers posted to the loop, which may run after the worker has gone.
+  struct answered_box {
+    std::mutex mu;
+    std::vector<std::int64_t> ks;
+  };
+  std::shared_ptr<answered_box> answered = std::make_shared<answered_box>();
 
   void push(std::function<void()> t) {
     {
@@ -72,7 +109,7 @@ struct worker_side {
   void run() {
     std::unique_lock lock(mu);
     for (;;) {
-      cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return closing || !tasks.empty(); });
+      cv.wait_for(lock, look_every, [&] { return closing || !tasks.empty(); });
       if (!tasks.empty()) {
         auto t = std::move(tasks.front());
         tasks.pop_front();
@@ -93,7 +130,116 @@ struct worker_side {
           asio::post(events, [f = failed, code, why] { f(code, why); });
         }
       }
+      if (!told && !reported) {
+        auto answer = call_of;
+        lock.unlock();
+        guarded([&] { look_into_stalls(answer); });
+        lock.lock();
+      }
     }
+  }
+
+  // The inquiries opened since the last look, answered from this rank's loop; and this
+  // rank's own, decided once their window has passed. Inquiry k is looked for once k - 1
+  // was seen (k + 1 too: an opener that died between counting and writing its inquiry
+  // leaves a hole).
+  void look_into_stalls(const std::function<std::string(std::uint32_t)>& answer) {
+    {
+      std::vector<std::int64_t> done;
+      {
+        std::lock_guard l(answered->mu);
+        done.swap(answered->ks);
+      }
+      for (auto k : done) (void)kv->set(answer_key(k, rank), "1");
+    }
+    discover(answer);
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = mine.begin(); it != mine.end();) {
+      if (it->due > now) {
+        ++it;
+        continue;
+      }
+      decide(*it);
+      it = mine.erase(it);
+    }
+  }
+
+  // The inquiries opened since the last look (each answered from this rank's loop, with
+  // `answer`), into open_for.
+  void discover(const std::function<std::string(std::uint32_t)>& answer) {
+    for (int found = 1; found;) {
+      found = 0;
+      for (std::int64_t k = inquiries_seen + 1; k <= inquiries_seen + 2 && !found; ++k) {
+        auto v = kv->get(inquiry_key(k), std::chrono::milliseconds(0));
+        if (!v) continue;
+        found = 1;
+        inquiries_seen = k;
+        std::uint32_t seq = 0;
+        int opener = -1;
+        if (std::sscanf(v->c_str(), "%u %d", &seq, &opener) != 2) break;
+        auto& ks = open_for[seq];
+        if (std::find(ks.begin(), ks.end(), k) == ks.end()) ks.push_back(k);
+        if (opener == rank || !answer) break;
+        // That the loop runs is the answer; the worker writes it at its next look.
+        asio::post(events, [answer, box = answered, k, seq] {
+          (void)answer(seq);
+          std::lock_guard l(box->mu);
+          box->ks.push_back(k);
+        });
+      }
+    }
+  }
+
+  // The ranks that neither answered inquiry k, nor reported it, nor have left: the job
+  // fails naming them, and this rank is told as every other will be. Else nobody is stuck.
+  void decide(const opened& o) {
+    // Every inquiry into the same collective counts: two ranks may open one at once.
+    const auto& ks = open_for[o.seq];
+    std::string silent, waiting;
+    for (int r = 0; r < size; ++r) {
+      auto in_any = [&](auto key_of) {
+        return std::any_of(ks.begin(), ks.end(), [&](std::int64_t k) { return static_cast<bool>(kv->get(key_of(k, r), std::chrono::milliseconds(0))); });
+      };
+      if (in_any(stalled_key))
+        waiting += (waiting.empty() ? "" : ", ") + std::to_string(r);
+      else if (r != rank && !in_any(answer_key) && !kv->get(bye_key(r), std::chrono::milliseconds(0)))
+        silent += (silent.empty() ? "" : ", ") + std::to_string(r);
+    }
+    if (silent.empty()) {
+      asio::post(events, o.nobody_stuck);
+      return;
+    }
+    const auto code = static_cast<std::uint64_t>(errc::timeout);
+    const std::string why = (silent.find(',') == std::string::npos ? "rank " : "ranks ") + silent +
+                            " stopped responding: no answer in the job's store within " + std::to_string(store::proto::inquiry_window.count()) +
+                            " ms while rank" + (waiting.find(',') == std::string::npos ? " " : "s ") + waiting + " waited in collective " +
+                            std::to_string(o.seq) + " near its deadline (stopped, hung, or not calling it)";
+    if (auto n = kv->add(k_failures, 1); n && *n == 1) (void)kv->set(k_failure, std::to_string(code) + " " + why);
+    std::lock_guard l(mu);
+    if (failed && !told) {
+      told = true;
+      asio::post(events, [f = failed, code, why] { f(code, why); });
+    }
+  }
+
+  // A stall of this rank's in collective seq: into the inquiry another opened for it, or a
+  // new one.
+  void stalled(std::uint32_t seq, std::function<void()> nobody_stuck, const std::function<std::string(std::uint32_t)>& answer) {
+    discover(answer);
+    if (auto it = open_for.find(seq); it != open_for.end() && !it->second.empty()) {
+      (void)kv->set(stalled_key(it->second.front(), rank), "1");
+      asio::post(events, std::move(nobody_stuck));  // the opener decides, and the job's failure says so
+      return;
+    }
+    auto n = kv->add(k_inquiries, 1);
+    if (!n || *n <= inquiries_seen) {  // a store whose count went back: none to open
+      asio::post(events, std::move(nobody_stuck));
+      return;
+    }
+    (void)kv->set(stalled_key(*n, rank), "1");
+    (void)kv->set(inquiry_key(*n), std::to_string(seq) + " " + std::to_string(rank));
+    open_for[seq].push_back(*n);
+    mine.push_back({*n, seq, std::chrono::steady_clock::now() + store::proto::inquiry_window, std::move(nobody_stuck)});
   }
 
   // get(key) in slices, so that leaving does not wait for a key that never comes.
@@ -152,6 +298,8 @@ public:
     w_.kv = cfg.kv;
     w_.events = events;
     w_.bootstrap_timeout = cfg.bootstrap_timeout;
+    w_.rank = cfg.rank;
+    w_.size = cfg.size;
     w_.worker = std::thread([s = &w_] { s->run(); });
   }
   ~via_kv() override { w_.stop(); }
@@ -196,9 +344,21 @@ public:
     });
   }
 
-  // Nobody to ask whether the others are alive: the collective's deadline decides.
-  void report_stall(std::uint32_t, std::string, std::function<void()> nobody_stuck) override {
-    asio::post(w_.events, std::move(nobody_stuck));
+  void report_stall(std::uint32_t seq, std::string, std::function<void()> nobody_stuck) override {
+    w_.push([s = &w_, seq, nobody_stuck = std::move(nobody_stuck)]() mutable {
+      std::function<std::string(std::uint32_t)> answer;
+      {
+        std::lock_guard l(s->mu);
+        answer = s->call_of;
+      }
+      s->stalled(seq, std::move(nobody_stuck), answer);
+    });
+  }
+
+  // Set before the fabric's loop runs collectives; read by the worker.
+  void answer_inquiries(std::function<std::string(std::uint32_t)> call_of) override {
+    std::lock_guard l(w_.mu);
+    w_.call_of = std::move(call_of);
   }
 
   result<void> leave(std::chrono::milliseconds wait, bool failed, last_call, std::string& detail) noexcept override {

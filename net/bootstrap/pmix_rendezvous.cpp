@@ -2,7 +2,11 @@
 // prterun, srun --mpi=pmix; pmix.hpp): what each rank publishes is collected by a fence
 // every rank reaches as often as the others, and one more fence collects the goodbyes.
 // Nobody tells a rank of another's death or failure (the data connections and the
-// launcher find them) and nobody looks into a stall.
+// launcher find them) and nobody looks into a stall. PMIx's own event notification
+// would be the place for deaths, but Debian 12's mpirun (Open MPI 4.1.4 with PMIx 4.2.2)
+// delivers none: with --enable-recovery its server logs BAD-PARAM in
+// pmix_event_notification.c and the clients' handlers hear nothing of a rank killed;
+// without it mpirun ends the job itself.
 #include <asio/any_io_executor.hpp>
 #include <asio/post.hpp>
 #include <optional>

@@ -5,7 +5,7 @@
 //                     and finds the root of a stall
 //   kv_rendezvous     a store of the program's own (optcast/net/kv_store.hpp: file://,
 //                     redis://, torch's): keys only; a worker thread polls for the job's
-//                     first failure, and a deadline finds what nobody reports
+//                     first failure and for stall inquiries, which it answers
 //   pmix_rendezvous   the PMIx server of the launcher (mpirun, srun --mpi=pmix): fences
 //                     collect what the ranks publish, and one more their goodbyes
 // Each says in its own file what it cannot do.

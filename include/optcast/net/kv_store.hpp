@@ -16,8 +16,8 @@
 //
 // Without optcast's store, a rank that dies is found by its data connections (TCP: the
 // connection closes; libfabric: the provider's error, then a grace period), and a rank
-// stopped without dying by the collectives' deadline: there is no liveness channel to
-// ask.
+// stopped without dying by an inquiry through keys of this store near a collective's
+// deadline, which every live rank's thread answers (it looks every 50 ms).
 #pragma once
 
 #include <chrono>
