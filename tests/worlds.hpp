@@ -121,6 +121,16 @@ private:
   std::string path_;
 };
 
+// Rank `rank` of a job of `size` that meets in the program's store `s` (job_config::kv).
+inline job_config in_store(const std::shared_ptr<kv_store>& s, int rank, int size) {
+  job_config c;
+  c.rank = rank;
+  c.size = size;
+  c.kv = s;
+  c.bootstrap_timeout = std::chrono::seconds(10);
+  return c;
+}
+
 // The job id of every process_test_world: tests that forge handshakes need it.
 constexpr std::uint64_t test_job_id = 0x0b7c457ull;
 
