@@ -40,7 +40,7 @@ TEST_CASE("through the program's store, a stall is looked into: the rank whose l
     std::vector<int> nobody(p, 0);
     for (int r = 0; r < p; ++r) {
       auto& j = *jobs[static_cast<std::size_t>(r)];
-      j.on_failure(nullptr, nullptr, [&, r](std::uint64_t code, std::string why) {
+      j.on_failure(nullptr, nullptr, [&, r](std::uint64_t code, int, std::string why) {
         codes[static_cast<std::size_t>(r)] = code;
         told[static_cast<std::size_t>(r)] = std::move(why);
       });

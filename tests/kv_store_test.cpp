@@ -205,7 +205,7 @@ TEST_CASE("through the program's store: the first failure reaches every rank and
   std::vector<std::string> told(p);
   std::vector<std::uint64_t> codes(p, 0);
   for (int r = 0; r < p; ++r)
-    jobs[static_cast<std::size_t>(r)]->on_failure(nullptr, nullptr, [&, r](std::uint64_t code, std::string why) {
+    jobs[static_cast<std::size_t>(r)]->on_failure(nullptr, nullptr, [&, r](std::uint64_t code, int, std::string why) {
       codes[static_cast<std::size_t>(r)] = code;
       told[static_cast<std::size_t>(r)] = std::move(why);
     });

@@ -298,7 +298,7 @@ TEST_CASE("a rank that joins after the job failed is told, though it sets its ca
   std::this_thread::sleep_for(100ms);  // the store's word is here before the callbacks
   std::string told;
   std::uint64_t code = 0;
-  late.on_events(nullptr, nullptr, [&](std::uint64_t c, std::string why) {
+  late.on_events(nullptr, nullptr, [&](std::uint64_t c, int, std::string why) {
     code = c;
     told = std::move(why);
   });

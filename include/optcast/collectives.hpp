@@ -322,7 +322,8 @@ std::vector<logp::summation_plan::segment> summation_share(communicator& c, std:
 // ties by their rank in `parent`; a negative color gets none (nullopt). No new
 // rendezvous: the sub-communicator uses its parent's connections, and its calls never
 // match the parent's or any other communicator's (seq_layout). It shares its parent's
-// fate: a failure on either breaks both, and errors name the ranks of the job. Every
+// fate: a failure on either breaks both (a member's death, the communicators it is in:
+// optcast/survive.hpp), and errors name the ranks of the job. Every
 // collective and algorithm runs on it. Fails with errc::limit_exceeded when some member
 // has seq_layout::ids - 2 sub-communicators alive, with errc::invalid_argument on every
 // rank when a rank's arguments are wrong (comm.last_error() says which).

@@ -73,6 +73,7 @@ public:
       last_error_ = std::move(o.last_error_);
       space_ = std::move(o.space_);
       id_ = o.id_;
+      agreements_ = o.agreements_;
     }
     return *this;
   }
@@ -92,11 +93,19 @@ public:
   // 0 for a job's communicator; a sub-communicator's id (seq_layout).
   std::uint32_t id() const noexcept { return id_; }
 
-  // Broken after any failed collective; every later collective fails with errc::broken.
-  bool broken() const noexcept { return static_cast<bool>(fabric_->failure()); }
-  std::error_code failure() const noexcept { return fabric_->failure(); }
+  // Broken after any failed collective, or revoked (optcast/survive.hpp); every later
+  // collective fails with errc::broken.
+  bool broken() const noexcept { return static_cast<bool>(failure()); }
+  // The fabric's failure, else the cause of this communicator's revocation.
+  std::error_code failure() const noexcept {
+    if (auto ec = fabric_->failure()) return ec;
+    return fabric_->revoked(id_);
+  }
   // What is known about the failure (which peer, which sizes) for error messages.
-  std::string failure_detail() const { return fabric_->failure_detail(); }
+  std::string failure_detail() const {
+    if (fabric_->failure()) return fabric_->failure_detail();
+    return fabric_->revocation(id_);
+  }
 
   // Ends this rank's part in the job and returns the job's outcome: success only if
   // every rank finished without failure; otherwise the first failure anywhere, with
@@ -121,6 +130,9 @@ private:
   // Every collective call takes the next number on every rank; ranks must call
   // collectives in the same order (as in MPI), which lets several run at once.
   std::uint32_t next_seq() noexcept { return seq_layout::collective(id_, next_seq_++); }
+  // Agreements (and shrinks) are numbered apart from the collectives: after a failure,
+  // ranks may have made different numbers of calls that failed, but they agree in order.
+  std::uint32_t next_agreement() noexcept { return agreements_++; }
   // The seq of point-to-point messages with `user_tag` (<= seq_layout::max_user_tag).
   std::uint32_t p2p_seq(std::uint32_t user_tag) const noexcept { return seq_layout::p2p(id_, user_tag); }
   // Made when first needed (a split): a simulated world's million communicators mostly
@@ -137,6 +149,7 @@ private:
   std::string last_error_;
   std::shared_ptr<detail::comm_space> space_;
   std::uint32_t id_ = 0;
+  std::uint32_t agreements_ = 0;
 };
 
 namespace detail {

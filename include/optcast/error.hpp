@@ -23,6 +23,7 @@ enum class errc {
   port_violation,      // simulator: more concurrent sends or receives than the model allows
   limit_exceeded,      // peers sent more for receives not yet posted than this rank may hold
   call_mismatch,       // ranks called a collective differently (root, size, operator, type, ...)
+  revoked,             // a rank revoked the communicator (optcast::revoke)
 };
 
 const std::error_category& error_category() noexcept;

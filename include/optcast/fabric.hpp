@@ -22,7 +22,9 @@
 //  - Failure: abort() finishes every pending operation with the given error, and every
 //    later start() fails with that same error (the cause, not a generic "broken"; the
 //    collectives layer refuses new collectives with errc::broken). A collective's
-//    deadline finishes its operations with errc::timeout.
+//    deadline finishes its operations with errc::timeout. A fabric that survives a
+//    peer's loss (fabric_base::survives_failures) fails only what waits on that peer and
+//    the communicators it is in (revoke), and stays usable for the rest.
 #pragma once
 
 #include <bit>
@@ -42,6 +44,7 @@
 
 #include "optcast/error.hpp"
 #include "optcast/scratch.hpp"
+#include "optcast/topology.hpp"
 
 namespace asio {
 class any_io_executor;
@@ -131,34 +134,12 @@ constexpr std::uint32_t collective(std::uint32_t id, std::uint32_t n) noexcept {
 constexpr std::uint32_t p2p(std::uint32_t id, std::uint32_t user_tag) noexcept {
   return p2p_bit | id << id_shift | (user_tag & number_mask);
 }
+// The communicator a seq belongs to.
+constexpr std::uint32_t id_of(std::uint32_t seq) noexcept { return (seq >> id_shift) & (ids - 1); }
+// The seq of the fabrics' control messages (revocations, agreements: fabric_base's), which
+// no receive is ever posted for: a fabric hands each one to fabric_base::control_arrived.
+inline constexpr std::uint32_t control_seq = p2p(reserved_id, max_user_tag - 1);
 }  // namespace seq_layout
-
-// Where the ranks run: which host each is on (ranks of one host reach each other without
-// the network, through memory) and how many rails, network interfaces of their own, the
-// hosts send through (the ports of the k-port model made real: an operation's lane picks
-// its rail, operation::lane). A fabric without one (layout() null) is every rank a host
-// of its own with one rail.
-struct topology {
-  std::vector<int> host_of;  // per rank; hosts numbered in the order of their lowest rank
-  int rails = 1;
-
-  int size() const noexcept { return static_cast<int>(host_of.size()); }
-  int hosts() const noexcept;
-  // The ranks of `host`, ascending.
-  std::vector<int> ranks_on(int host) const;
-  // r's place among the ranks of its host.
-  int local_rank(int r) const noexcept;
-  // Every host has the same number of ranks (ranks_per_host()), and a host's ranks are
-  // consecutive: host h has ranks h n .. h n + n - 1 (what a launcher's block placement gives).
-  bool blocked() const noexcept;
-  int ranks_per_host() const noexcept { return hosts() ? size() / hosts() : 0; }
-  // Of ranks[i] of this topology, in that order (a sub-communicator's).
-  topology restricted(const std::vector<int>& ranks) const;
-  // From each rank's host identity (equal strings: one host).
-  static topology of_identities(const std::vector<std::string>& ids, int rails);
-  // "4 hosts x 2 ranks, 2 rails" for logs and reports.
-  std::string describe() const;
-};
 
 // idle: a round in which the rank neither sends nor receives (its size: how many such
 // rounds in a row). Only the simulator's rounds model gives it a duration (the rest of
@@ -282,6 +263,17 @@ private:
   void* obj_;
   bool (*call_)(void*);
 };
+
+// What an agreement decides (fabric::agree): the AND of the flags and the OR of the words
+// the ranks that took part gave, and the ranks found failed, ascending (job ranks at the
+// fabric, the communicator's in optcast::agree).
+struct agreement {
+  std::uint64_t flag = ~std::uint64_t{0};
+  std::vector<std::uint64_t> words;
+  std::vector<int> failed;
+  bool operator==(const agreement&) const = default;
+};
+using agreement_done = std::function<void(result<agreement>)>;
 
 class fabric {
 public:
@@ -415,6 +407,43 @@ public:
   // libfabric) wait for the other ranks here; the in-process ones report this rank's
   // own failure.
   virtual result<void> leave();
+
+  // ------------------------------------------------ surviving a failure (docs/DESIGN.md)
+  // A fabric that survives a peer's death (TCP, the in-process one) marks the peer dead,
+  // fails what waits on it and revokes every communicator it belongs to; the others, and
+  // the fabric, stay usable. The rest fail as a whole (abort), as these defaults do.
+
+  // Whether job rank r is alive as far as this rank knows.
+  virtual bool peer_alive(int r) const noexcept { return r >= 0 && r < size(); }
+  // Communicator `id`'s members (job ranks, in its order), so that a peer's death revokes
+  // exactly the communicators it is in, and a revocation reaches their members. Id 0, the
+  // job's, is every rank without enrolling. A member already dead revokes it at once.
+  virtual void enroll(std::uint32_t id, std::vector<int> members) { (void)id, (void)members; }
+  virtual void retire(std::uint32_t id) noexcept { (void)id; }
+  // Revokes communicator `id`: every operation of it pending here fails with `ec`, and
+  // every later one; its other members are told, and do the same (each tells the others
+  // once, so the word survives failures on the way). Control messages and agreements on
+  // it go on.
+  virtual void revoke(std::uint32_t id, std::error_code ec, std::string detail) noexcept {
+    (void)id;
+    abort(ec, std::move(detail));
+  }
+  // Why `id` was revoked; none if it was not.
+  virtual std::error_code revoked(std::uint32_t id) const noexcept {
+    (void)id;
+    return {};
+  }
+  virtual std::string revocation(std::uint32_t id) const { (void)id; return {}; }
+  // Agreement number `n` of communicator `id` among `members` (job ranks in its order,
+  // this rank among them): `done` gets the same decision on every member that returns,
+  // whatever members fail meanwhile, or an error (timeout after `timeout`, the fabric's
+  // failure). Fault-tolerant: see docs/DESIGN.md, "Agreeing among survivors".
+  virtual void agree(std::uint32_t id, std::uint32_t n, std::vector<int> members, agreement mine,
+                     std::chrono::milliseconds timeout, agreement_done done) {
+    (void)id, (void)n, (void)members, (void)mine, (void)timeout;
+    note_error("this fabric (" + std::string(name()) + ") cannot agree among survivors");
+    done(fail(errc::invalid_argument));
+  }
 
 protected:
   // Records the first failure (later ones keep the first, which is the cause).

@@ -11,6 +11,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,8 +21,26 @@
 
 namespace optcast {
 
+namespace detail {
+class survival;  // lib/runtime/survival.hpp: dead peers, revocations, agreements
+}
+
 class fabric_base : public fabric {
 public:
+  fabric_base();
+  ~fabric_base() override;
+
+  // Surviving a failure (optcast/fabric.hpp): kept here for every fabric that derives from
+  // this one; a transport calls the protected hooks below.
+  bool peer_alive(int r) const noexcept override;
+  void enroll(std::uint32_t id, std::vector<int> members) override;
+  void retire(std::uint32_t id) noexcept override;
+  void revoke(std::uint32_t id, std::error_code ec, std::string detail) noexcept override;
+  std::error_code revoked(std::uint32_t id) const noexcept override;
+  std::string revocation(std::uint32_t id) const override;
+  void agree(std::uint32_t id, std::uint32_t n, std::vector<int> members, agreement mine, std::chrono::milliseconds timeout,
+             agreement_done done) override;
+
   void sign(std::uint32_t seq, const call_signature& s) override;
   void unsign(std::uint32_t seq) noexcept override;
   call_signature signature_of(std::uint32_t seq) const noexcept override;
@@ -48,6 +68,36 @@ public:
   bool unexpected_consistent(int src, std::uint32_t seq, const call_signature& theirs);
 
 protected:
+  // ---- for transports that survive a peer's death
+  // A transport that does (it calls the hooks below) says so; the others fail as a whole
+  // on a peer's loss or a revocation (abort), and refuse agreements.
+  virtual bool survives_failures() const noexcept { return false; }
+  // A message tagged control_seq arrived from `src` (no receive is posted for one): its
+  // meaning is handled here. A malformed one fails the fabric (protocol_violation).
+  void control_arrived(int src, std::span<const std::byte> payload) noexcept;
+  // Job rank r died, or is to be taken for dead (its own report, the store's word, a
+  // broken link with no word within loss_grace): what waits on it is the transport's to
+  // fail first (its connections); this revokes every communicator r is in, with `ec` and
+  // `why`, and tells agreements in progress. False if r was known dead already.
+  bool peer_died(int r, std::error_code ec, const std::string& why) noexcept;
+  // The transport fails every pending operation of communicator `id` (not control
+  // messages) with `ec`, drops what it holds for it, and drops what comes for it later
+  // (revoked() says so).
+  virtual void fail_communicator(std::uint32_t id, std::error_code ec, const std::string& why) noexcept {
+    (void)id, (void)ec, (void)why;
+  }
+  // Why `op` may not start (its peer is dead, or its communicator revoked), with what to
+  // say in `why`; none if it may.
+  std::error_code refusal(const operation& op, std::string& why) const;
+  // The fabric failed as a whole: agreements in progress end with `ec`.
+  void end_agreements(std::error_code ec, const std::string& why) noexcept;
+  // Control messages posted and not yet sent: a closing fabric gives them a moment (a
+  // survivor that exits right after its failure still tells the others why).
+  std::size_t control_in_flight() const noexcept;
+  // "; agreement 2 of communicator 0 waiting for rank 3" for each agreement that waits
+  // (on a peer's word), for a stall's inquiry into control_seq's deadline.
+  std::string agreements_waiting() const;
+
   // Records that a message of collective `seq` from `src`, signed `theirs`, was never
   // received by this rank's call `mine` (leftover()).
   void note_unreceived(int src, std::uint32_t seq, const call_signature& theirs, const call_signature& mine);
@@ -66,6 +116,12 @@ protected:
   std::error_code peer_left(const operation& op, std::uint32_t their_seq, const call_signature& theirs);
 
 private:
+  friend class detail::survival;
+  detail::survival& survival();
+  // Made at the first death, revocation, enrollment or agreement: a simulated world's
+  // million fabrics mostly see none.
+  std::unique_ptr<detail::survival> survival_;
+
   using signed_call = std::pair<std::uint32_t, call_signature>;  // empty signature: none
   // Collectives in flight on this rank: few, so searched from the newest; the first in
   // place, the others in a vector (a simulated world's million ranks, each making one

@@ -9,6 +9,7 @@
 #include "optcast/fabrics.hpp"
 #include "optcast/reduction.hpp"
 #include "optcast/stream.hpp"
+#include "optcast/survive.hpp"
 #include "optcast/join.hpp"
 #include "optcast/launch.hpp"
 #include "optcast/log.hpp"

@@ -45,10 +45,19 @@ private:
 
 // A failed collective leaves ranks in different places of its schedule, so nothing
 // later on this communicator could match up: it is broken from here on (docs/DESIGN.md).
+// A member's loss (or a revocation) revokes the communicator on every member, and leaves
+// the fabric to the survivors (optcast/survive.hpp); any other failure of this rank's
+// fails its fabric (and so, to the others, this rank).
 inline result<void> finish(communicator& c, result<void> r) {
   if (!r && r.error() != errc::invalid_argument) {
     auto& f = c.get_fabric();
-    f.abort(r.error(), f.last_error());
+    // Revoked (a member's death, with its cause: lost, stopped, failed otherwise), or a
+    // peer found lost here: the survivors go on.
+    const bool lost = r.error() == errc::peer_lost || r.error() == errc::revoked || f.revoked(c.id());
+    if (f.failure() || !lost)
+      f.abort(r.error(), f.last_error());
+    else
+      f.revoke(c.id(), r.error(), f.last_error());
   }
   return r;
 }

@@ -25,6 +25,7 @@ struct comm_space {
 struct comm_access {
   // The next collective's seq (communicator::next_seq).
   static std::uint32_t next_seq(communicator& c) noexcept { return c.next_seq(); }
+  static std::uint32_t next_agreement(communicator& c) noexcept { return c.next_agreement(); }
   static std::uint32_t p2p_seq(const communicator& c, std::uint32_t user_tag) noexcept { return c.p2p_seq(user_tag); }
   static const std::shared_ptr<comm_space>& space(communicator& c) { return c.space(); }
   // Why the call refused its arguments, for communicator::last_error.

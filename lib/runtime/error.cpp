@@ -20,6 +20,7 @@ public:
       case errc::port_violation: return "port violation (more concurrent messages than the model's ports)";
       case errc::limit_exceeded: return "limit exceeded (more unexpected message bytes than this rank may hold)";
       case errc::call_mismatch: return "the ranks called the collective differently";
+      case errc::revoked: return "the communicator was revoked";
     }
     return "unknown optcast error " + std::to_string(code);
   }

@@ -5,7 +5,90 @@
 #include <algorithm>
 #include <iterator>
 
+#include "survival.hpp"
+
 namespace optcast {
+
+fabric_base::fabric_base() = default;
+fabric_base::~fabric_base() = default;
+
+detail::survival& fabric_base::survival() {
+  if (!survival_) survival_ = std::make_unique<detail::survival>(*this);
+  return *survival_;
+}
+
+bool fabric_base::peer_alive(int r) const noexcept { return survival_ ? survival_->alive(r) : fabric::peer_alive(r); }
+
+void fabric_base::enroll(std::uint32_t id, std::vector<int> members) { survival().enroll(id, std::move(members)); }
+
+void fabric_base::retire(std::uint32_t id) noexcept {
+  if (survival_) survival_->retire(id);
+}
+
+void fabric_base::revoke(std::uint32_t id, std::error_code ec, std::string detail) noexcept {
+  if (failure()) return;  // everything fails already
+  if (!survives_failures()) return abort(ec, std::move(detail));
+  try {
+    survival().revoke(id, ec, std::move(detail), true);
+  } catch (const std::bad_alloc&) {
+    abort(ec, "revoking communicator " + std::to_string(id) + ": out of memory");
+  }
+}
+
+std::error_code fabric_base::revoked(std::uint32_t id) const noexcept { return survival_ ? survival_->revoked(id) : std::error_code(); }
+
+std::string fabric_base::revocation(std::uint32_t id) const { return survival_ ? survival_->revocation(id) : std::string(); }
+
+void fabric_base::agree(std::uint32_t id, std::uint32_t n, std::vector<int> members, agreement mine,
+                        std::chrono::milliseconds timeout, agreement_done done) {
+  if (failure()) {
+    note_error("agree: " + failure_detail());
+    return done(fail(failure()));
+  }
+  if (!survives_failures()) return fabric::agree(id, n, std::move(members), std::move(mine), timeout, std::move(done));
+  survival().agree(id, n, std::move(members), std::move(mine), timeout, std::move(done));
+}
+
+void fabric_base::control_arrived(int src, std::span<const std::byte> payload) noexcept {
+  if (failure()) return;
+  try {
+    survival().arrived(src, payload);
+  } catch (const std::bad_alloc&) {
+    abort(make_error_code(errc::limit_exceeded), "out of memory for a control message from rank " + std::to_string(src));
+  }
+}
+
+bool fabric_base::peer_died(int r, std::error_code ec, const std::string& why) noexcept {
+  try {
+    return survival().died(r, ec, why);
+  } catch (const std::bad_alloc&) {
+    abort(ec, why);
+    return true;
+  }
+}
+
+std::error_code fabric_base::refusal(const operation& op, std::string& why) const {
+  if (!survival_) return {};
+  if ((op.kind == op_kind::send || op.kind == op_kind::recv) && op.peer >= 0 && !survival_->alive(op.peer)) {
+    why = survival_->death_of(op.peer);
+    return survival_->death_code(op.peer);
+  }
+  if (op.tg.seq == seq_layout::control_seq) return {};
+  const auto id = seq_layout::id_of(op.tg.seq);
+  if (auto ec = survival_->revoked(id)) {
+    why = "communicator " + std::to_string(id) + " was revoked: " + survival_->revocation(id);
+    return ec;
+  }
+  return {};
+}
+
+void fabric_base::end_agreements(std::error_code ec, const std::string& why) noexcept {
+  if (survival_) survival_->end(ec, why);
+}
+
+std::size_t fabric_base::control_in_flight() const noexcept { return survival_ ? survival_->in_flight() : 0; }
+
+std::string fabric_base::agreements_waiting() const { return survival_ ? survival_->waiting() : std::string(); }
 
 void fabric_base::sign(std::uint32_t seq, const call_signature& s) {
   if (s.empty()) return;
@@ -152,6 +235,7 @@ std::error_code told_error(std::uint64_t code) noexcept {
     case errc::call_mismatch:
     case errc::deadlock:
     case errc::port_violation:
+    case errc::revoked:
       return make_error_code(static_cast<errc>(code));
     default:
       return make_error_code(errc::peer_lost);

@@ -6,76 +6,13 @@
 
 #include "optcast/collectives.hpp"
 #include "runtime/comm_access.hpp"
+#include "runtime/sub_fabric.hpp"
 
 namespace optcast {
 
+using detail::sub_fabric;
+
 namespace {
-
-// The members' ranks on the job's fabric, in the sub-communicator's order. Operations
-// are renumbered and handed to the job's fabric, which completes, cancels and times
-// them out as its own (their owner becomes it); everything about the job (failure,
-// signatures, deadlines, the event loop) is the job fabric's.
-class sub_fabric final : public fabric {
-public:
-  sub_fabric(std::shared_ptr<fabric> base, std::vector<int> members, int rank)
-      : base_(std::move(base)), members_(std::move(members)), rank_(rank) {
-    if (const auto* t = base_->layout()) layout_ = t->restricted(members_);
-  }
-
-  const std::shared_ptr<fabric>& base() const noexcept { return base_; }
-  int member(int r) const noexcept { return members_[static_cast<std::size_t>(r)]; }
-
-  int rank() const noexcept override { return rank_; }
-  int size() const noexcept override { return static_cast<int>(members_.size()); }
-  int ports() const noexcept override { return base_->ports(); }
-  bool receives_from_any() const noexcept override { return base_->receives_from_any(); }
-  std::string_view name() const noexcept override { return base_->name(); }
-  trace_log* call_trace() const noexcept override { return base_->call_trace(); }
-  std::optional<loggp_params> cost_model() const noexcept override { return base_->cost_model(); }
-  std::optional<double> model_time() const noexcept override { return base_->model_time(); }
-  const topology* layout() const noexcept override { return layout_ ? &*layout_ : nullptr; }
-  bool carries_data() const noexcept override { return base_->carries_data(); }
-
-  bool start(operation& op) noexcept override {
-    // Out of range stays out of range (-1), and the job fabric refuses it as it would.
-    // Any peer stays any peer: only members send with this communicator's tags.
-    if (op.peer != any_peer) op.peer = op.peer >= 0 && op.peer < size() ? member(op.peer) : -1;
-    op.owner = base_.get();
-    return base_->post(op);  // post, not start: the job fabric's trace sees it
-  }
-  bool start_local(operation& op) noexcept override {
-    op.peer = base_->rank();
-    op.owner = base_.get();
-    return base_->post(op);
-  }
-  void cancel(operation& op, std::error_code ec) noexcept override { base_->cancel(op, ec); }
-  std::uint64_t arm_deadline(std::uint32_t seq, std::chrono::nanoseconds t) override {
-    return base_->arm_deadline(seq, t);
-  }
-  void disarm_deadline(std::uint64_t token) noexcept override { base_->disarm_deadline(token); }
-  void run_until(stop_predicate done) override { base_->run_until(done); }
-  asio::io_context* borrowed_loop() const noexcept override { return base_->borrowed_loop(); }
-  detail::frame_arena* frames() const noexcept override { return base_->frames(); }
-  void abort(std::error_code ec, std::string detail) noexcept override { base_->abort(ec, std::move(detail)); }
-  void sign(std::uint32_t seq, const call_signature& s) override { base_->sign(seq, s); }
-  void unsign(std::uint32_t seq) noexcept override { base_->unsign(seq); }
-  call_signature signature_of(std::uint32_t seq) const noexcept override { return base_->signature_of(seq); }
-  std::error_code leftover(std::uint32_t seq) override { return base_->leftover(seq); }
-  std::error_code failure() const noexcept override { return base_->failure(); }
-  const std::string& failure_detail() const noexcept override { return base_->failure_detail(); }
-  const std::string& last_error() const noexcept override { return base_->last_error(); }
-  // The job is left through its own communicator; this reports the shared state only.
-  result<void> leave() override {
-    if (auto ec = failure()) return fail(ec);
-    return {};
-  }
-
-private:
-  std::shared_ptr<fabric> base_;
-  std::vector<int> members_;
-  int rank_;
-  std::optional<topology> layout_;
-};
 
 // What each rank of the parent contributes.
 enum class stance : std::int64_t { ok = 0, bad_list = 1, busy = 2 };
@@ -178,6 +115,7 @@ task<result<std::optional<communicator>>> create(communicator& parent, std::stri
     std::lock_guard lock(detail::comm_access::space(parent)->mu);
     detail::comm_access::space(parent)->in_use.set(id);
   }
+  base->enroll(id, members);
   auto view = std::make_shared<sub_fabric>(std::move(base), std::move(members), sub_rank);
   co_return out_t(std::optional<communicator>(detail::comm_access::sub(std::move(view), parent.options(), detail::comm_access::space(parent), id)));
 }

@@ -1,4 +1,4 @@
-// Where the ranks run (fabric.hpp's topology): hosts and rails.
+// Where the ranks run (optcast/topology.hpp): hosts and rails.
 #include <algorithm>
 #include <map>
 

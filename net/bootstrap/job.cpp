@@ -120,7 +120,7 @@ result<std::vector<std::string>> job::lookup_all(std::vector<std::string> keys, 
 void job::lookup(std::string key, std::function<void(result<std::string>)> done) { via_->lookup(std::move(key), std::move(done)); }
 
 void job::on_failure(std::function<void(int)> lost, std::function<void(std::string)> gone,
-                     std::function<void(std::uint64_t, std::string)> failed) {
+                     std::function<void(std::uint64_t, int, std::string)> failed) {
   via_->on_failure(std::move(lost), std::move(gone), std::move(failed));
 }
 

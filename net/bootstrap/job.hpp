@@ -54,7 +54,7 @@ public:
   // `lost(rank)` when a rank dies; `gone(why)` when the store itself goes away;
   // `failed(code, why)` when another rank reports that it failed (report_failure).
   void on_failure(std::function<void(int rank)> lost, std::function<void(std::string why)> gone,
-                  std::function<void(std::uint64_t code, std::string why)> failed = nullptr);
+                  std::function<void(std::uint64_t code, int rank, std::string why)> failed = nullptr);
   // This rank failed: every other rank hears of it through the store.
   void report_failure(int code, std::string why);
   // This rank's collective `seq` waits on a peer near its deadline: the store finds the root cause

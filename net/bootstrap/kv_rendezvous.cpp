@@ -86,7 +86,7 @@ struct worker_side {
   std::deque<std::function<void()>> tasks;
   bool closing = false;               // drain the tasks, then stop
   std::atomic<bool> stopping{false};  // lookups give up
-  std::function<void(std::uint64_t, std::string)> failed;
+  std::function<void(std::uint64_t, int, std::string)> failed;
   bool reported = false;  // this rank failed: it is not told of the job's failure
   bool told = false;
   std::thread worker;
@@ -127,7 +127,7 @@ struct worker_side {
         if (v && failed && !told && !reported) {
           told = true;
           auto [code, why] = parse_failure(*v);
-          asio::post(events, [f = failed, code, why] { f(code, why); });
+          asio::post(events, [f = failed, code, why] { f(code, -1, why); });
         }
       }
       if (!told && !reported) {
@@ -218,7 +218,7 @@ struct worker_side {
     std::lock_guard l(mu);
     if (failed && !told) {
       told = true;
-      asio::post(events, [f = failed, code, why] { f(code, why); });
+      asio::post(events, [f = failed, code, why] { f(code, -1, why); });
     }
   }
 
@@ -327,7 +327,7 @@ public:
   }
 
   // No store connection to lose, no store to say who died.
-  void on_failure(std::function<void(int)>, std::function<void(std::string)>, std::function<void(std::uint64_t, std::string)> failed) override {
+  void on_failure(std::function<void(int)>, std::function<void(std::string)>, std::function<void(std::uint64_t, int, std::string)> failed) override {
     std::lock_guard l(w_.mu);
     w_.failed = std::move(failed);
   }

@@ -56,7 +56,7 @@ public:
     asio::post(events_, [done = std::move(done), v = std::move(v)] { done(v); });
   }
 
-  void on_failure(std::function<void(int)>, std::function<void(std::string)>, std::function<void(std::uint64_t, std::string)>) override {}
+  void on_failure(std::function<void(int)>, std::function<void(std::string)>, std::function<void(std::uint64_t, int, std::string)>) override {}
 
   // Said in its goodbye, for the job's outcome.
   void report_failure(int code, std::string why) override {

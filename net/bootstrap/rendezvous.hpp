@@ -50,7 +50,7 @@ public:
   virtual result<std::vector<std::string>> lookup_all(std::vector<std::string> keys, std::chrono::milliseconds timeout) = 0;
   virtual void lookup(std::string key, std::function<void(result<std::string>)> done) = 0;
   virtual void on_failure(std::function<void(int rank)> lost, std::function<void(std::string why)> gone,
-                          std::function<void(std::uint64_t code, std::string why)> failed) = 0;
+                          std::function<void(std::uint64_t code, int rank, std::string why)> failed) = 0;
   virtual void report_failure(int code, std::string why) = 0;
   virtual void report_stall(std::uint32_t seq, std::string why, std::function<void()> nobody_stuck) = 0;
   virtual void answer_inquiries(std::function<std::string(std::uint32_t seq)>) {}

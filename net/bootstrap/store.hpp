@@ -114,7 +114,7 @@ public:
   // `failed(code, why)` when another rank reported the job's first failure (the text says
   // which rank, escaped and cut).
   void on_events(std::function<void(int rank)> lost, std::function<void(std::error_code)> closed,
-                 std::function<void(std::uint64_t code, std::string why)> failed = nullptr);
+                 std::function<void(std::uint64_t code, int rank, std::string why)> failed = nullptr);
   // Tells the store this rank failed (an optcast::errc value and why), which tells every
   // other rank; without waiting.
   void report_failure(std::uint32_t code, std::string why);

@@ -30,7 +30,7 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
   std::unordered_map<std::uint32_t, std::function<void(result<message>)>> pending;
   std::function<void(int)> lost;
   std::function<void(std::error_code)> closed;
-  std::function<void(std::uint64_t, std::string)> failed;
+  std::function<void(std::uint64_t, int, std::string)> failed;
   std::function<void()> verdict;
   std::function<std::string(std::uint32_t)> call_of;  // answer_inquiries'
   // What the store said before the rank set its callbacks (a job can fail while a slow
@@ -110,8 +110,11 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
           // A rank waiting for keys that will never come (a rank that did not join) hears
           // why now, not at its timeout.
           for (auto& [id, done] : std::exchange(self->pending, {})) done(fail(told_error(m->id)));
-          self->tell([me = self.get(), code = std::uint64_t{m->id}, why = wire::printable(m->val, max_failure_text)] {
-            if (me->failed) me->to_rank([f = me->failed, code, why] { f(code, why); });
+          // arg: the rank that failed (its own report, or the one a stall's inquiry found
+          // silent), -1 for the job as a whole.
+          const int who = m->arg == static_cast<std::uint32_t>(-1) ? -1 : static_cast<int>(m->arg);
+          self->tell([me = self.get(), code = std::uint64_t{m->id}, who, why = wire::printable(m->val, max_failure_text)] {
+            if (me->failed) me->to_rank([f = me->failed, code, who, why] { f(code, who, why); });
           });
         }
         continue;
@@ -394,7 +397,7 @@ std::string client::job_failure() const {
 }
 
 void client::on_events(std::function<void(int)> lost, std::function<void(std::error_code)> closed,
-                       std::function<void(std::uint64_t, std::string)> failed) {
+                       std::function<void(std::uint64_t, int, std::string)> failed) {
   asio::post(impl_->io, [s = impl_, lost = std::move(lost), closed = std::move(closed), failed = std::move(failed)]() mutable {
     s->lost = std::move(lost);
     s->closed = std::move(closed);

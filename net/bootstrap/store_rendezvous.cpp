@@ -44,7 +44,7 @@ public:
     client_->get(std::move(key), std::move(done));
   }
   void on_failure(std::function<void(int)> lost, std::function<void(std::string)> gone,
-                  std::function<void(std::uint64_t, std::string)> failed) override {
+                  std::function<void(std::uint64_t, int, std::string)> failed) override {
     client_->on_events(
         std::move(lost),
         [gone = std::move(gone)](std::error_code ec) {

@@ -2,6 +2,7 @@
 #include "job_fabric.hpp"
 
 #include <stdexcept>
+#include <thread>
 
 #include "inquiry.hpp"
 #include "on_strand.hpp"
@@ -32,17 +33,50 @@ void job_fabric::join_job() {
   job_->on_failure(
       [this, alive = alive_](int r) {
         if (*alive && !closing_)
-          told(make_error_code(errc::peer_lost), "rank " + std::to_string(r) + " died (its store connection closed without goodbye)");
+          lose_peer(r, make_error_code(errc::peer_lost), "rank " + std::to_string(r) + " died (its store connection closed without goodbye)");
       },
       [this, alive = alive_](std::string why) {
         if (*alive && !closing_) told(make_error_code(errc::peer_lost), why);
       },
-      [this, alive = alive_](std::uint64_t code, std::string why) {
-        if (*alive && !closing_) told(told_error(code), why);
+      [this, alive = alive_](std::uint64_t code, int r, std::string why) {
+        if (!*alive || closing_) return;
+        // A rank named: that one failed (or stopped answering), the others may go on.
+        if (r >= 0 && r < size() && r != rank()) return lose_peer(r, told_error(code), why);
+        told(told_error(code), why);
       });
 }
 
+void job_fabric::flush_control(std::chrono::milliseconds most) noexcept {
+  // Not from inside the loop's own handlers: nothing would run meanwhile.
+  if (const auto* s = ex_.target<asio::strand<asio::io_context::executor_type>>(); s && s->running_in_this_thread()) return;
+  const auto until = std::chrono::steady_clock::now() + most;
+  try {
+    if (owns_loop_) {
+      asio::steady_timer wake(ex_);
+      bool woke = false;
+      wake.expires_at(until);
+      wake.async_wait([&](std::error_code) { woke = true; });
+      auto sent = [&] { return closing_ || control_in_flight() == 0 || woke; };
+      run_until(sent);
+      wake.cancel();
+      auto waited = [&] { return woke; };
+      run_until(waited);  // the wait's handler refers to this frame
+      return;
+    }
+    for (;;) {  // the caller's threads run the loop
+      std::size_t left = 0;
+      on_strand(*this, [&] { left = closing_ ? 0 : control_in_flight(); });
+      if (left == 0 || std::chrono::steady_clock::now() >= until) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  } catch (const std::exception&) {  // a stopped loop: nothing more to send by
+  }
+}
+
 void job_fabric::close(std::chrono::milliseconds wait) noexcept {
+  // A revocation this rank passes on may still be queued behind a frame being written:
+  // a rank that closes right after its failure still tells the others why.
+  flush_control(std::chrono::milliseconds(200));
   bool first = false;
   std::error_code own;
   std::string own_detail;
@@ -99,7 +133,7 @@ void job_fabric::start_loss_grace(const std::string& why) {
   loss_timer_.async_wait([this, alive = alive_, why](std::error_code ec) {
     if (ec || !*alive || !loss_pending_) return;
     loss_pending_ = false;
-    if (!failure()) abort(make_error_code(errc::peer_lost), why);
+    if (!failure()) grace_over(why);
   });
 }
 

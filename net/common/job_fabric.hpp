@@ -55,6 +55,12 @@ public:
   // Another rank failed (its own report, the store's word): fail with it, and do not pass
   // it on.
   void told(std::error_code ec, const std::string& why) noexcept;
+  // Job rank r failed or died (`ec`, `why`): a transport that survives it cuts r off and
+  // fails what waits on it (peer_died); the default fails this rank with it (told).
+  virtual void lose_peer(int r, std::error_code ec, const std::string& why) noexcept {
+    (void)r;
+    told(ec, why);
+  }
 
 protected:
   // The transport's configuration (at least the job's).
@@ -84,6 +90,14 @@ protected:
   // (another rank's report, the store's word) before failing with peer_lost and `why`.
   void start_loss_grace(const std::string& why);
   void cancel_loss_grace() noexcept;
+  // The grace passed with no word of the cause: a transport that survives a peer's loss
+  // takes the peers whose links broke for dead; the default fails this rank.
+  virtual void grace_over(const std::string& why) noexcept { abort(make_error_code(errc::peer_lost), why); }
+  // What the stall watch sees waiting in collective `seq`: the transport's operations, and
+  // for control_seq the agreements waiting on a peer.
+  std::string stalled_in(std::uint32_t seq) const {
+    return seq == seq_layout::control_seq ? waiting_for(seq) + agreements_waiting() : waiting_for(seq);
+  }
   // Collective seq's deadline passed: the store is asked for the root cause first.
   void expire(std::uint32_t seq);
   std::string rank_text() const { return "rank " + std::to_string(job_settings().rank); }
@@ -97,10 +111,14 @@ protected:
   bool spread_ = false;       // every rank was told of this rank's failure, or it was told of theirs
   bool loss_pending_ = false;  // a link broke and its operations wait for the cause
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
-  detail::stall_watch stall_{ex_, [this](std::uint32_t seq) { return waiting_for(seq); },
+  detail::stall_watch stall_{ex_, [this](std::uint32_t seq) { return stalled_in(seq); },
                              [this](const std::string& why) { abort(make_error_code(errc::timeout), why); }};
 
 private:
+  // Runs the loop (or waits for the caller's threads to) until the control messages
+  // posted have gone, for at most `most`.
+  void flush_control(std::chrono::milliseconds most) noexcept;
+
   bool owns_loop_ = false;
   result<void> outcome_;  // the job's, once closed
   asio::steady_timer loss_timer_{ex_};

@@ -98,7 +98,9 @@ public:
     if (dead_)
       return fail_now(op, make_error_code(errc::peer_lost), "this rank (" + std::to_string(rank_) + ") died");
     if (failure()) return fail_now(op, failure(), failure_detail());
-    if (op.peer == any_peer) return start_recv(op);  // waits for whoever sends; a rank that dies fails the world
+    std::string why;
+    if (auto ec = refusal(op, why)) return fail_now(op, ec, why);
+    if (op.peer == any_peer) return start_recv(op);  // waits for whoever sends
     local_fabric* peer = w_->ranks[static_cast<std::size_t>(op.peer)];
     if (!peer || peer->dead_)
       return fail_now(op, make_error_code(errc::peer_lost),
@@ -141,28 +143,33 @@ public:
     }
   }
 
-  // A failure here ends the job on every rank at once, with its cause (as the TCP and
-  // libfabric fabrics do through abort frames and the store): a rank that waits on this
-  // one, or that finished its part and goes on to the next collective, would otherwise
-  // wait for its deadline or run on against a broken peer.
+  // A failure here ends this rank's part, and every communicator it is in on every other
+  // rank at once, with its cause (as the TCP fabric does through abort frames and the
+  // store): a rank that waits on this one, or that finished its part and goes on to the
+  // next collective, would otherwise wait for its deadline or run on against a broken peer.
   void abort(std::error_code ec, std::string detail) noexcept override {
     note_failure(ec, detail);
     fail_posted([](const operation&) { return true; }, ec, detail);
+    end_agreements(ec, detail);
     if (spread_ || closing_) return;
     spread_ = true;
+    // To the others this rank is lost (as on TCP): what they share with it is revoked.
     const std::string why = "rank " + std::to_string(rank_) + " failed: " + failure_detail();
     for (auto* other : w_->ranks)
-      if (other && other != this) other->told(ec, why);
+      if (other && other != this) other->lose(rank_, ec, why);
   }
 
-  // The rank dies: no collective can complete without it, so every communicator fails
-  // at once with peer_lost.
+  // The rank dies: its own calls end, and every other rank takes it for dead at once (as
+  // the TCP store tells every rank of a death): each communicator it is in is revoked,
+  // the others go on.
   void kill() {
+    if (dead_) return;
     dead_ = true;
     const std::string why = "rank " + std::to_string(rank_) + " died";
-    told(make_error_code(errc::peer_lost), why);
+    told(make_error_code(errc::peer_lost), "this rank (" + std::to_string(rank_) + ") died");
+    end_agreements(make_error_code(errc::peer_lost), "this rank died");
     for (auto* other : w_->ranks)
-      if (other && other != this) other->told(make_error_code(errc::peer_lost), why);
+      if (other && other != this) other->lose(rank_, make_error_code(errc::peer_lost), why);
   }
 
   std::error_code leftover(std::uint32_t seq) override {
@@ -188,6 +195,39 @@ public:
 private:
   static constexpr std::uintptr_t posted_mark = 1;
 
+  bool survives_failures() const noexcept override { return true; }
+
+  void lose(int r, std::error_code ec, const std::string& why) {
+    if (failure() || !peer_alive(r)) return;
+    std::erase_if(unexpected_, [&](unexpected_msg& m) {
+      if (m.src != r) return false;
+      w_->give_back(std::move(m.data));
+      return true;
+    });
+    peer_died(r, ec, why);  // first: what fails on r's loss finds its communicator revoked
+    fail_posted([r](const operation& op) { return op.peer == r; }, ec, why);
+  }
+
+  void fail_communicator(std::uint32_t id, std::error_code ec, const std::string& why) noexcept override {
+    const auto of_it = [id](std::uint32_t seq) { return seq != seq_layout::control_seq && seq_layout::id_of(seq) == id; };
+    std::erase_if(unexpected_, [&](unexpected_msg& m) {
+      if (!of_it(m.tg.seq)) return false;
+      w_->give_back(std::move(m.data));
+      return true;
+    });
+    fail_posted([&](const operation& op) { return of_it(op.tg.seq); }, ec, why);
+  }
+
+  // A control message goes to the survival layer from the event loop (never from inside
+  // the sender's start()), if its receiver is still there.
+  void deliver_control(local_fabric& dst, const operation& op) {
+    std::vector<std::byte> bytes(op.data, op.data + op.size);
+    asio::post(w_->ex, [w = w_, to = dst.rank_, from = rank_, bytes = std::move(bytes)] {
+      auto* d = w->ranks[static_cast<std::size_t>(to)];
+      if (d && !d->dead_) d->control_arrived(from, bytes);
+    });
+  }
+
   // Another rank's failure: this rank fails with it, and does not pass it on.
   void told(std::error_code ec, const std::string& detail) noexcept {
     spread_ = true;
@@ -201,6 +241,11 @@ private:
   }
 
   bool start_send(operation& op, local_fabric& dst) {
+    if (op.tg.seq == seq_layout::control_seq) {
+      deliver_control(dst, op);
+      return op.finish_now({});
+    }
+    if (dst.revoked(seq_layout::id_of(op.tg.seq))) return op.finish_now({});  // nobody's there
     operation* match = dst.posted_.find([&](const operation& r) {
       return (r.peer == rank_ || r.peer == any_peer) && r.tg == op.tg;
     });
@@ -256,6 +301,10 @@ private:
   }
 
   void expire(std::uint32_t seq) {
+    if (seq == seq_layout::control_seq) {  // an agreement's: it alone fails
+      const std::string waits = agreements_waiting();
+      return end_agreements(make_error_code(errc::timeout), "no decision within its deadline" + (waits.empty() ? "" : " (" + waits.substr(2) + ")"));
+    }
     const std::string why = "deadline of collective " + std::to_string(seq) + " passed";
     note_failure(make_error_code(errc::timeout), why + " on rank " + std::to_string(rank_));
     fail_posted([seq](const operation& op) { return op.tg.seq == seq; },

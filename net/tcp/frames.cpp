@@ -127,7 +127,7 @@ void tcp_fabric::finish_into(const std::shared_ptr<in_conn>& c) {
   auto alive = alive_;
   if (operation* op = std::exchange(c->target, nullptr)) {
     op->fabric_state = st_none;
-    op->complete({});
+    op->complete(std::exchange(c->cancelled, {}));
     if (!*alive) return;
   }
   if (c->open) read_frame(c);
@@ -144,6 +144,19 @@ void tcp_fabric::read_payload(const std::shared_ptr<in_conn>& c, tag tg, const c
 
 void tcp_fabric::stash(const std::shared_ptr<in_conn>& c) {
   auto& pe = peer(c->peer);
+  const std::uint32_t seq = c->pending_tag.seq;
+  // A control message is the survival layer's; a message of a revoked communicator is
+  // nobody's (its receives have failed).
+  if (seq == seq_layout::control_seq || revoked(seq_layout::id_of(seq))) {
+    auto payload = std::move(c->payload);
+    release_unexpected(pe, payload.size());
+    auto alive = alive_;
+    if (seq == seq_layout::control_seq) control_arrived(c->peer, std::span<const std::byte>(payload.data(), payload.size()));
+    if (!*alive) return;
+    give_back(std::move(payload));
+    if (c->open) read_frame(c);
+    return;
+  }
   // A receive may have been posted while the payload was arriving.
   if (operation* op = take_posted(c->peer, c->pending_tag)) {
     const std::error_code ec = arrival_error(*op, c->pending_sig, c->payload.size());
@@ -170,7 +183,7 @@ void tcp_fabric::read_abort(const std::shared_ptr<in_conn>& c, std::uint64_t len
   c->payload.resize(len);
   read_body(c, c->payload.data(), len, [this, c] {
     const std::string_view text(reinterpret_cast<const char*>(c->payload.data()), c->payload.size());
-    told(told_error(c->abort_code), abort_reason(text, rank_name(c->peer) + " failed"));
+    lose_peer(c->peer, told_error(c->abort_code), abort_reason(text, rank_name(c->peer) + " failed"));
   });
 }
 

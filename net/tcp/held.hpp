@@ -82,6 +82,18 @@ public:
       f(tag::unpack(it->first), it->second);
   }
 
+  // Removes every message whose tag satisfies pred, handing each to f(message) first.
+  template <class Pred, class F>
+  void drop_if(Pred pred, F&& f) {
+    for (auto it = by_tag_.begin(); it != by_tag_.end();)
+      if (pred(tag::unpack(it->first))) {
+        f(it->second);
+        it = by_tag_.erase(it);
+      } else {
+        ++it;
+      }
+  }
+
 private:
   index by_tag_;
 };

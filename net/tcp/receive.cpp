@@ -194,6 +194,8 @@ void tcp_fabric::admit(const std::shared_ptr<in_conn>& c) {
   auto& pe = peer(static_cast<int>(r));
   if (h.rail >= pe.in.size())
     return refuse(c, hs_bad_rank, rank_name(static_cast<int>(r)) + " opened rail " + std::to_string(h.rail) + ", this rank has " + std::to_string(pe.in.size()));
+  if (!peer_alive(static_cast<int>(r)))
+    return refuse(c, hs_taken_dead, rank_name(static_cast<int>(r)) + " was taken for dead here");
   if (keep_mine(c, h)) return;
   auto& slot = pe.in[h.rail];
   // A reader of this rank's own connection to it, on which it has written nothing: it
@@ -357,6 +359,7 @@ void tcp_fabric::in_ended(const std::shared_ptr<in_conn>& c, const std::string& 
   // Its receives wait for the cause (lost_connection); the socket is closed, so nothing
   // more is read into the one that was being filled.
   pe.in_closed = true;
+  if (!pe.broke) pe.broke = ++breaks_;
   quietly();
   const operation* waiting = c->target ? c->target : pe.posted.front();
   lost_connection(why, waiting ? waiting->tg.seq : 0, waiting != nullptr);
@@ -370,6 +373,7 @@ void tcp_fabric::drop_in(int p, std::error_code ec, const std::string& why) {
     if (auto c = pe.in[i]) {
       c->open = false;
       shut(c->sock);
+      c->cancelled = {};
       if (operation* op = std::exchange(c->target, nullptr)) {
         op->fabric_state = st_none;
         note_error(why + ": " + describe_op(*op));

@@ -16,6 +16,8 @@ namespace impl {
 bool tcp_fabric::start(operation& op) noexcept {
   if (auto ec = check_op(*this, op)) return fail_now(op, ec, "bad operation");
   if (failure()) return fail_now(op, failure(), failure_detail());
+  std::string why;
+  if (auto ec = refusal(op, why)) return fail_now(op, ec, why);
   op.fabric_state = st_none;
   if (op.peer == any_peer) return start_recv_any(op);
   auto& pe = peer(op.peer);
@@ -24,6 +26,12 @@ bool tcp_fabric::start(operation& op) noexcept {
 
 void tcp_fabric::cancel(operation& op, std::error_code ec) noexcept {
   if (op.finished) return;
+  if (op.fabric_state == st_failing) {  // failing already: now
+    failing_.remove(op);
+    op.fabric_state = st_none;
+    op.complete(ec);
+    return;
+  }
   if (op.fabric_state == st_posted_any) {  // no peer yet
     any_posted_.remove(op);
     op.fabric_state = st_none;
@@ -42,17 +50,17 @@ void tcp_fabric::cancel(operation& op, std::error_code ec) noexcept {
       // The receiver may still copy it: the job fails with this (a deadline, an abort),
       // and a copy of memory the caller has reused is at worst wrong data on a failing job.
       pe.lent.remove(op);
+      pe.abandon(op);
       break;
     case st_writing:
-      // Half a frame may be on the wire: the connection cannot carry anything more.
-      pe.out[static_cast<std::size_t>(rail_of(op))].writing = nullptr;
-      fail_out(op.peer, rail_of(op), ec, "cancelled in the middle of a frame");
-      break;
     case st_reading:
+      // Part of its frame is on the wire: cutting it short would end a connection the
+      // survivors of a failure still need. It ends once its bytes have passed (or its
+      // connection fails), with `ec`.
+      if (op.fabric_state == st_writing) pe.out[static_cast<std::size_t>(rail_of(op))].cancelled = ec;
       for (auto& c : pe.in)
-        if (c && c->target == &op) c->target = nullptr;
-      drop_in(op.peer, ec, "cancelled in the middle of a frame");
-      break;
+        if (c && c->target == &op) c->cancelled = ec;
+      return;
     default:
       return;
   }
@@ -72,6 +80,7 @@ void tcp_fabric::abort(std::error_code ec, std::string detail) noexcept {
     drop_in(r, ec, detail);
   }
   if (*alive) fail_posted_any(ec, detail);
+  if (*alive) end_agreements(ec, detail);
 }
 
 void tcp_fabric::tell_peers(const std::string& why) noexcept {
@@ -209,6 +218,13 @@ void tcp_fabric::continue_write(int p, int rail) {
                       if (!*alive) return;
                       auto& o = this->out(p, rail);
                       operation* op = std::exchange(o.writing, nullptr);
+                      const std::error_code cancelled = std::exchange(o.cancelled, {});
+                      if (op && cancelled) {
+                        op->fabric_state = st_none;
+                        op->complete(cancelled);
+                        if (!*alive) return;
+                        op = nullptr;
+                      }
                       if (ec) {
                         if (op) {  // waits for the cause, first in the queue
                           op->fabric_state = st_queued;
@@ -414,51 +430,6 @@ void tcp_fabric::handshake_done(int p, int rail) {
   if (o.by_reference) read_receipts(p, rail);
   else if ((word & hs_writes_back) != 0) read_back(p, rail);
   write_next(p, rail);
-}
-
-void tcp_fabric::out_lost(int p, int rail, const std::string& why) {
-  if (failure()) return fail_out(p, rail, make_error_code(errc::peer_lost), why);
-  auto& out = this->out(p, rail);
-  out.st = out_conn::state::failed;
-  shut(out.sock);
-  const operation* waiting = out.writing ? out.writing : out.queue.front();
-  lost_connection(why, waiting ? waiting->tg.seq : 0, waiting != nullptr);
-}
-
-void tcp_fabric::lost_connection(const std::string& why, std::uint32_t seq, bool waits) {
-  // Most often the other end failed and closed its connections; its abort frame or the
-  // store's word says why within a round trip. The operations on the connection wait
-  // for that (abort() then ends them with the cause) or for the grace to pass. The peer
-  // may also have left in good order, its calls having differed from this rank's: the
-  // store, asked now, can tell.
-  if (waits) stall_.connection_lost(job_.get(), seq, why);
-  start_loss_grace(why);
-}
-
-void tcp_fabric::fail_out(int p, std::error_code ec, const std::string& why) {
-  auto alive = alive_;
-  for (int rail = 0; rail < static_cast<int>(peer(p).out.size()) && *alive; ++rail) fail_out(p, rail, ec, why);
-}
-
-void tcp_fabric::fail_out(int p, int rail, std::error_code ec, const std::string& why) {
-  auto& out = this->out(p, rail);
-  if (out.st != out_conn::state::failed) {
-    out.st = out_conn::state::failed;
-    shut(out.sock);
-  }
-  auto alive = alive_;
-  if (operation* op = std::exchange(out.writing, nullptr)) {
-    op->fabric_state = st_none;
-    note_error(why + ": " + describe_op(*op));
-    op->complete(ec);
-    if (!*alive) return;
-  }
-  while (operation* op = out.queue.pop_front()) {
-    op->fabric_state = st_none;
-    note_error(why + ": " + describe_op(*op));
-    op->complete(ec);
-    if (!*alive) return;
-  }
 }
 
 }  // namespace impl

@@ -44,7 +44,8 @@ constexpr auto handshake_timeout = std::chrono::seconds(10);
 
 // Where an operation is, in operation::fabric_state.
 // st_lent: a send by reference, written, whose receiver has not yet copied it.
-enum : std::uintptr_t { st_none = 0, st_queued, st_writing, st_posted, st_reading, st_posted_any, st_lent };
+// st_failing: taken off its queue by fail_communicator, about to complete.
+enum : std::uintptr_t { st_none = 0, st_queued, st_writing, st_posted, st_reading, st_posted_any, st_lent, st_failing };
 
 class tcp_fabric;
 
@@ -76,6 +77,7 @@ struct in_conn {
   std::unique_ptr<auth::channel> back;  // OPTCAST_ENCRYPT: theirs
   std::vector<std::byte> receipts, receipts_writing;
   operation* target = nullptr;     // posted receive being filled in place
+  std::error_code cancelled;       // target was cancelled: it ends so once its bytes are in
   tag pending_tag{};               // unexpected payload being read
   call_signature pending_sig{};
   std::uint64_t abort_code = 0;    // of the abort frame being read
@@ -134,6 +136,7 @@ struct out_conn {
   std::array<std::byte, frame_bytes + auth::channel::tag_bytes> receipt{};
   std::shared_ptr<detail::handler_memory> read_mem = std::make_shared<detail::handler_memory>();
   operation* writing = nullptr;
+  std::error_code cancelled;  // writing was cancelled: it ends so once its frame is out
   std::size_t written = 0;  // of header + payload
   detail::op_queue queue;
   // For the one write in flight; shared, so a handler outliving the fabric keeps it.
@@ -152,12 +155,20 @@ struct peer_state {
   std::vector<std::string> where;  // the addresses it listens on, one per rail
   int rails = 1;                   // of `out`, those its operations use (1 toward this host)
   bool in_closed = false;  // a connection of its to us ended: nothing more will come
+  std::uint64_t broke = 0;  // when a link with it broke (tcp_fabric::breaks_), 0: none
   int byes = 0;            // of its connections to us, those that said goodbye
   // Its goodbye (frame_bye) on every connection: the newest collective it finished, and
   // that it left in good order; its connections' ends are then no loss.
   std::optional<std::pair<std::uint32_t, call_signature>> left;
   detail::op_queue posted;
   detail::op_queue lent;  // sends by reference awaiting its receipt
+  // Tokens of sends by reference given up before their receipt came (a revoked
+  // communicator's, a cancelled one): their receipts may still come, and are no violation.
+  std::vector<std::uint64_t> abandoned;
+  void abandon(const operation& op) {
+    if (abandoned.size() >= 4096) abandoned.erase(abandoned.begin());
+    abandoned.push_back(reinterpret_cast<std::uintptr_t>(op.fabric_ctx[1]));
+  }
   held_messages unexpected;
   std::size_t unexpected_bytes = 0;  // its share of tcp_fabric::unexpected_bytes_
 };
@@ -251,6 +262,22 @@ public:
 
 private:
   const job_config& job_settings() const noexcept override { return cfg_; }
+  // Surviving a peer's loss (survive.cpp): its connections cut, what waits on it failed,
+  // its communicators revoked; the other peers' connections stay.
+  bool survives_failures() const noexcept override { return true; }
+  void lose_peer(int r, std::error_code ec, const std::string& why) noexcept override;
+  void grace_over(const std::string& why) noexcept override;
+  void fail_communicator(std::uint32_t id, std::error_code ec, const std::string& why) noexcept override;
+  // A connection to or from p broke, and p has not said goodbye.
+  bool link_broken(int p) const noexcept;
+  // Gives back every held message of p's that pred(tag) takes.
+  template <class Pred>
+  void drop_held(peer_state& pe, Pred pred) {
+    pe.unexpected.drop_if(pred, [&](held_message& m) {
+      release_unexpected(pe, m.data.size());
+      give_back(std::move(m.data));
+    });
+  }
   // Best effort, without blocking: an abort frame on every idle connection, so that the
   // peers' errors name the cause rather than "rank r closed its connection".
   void tell_peers(const std::string& why) noexcept override;
@@ -445,10 +472,12 @@ private:
   detail::buffer_pool pool_;
   std::size_t unexpected_bytes_ = 0;  // held for receives not yet posted, and being read aside
   detail::op_queue any_posted_;       // receives from any peer, in the order posted
+  detail::op_queue failing_;          // fail_communicator's, being completed
   held_messages::spares spares_;      // the peers' held messages' emptied nodes
   std::uint64_t arrivals_ = 0;        // messages stashed so far (held_message::arrival)
   std::uintptr_t posts_ = 0;          // receives posted so far (stamp_posted)
   std::uint64_t tokens_ = 0;          // sends by reference so far (their tokens)
+  std::uint64_t breaks_ = 0;          // links broken so far (peer_state::broke)
   connection_counts counts_;
   struct lingering_goodbye {
     tcp::socket sock;

@@ -56,7 +56,8 @@ enum hs_status : std::uint32_t {
   hs_encrypt_differs,
   // Not a refusal of the pair: the acceptor is connected (or connecting) to the opener
   // itself, duplex, and the opener is to send on that connection (with the acceptor's proof).
-  hs_use_mine
+  hs_use_mine,
+  hs_taken_dead  // the acceptor took the opener for dead (and revoked what it was in)
 };
 // In the final reply's status word, beside hs_ok: the acceptor read the opener's probe.
 constexpr std::uint32_t hs_reads_you = 1u << 16;
@@ -75,6 +76,7 @@ inline const char* status_text(std::uint32_t s) {
     case hs_auth_failed: return "wrong job secret";
     case hs_encrypt_differs: return "one side encrypts and the other not (OPTCAST_ENCRYPT set for some ranks only?)";
     case hs_use_mine: return "it connects to this rank itself";
+    case hs_taken_dead: return "it took this rank for dead (its survivors went on without it)";
     default: return "unknown refusal";
   }
 }

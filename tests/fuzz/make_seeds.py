@@ -105,3 +105,23 @@ write("store_session", "strangers", bytes([n - 1, 0]) + bytes([0]) + msg(M_SET, 
 write("auth_frame", "empty", b"")
 write("auth_frame", "frame", bytes(range(32)) + b"\x08label..." + bytes(56) + bytes(16) + b"payload of a frame")
 write("auth_frame", "long", bytes(200) + bytes(range(256)) * 4)
+
+
+# lib/runtime/control_wire.hpp: the survival layer's messages, each framed for control.cpp
+# by a 2-byte length; rank 1 sends them to ranks 0 and 2 in turn.
+def control(kind, comm=0, n=0, ballot=0, code=0, flag=0, words=(), failed=(), text=b""):
+    head = b"OC" + bytes([kind, 1]) + struct.pack("<IIIIHHHHQ", comm, n, ballot, code, len(words), len(failed), len(text), 0, flag)
+    return head + b"".join(struct.pack("<Q", w) for w in words) + b"".join(struct.pack("<Q", f) for f in failed) + text
+
+
+def framed(*messages):
+    return b"".join(struct.pack("<H", len(m)) + m for m in messages)
+
+
+REVOKE, CONTRIBUTE, DECIDE = 1, 2, 3
+write("control", "contribution", framed(control(CONTRIBUTE, flag=1, failed=[0])))
+write("control", "decision", framed(control(DECIDE, ballot=1, flag=7, failed=[0b1000])))
+write("control", "revocation", framed(control(REVOKE, comm=0, code=12, text=b"rank 1 revoked it")))
+write("control", "other_agreement", framed(control(CONTRIBUTE, comm=5, n=3, words=[1, 2]), control(DECIDE, n=9)))
+write("control", "garbage", framed(b"OC\x07\x01" + bytes(40), b"not a control message", b""))
+write("control", "too_short", framed(control(DECIDE)[:20]))

@@ -1,0 +1,51 @@
+// Surviving a failure and carrying on (what ULFM's MPIX_Comm_revoke, MPIX_Comm_agree and
+// MPIX_Comm_shrink give MPI programs). When a member of a communicator dies, every
+// survivor's pending and later calls on it fail (errc::peer_lost, naming the rank), on
+// every communicator that member is in; the fabric and the other communicators stay
+// usable. The survivors then agree on who is left and make a communicator of themselves:
+//
+//   if (auto r = co_await allreduce(comm, ...); !r) {
+//     auto survivors = co_await shrink(comm);   // every survivor calls it
+//     if (!survivors) ...                       // this rank was left out, or the fabric failed
+//     comm = std::move(*survivors);             // ranks renumbered in order, same connections
+//   }
+//
+// On TCP and the in-process fabric (fabric_base::survives_failures); elsewhere a member's
+// loss fails the fabric as a whole, and agree and shrink refuse (errc::invalid_argument).
+// docs/DESIGN.md, "Surviving a failure", says how it works and what it guarantees.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "optcast/communicator.hpp"
+#include "optcast/task.hpp"
+
+namespace optcast {
+
+// Interrupts every pending and later call of `c`, on every member: they fail with
+// errc::revoked (`why` in their detail), at once, without waiting for deadlines. Agree
+// and shrink still work on it. From the thread that drives c's fabric (inside a task, or
+// between run() calls); optcast/asio.hpp's async_revoke from anywhere.
+void revoke(communicator& c, std::string why = {});
+
+// A fault-tolerant agreement among c's members that are alive: the AND of the flags they
+// give and the ranks of c found failed (ascending). Every member that returns gets the
+// same decision, however many members fail during it (a member that fails before it
+// contributes is among the failed; one that contributes and then fails may or may not
+// be). Collective over c in the order of its agree and shrink calls, which are numbered
+// apart from its collectives: after a failure the ranks may have made different numbers
+// of (failed) collectives. Works on a broken or revoked c. Fails with errc::timeout after
+// c's deadline when a member neither answers nor is found dead.
+task<result<agreement>> agree(communicator& c, std::uint64_t flag = ~std::uint64_t{0});
+
+// The survivors of c as a communicator of their own: an agreement on who failed, then a
+// communicator of the others in c's order (ranks renumbered), over the same connections
+// (no new rendezvous), usable for every collective at once. Fails on a rank the others
+// took for failed (errc::peer_lost). A member that dies during it may be in the result;
+// the result is then broken at once on every rank that learns of it, and shrinking it
+// again leaves that member out. Its leave() leaves the job; the job's outcome that leave()
+// returns still counts the members lost (a failed job).
+task<result<communicator>> shrink(communicator& c);
+
+}  // namespace optcast
