@@ -30,6 +30,9 @@ expect_refusal "p2p runs its two ranks in this process" "$bench" p2p --np 2
 expect_refusal "--frames: Value 0 not in range" "$bench" flood --np 2 --frames 0
 expect_refusal "--np: Value 1 not in range" "$bench" flood --np 1
 expect_refusal "is neither file:///DIR nor redis://HOST:PORT" "$bench" chaos --store http://x
+expect_refusal "--second-kill goes with --shrink" "$bench" chaos --second-kill
+expect_refusal "--shrink needs a fault" "$bench" chaos --shrink --mode none
+expect_refusal "leave too few survivors" "$bench" chaos --shrink --second-kill --np 3
 # ...and its help does not tell the user to start it with the option it refuses.
 p2p_help=$("$bench" p2p --help) || { echo "FAIL: p2p --help exits $?"; fails=$((fails + 1)); }
 grep -q -- "--fabric" <<<"$p2p_help" || { echo "FAIL: p2p's help does not name --fabric"; fails=$((fails + 1)); }

@@ -29,6 +29,7 @@
 #include <optcast/progress.hpp>
 
 #include "bench.hpp"
+#include "chaos_calls.hpp"
 #include <optcast/cli.hpp>
 
 namespace optcast::bench {
@@ -37,11 +38,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-long long now_ns() {  // CLOCK_MONOTONIC: one clock for every process of the machine
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::byte pattern(std::size_t i, std::uint64_t k) { return static_cast<std::byte>((i * 131 + k * 7 + (i >> 9)) & 0xff); }
 
 long rss_kib() {
   std::ifstream in("/proc/self/status");
@@ -80,43 +76,10 @@ int rank_main(const std::string& fabric, const std::string& store, const std::st
   const long long t0 = now_ns();
   for (long i = 0; i < ops; ++i) {
     if (i == warm) rss_warm = rss_kib(), heap_warm = heap_kib();
-    const int root = static_cast<int>(rng() % static_cast<std::uint64_t>(comm.size()));
-    const std::size_t n = 1 + rng() % (64u << 10);
-    const auto kind = rng() % 5;
-    const auto P = static_cast<std::size_t>(comm.size()), R = static_cast<std::size_t>(comm.rank());
-    const auto I = static_cast<std::uint64_t>(i);
-    if (kind == 0) {  // broadcast
-      std::vector<std::byte> b(n);
-      if (comm.rank() == root)
-        for (std::size_t j = 0; j < n; ++j) b[j] = pattern(j, I);
-      if (auto r = run(comm, broadcast(comm, std::span(b), root, o)); !r) return failed(r.error());
-      for (std::size_t j = 0; j < n; ++j)
-        if (b[j] != pattern(j, I)) return out << "wrong broadcast " << i << "\n", 3;
-    } else if (kind == 1 || kind == 2) {  // allreduce, reduce (sums of int32)
-      std::vector<std::int32_t> x(n / 4 + 1), y(x.size());
-      for (std::size_t j = 0; j < x.size(); ++j) x[j] = static_cast<std::int32_t>(comm.rank() + static_cast<int>(j % 1000));
-      auto r = kind == 1 ? run(comm, allreduce(comm, std::span<const std::int32_t>(x), std::span(y), ops::sum, o))
-                         : run(comm, reduce(comm, std::span<const std::int32_t>(x), std::span(y), ops::sum, root, o));
-      if (!r) return failed(r.error());
-      const int p = comm.size();
-      if (kind == 1 || comm.rank() == root)
-        for (std::size_t j = 0; j < y.size(); ++j)
-          if (y[j] != p * (p - 1) / 2 + p * static_cast<int>(j % 1000)) return out << "wrong " << (kind == 1 ? "allreduce " : "reduce ") << i << "\n", 3;
-    } else if (kind == 3) {  // scatter: rank j's segment of the root's buffer
-      const std::size_t m = n / P + 1;
-      std::vector<std::byte> in(comm.rank() == root ? P * m : 0), seg(m);
-      for (std::size_t j = 0; j < in.size(); ++j) in[j] = pattern(j, I);
-      if (auto r = run(comm, scatter(comm, std::span<const std::byte>(in), std::span(seg), root, o)); !r) return failed(r.error());
-      for (std::size_t j = 0; j < m; ++j)
-        if (seg[j] != pattern(R * m + j, I)) return out << "wrong scatter " << i << "\n", 3;
-    } else {  // allgather: every rank's segment on every rank
-      const std::size_t m = n / P + 1;
-      std::vector<std::byte> mine(m), all(P * m);
-      for (std::size_t j = 0; j < m; ++j) mine[j] = pattern(R * m + j, I);
-      if (auto r = run(comm, allgather(comm, std::span<const std::byte>(mine), std::span(all), o)); !r) return failed(r.error());
-      for (std::size_t j = 0; j < all.size(); ++j)
-        if (all[j] != pattern(j, I)) return out << "wrong allgather " << i << "\n", 3;
-    }
+    std::error_code ec;
+    const int st = verified_call(comm, rng, i, o, out, ec);
+    if (st == 1) return failed(ec);
+    if (st != 0) return st;
   }
   const long rss_end = rss_kib(), heap_end = heap_kib();
   if (rss_warm < 0) rss_warm = rss_end, heap_warm = heap_end;  // fewer calls than a warm-up
@@ -128,6 +91,7 @@ int rank_main(const std::string& fabric, const std::string& store, const std::st
 struct tally {
   int injections = 0, survivors = 0, with_cause = 0, other_error = 0, silent = 0, wrong = 0, hangs = 0;
   std::vector<double> ms;  // injection to each survivor's error
+  std::string first_other;  // the first error that does not name the victim
 };
 
 std::string summary(const std::vector<double>& v) {
@@ -238,9 +202,19 @@ int chaos_cmd(int argc, char** argv) {
       ->check([](const std::string& s) {
         return s.rfind("file://", 0) == 0 || s.rfind("redis://", 0) == 0 ? std::string() : "'" + s + "' is neither file:///DIR nor redis://HOST:PORT";
       });
+  bool shrinking = false, second = false;
+  long ops_after = 20, rank_shrink = -1;
+  app.add_flag("--shrink", shrinking,
+               "the survivors shrink and go on: every one must end with the same membership, the victims left out "
+               "(with the store rank 0 hosts, rank 0 is spared: the store dies with it)");
+  app.add_flag("--second-kill", second, "with --shrink: kill a second rank within 20 ms of the first, while the survivors shrink");
+  app.add_option("--ops-after", ops_after, "with --shrink: verified collectives on each shrunk communicator")
+      ->check(CLI::Range(0L, 100000L))
+      ->capture_default_str();
   app.add_flag("--json", json, "one JSON object instead of the table");
   app.add_flag("--quiet", quiet, "no progress line");
   // Internal: how a rank of a trial is started.
+  app.add_option("--rank-shrink", rank_shrink)->group("");
   app.add_option("--rank-report", report_dir)->group("");
   app.add_option("--rank-timeout", rank_timeout)->group("");
   app.add_option("--rank-ops", ops)->group("");
@@ -250,7 +224,17 @@ int chaos_cmd(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  if (!report_dir.empty() && rank_shrink >= 0) return shrink_rank_main(fabric, store, report_dir, seed, rank_timeout, rank_shrink);
   if (!report_dir.empty()) return rank_main(fabric, store, report_dir, seed, rank_timeout, ops);
+  if (second && !shrinking) {
+    std::fprintf(stderr, "optcast-bench chaos: --second-kill goes with --shrink\n");
+    return 2;
+  }
+  if (shrinking && mode == "none") {
+    std::fprintf(stderr, "optcast-bench chaos: --shrink needs a fault (--mode kill, stop or both)\n");
+    return 2;
+  }
+  if (shrinking) return shrink_trials(argv[0], fabric, store, np, trials, mode, second, timeout_ms, ops_after, seed, json, quiet);
   if (mode == "none") return soak(argv[0], fabric, store, np, soak_ops, timeout_ms, seed, json, quiet);
 
   std::mt19937_64 rng(seed);
@@ -269,13 +253,7 @@ int chaos_cmd(int argc, char** argv) {
     const std::vector<std::string> args{argv[0], "chaos", "--fabric", fabric, "--seed", std::to_string(rng()),
                                         "--rank-report", dir.string(), "--rank-timeout", std::to_string(timeout_ms), "--rank-store",
                                         files.empty() ? store : "file://" + files.string()};
-    auto pids = spawn_local_ranks(np, args);
-    // Once every rank has joined, while collectives run: 50..550 ms later.
-    const auto joined_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    for (int r = 0; r < np; ++r)
-      while (!fs::exists(dir / ("ready-" + std::to_string(r))) && std::chrono::steady_clock::now() < joined_by)
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    std::this_thread::sleep_for(std::chrono::milliseconds(50 + static_cast<int>(rng() % 500)));
+    auto pids = start_trial(np, args, dir, rng);
     const int victim = static_cast<int>(rng() % static_cast<std::uint64_t>(np));
     const long long injected = now_ns();
     ::kill(pids[static_cast<std::size_t>(victim)], stop ? SIGSTOP : SIGKILL);
@@ -323,10 +301,14 @@ int chaos_cmd(int argc, char** argv) {
         std::getline(in, why);
         tl.ms.push_back(static_cast<double>(at - injected) / 1e6);
         // The root cause: the victim named (its death, its stall behind a deadline).
-        if (why.find("rank " + std::to_string(victim)) != std::string::npos)
+        if (why.find("rank " + std::to_string(victim)) != std::string::npos) {
           ++tl.with_cause;
-        else
+        } else {
           ++tl.other_error;
+          if (tl.first_other.empty())
+            tl.first_other = "trial " + std::to_string(t) + ", rank " + std::to_string(r) + " (rank " + std::to_string(victim) + " " +
+                             (stop ? "stopped" : "killed") + "):" + why;
+        }
       } else {
         ++tl.other_error;  // no report: ended by a signal or a setup error
       }
@@ -360,6 +342,8 @@ int chaos_cmd(int argc, char** argv) {
       if (x->injections)
         std::printf("%-6s %10d %9d %10d %8d %7d %6d %6d   %s\n", name, x->injections, x->survivors, x->with_cause, x->other_error, x->silent,
                     x->wrong, x->hangs, summary(x->ms).c_str());
+    for (const auto* x : {&kills, &stops})
+      if (!x->first_other.empty()) std::printf("  first error without the cause: %s\n", x->first_other.c_str());
   }
   const bool clean = kills.hangs + stops.hangs + kills.silent + stops.silent + kills.wrong + stops.wrong == 0;
   return clean ? 0 : 1;

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# optcast-bench chaos --shrink in small: jobs of 5 ranks over TCP, one rank killed or
+# stopped per trial (and, in the second run, a second rank killed while the survivors
+# shrink). Every survivor must shrink to a communicator that works (a checked allreduce,
+# verified collectives, an agreement that all went well), all of them to the same
+# membership, without the victim; none may hang, fail or hold wrong data.
+set -euo pipefail
+bench=$1
+check() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+r, fault = json.loads(sys.argv[1]), sys.argv[2]
+x = r[fault]
+assert x["injections"] > 0, r
+assert x["survivors"] == x["injections"] * (r["np"] - (2 if fault == "kill+kill" else 1)), x
+for k in ("done", "same_membership", "victim_left_out"):
+    assert x[k] == x["survivors"], (k, x)
+assert x["failed"] == 0 and x["wrong_results"] == 0 and x["hangs"] == 0, x
+assert len(x["ms_to_usable"]) == x["survivors"], x
+print(fault, "survivors", x["survivors"], "usable after (ms, max)", round(max(x["ms_to_usable"]), 1))
+PY
+}
+out=$("$bench" chaos --np 5 --trials 4 --mode both --shrink --ops-after 10 --timeout-ms 1000 --json --quiet)
+check "$out" kill
+check "$out" stop
+out=$("$bench" chaos --np 5 --trials 3 --mode kill --shrink --second-kill --ops-after 10 --timeout-ms 1000 --json --quiet)
+check "$out" kill+kill
