@@ -177,12 +177,6 @@ void tcp_fabric::read_receipts(int p, int rail) {
     operation* op = !sound ? nullptr : pe.lent.find([&](const operation& x) {
       return reinterpret_cast<std::uintptr_t>(x.fabric_ctx[1]) == f.abort_code;
     });
-    if (!op && sound) {
-      if (auto it = std::find(pe.abandoned.begin(), pe.abandoned.end(), f.abort_code); it != pe.abandoned.end()) {
-        pe.abandoned.erase(it);  // a send given up: its receipt came all the same
-        return read_receipts(p, rail);
-      }
-    }
     if (!op) {
       const std::string why = (sound ? "a receipt for a message by reference it was not sent" : "a malformed receipt") + std::string(" from ") + rank_name(p);
       log(log_level::error, rank_name(cfg_.rank) + ": " + why);
@@ -190,7 +184,8 @@ void tcp_fabric::read_receipts(int p, int rail) {
     }
     pe.lent.remove(*op);
     op->fabric_state = st_none;
-    op->complete({});
+    const bool cancelled = op->fabric_ctx[2] != nullptr;  // cancel()'s, deferred to here
+    op->complete(cancelled ? op->ec : std::error_code());
     if (*alive) read_receipts(p, rail);
   }));
 }

@@ -110,10 +110,8 @@ void tcp_fabric::fail_communicator(std::uint32_t id, std::error_code ec, const s
   any_posted_.drain_if(of_it, collect);
   for (auto& pe : peers_) {
     pe.posted.drain_if(of_it, collect);
-    pe.lent.drain_if(of_it, [&](operation& op) {  // the receiver is in it too: its copy fails with it
-      pe.abandon(op);
-      collect(op);
-    });
+    // A send by reference stays until its receipt: the receiver may be copying it now, and
+    // its memory must hold what was sent until then (cancel() says the same).
     for (auto& out : pe.out) out.queue.drain_if(of_it, collect);
     drop_held(pe, [id](tag t) { return t.seq != seq_layout::control_seq && seq_layout::id_of(t.seq) == id; });
   }

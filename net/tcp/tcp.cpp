@@ -47,11 +47,12 @@ void tcp_fabric::cancel(operation& op, std::error_code ec) noexcept {
       pe.posted.remove(op);
       break;
     case st_lent:
-      // The receiver may still copy it: the job fails with this (a deadline, an abort),
-      // and a copy of memory the caller has reused is at worst wrong data on a failing job.
-      pe.lent.remove(op);
-      pe.abandon(op);
-      break;
+      // The receiver may be copying it now: its memory must hold what was sent until the
+      // receipt comes (the receiver copies what it is sent at once, posted or not), or its
+      // connection fails. It ends then, with `ec`.
+      op.ec = ec;
+      op.fabric_ctx[2] = reinterpret_cast<void*>(std::uintptr_t{1});
+      return;
     case st_writing:
     case st_reading:
       // Part of its frame is on the wire: cutting it short would end a connection the
@@ -206,6 +207,7 @@ std::array<asio::const_buffer, 2> tcp_fabric::frame_buffers(const out_conn& out,
 }
 
 void tcp_fabric::lend(operation& op) {
+  op.fabric_ctx[2] = nullptr;  // not cancelled (cancel() marks it)
   op.fabric_state = st_lent;
   peer(op.peer).lent.push_back(op);
 }
@@ -219,7 +221,13 @@ void tcp_fabric::continue_write(int p, int rail) {
                       auto& o = this->out(p, rail);
                       operation* op = std::exchange(o.writing, nullptr);
                       const std::error_code cancelled = std::exchange(o.cancelled, {});
-                      if (op && cancelled) {
+                      if (op && cancelled && o.lending && !ec) {
+                        // A reference is out: it ends at its receipt, as cancel() has a lent one.
+                        lend(*op);
+                        op->ec = cancelled;
+                        op->fabric_ctx[2] = reinterpret_cast<void*>(std::uintptr_t{1});
+                        op = nullptr;
+                      } else if (op && cancelled) {
                         op->fabric_state = st_none;
                         op->complete(cancelled);
                         if (!*alive) return;

@@ -162,13 +162,6 @@ struct peer_state {
   std::optional<std::pair<std::uint32_t, call_signature>> left;
   detail::op_queue posted;
   detail::op_queue lent;  // sends by reference awaiting its receipt
-  // Tokens of sends by reference given up before their receipt came (a revoked
-  // communicator's, a cancelled one): their receipts may still come, and are no violation.
-  std::vector<std::uint64_t> abandoned;
-  void abandon(const operation& op) {
-    if (abandoned.size() >= 4096) abandoned.erase(abandoned.begin());
-    abandoned.push_back(reinterpret_cast<std::uintptr_t>(op.fabric_ctx[1]));
-  }
   held_messages unexpected;
   std::size_t unexpected_bytes = 0;  // its share of tcp_fabric::unexpected_bytes_
 };
