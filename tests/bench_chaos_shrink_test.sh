@@ -3,7 +3,8 @@
 # stopped per trial (and, in the second run, a second rank killed while the survivors
 # shrink). Every survivor must shrink to a communicator that works (a checked allreduce,
 # verified collectives, an agreement that all went well), all of them to the same
-# membership, without the victim; none may hang, fail or hold wrong data.
+# membership, without the victim; none may hang, fail or hold wrong data; and each
+# one's leave() must succeed (the store no longer counts the ranks they excused).
 set -euo pipefail
 bench=$1
 check() {
@@ -17,6 +18,8 @@ for k in ("done", "same_membership", "victim_left_out"):
     assert x[k] == x["survivors"], (k, x)
 assert x["failed"] == 0 and x["wrong_results"] == 0 and x["hangs"] == 0, x
 assert len(x["ms_to_usable"]) == x["survivors"], x
+# The survivors excused the victims at the store: their job ends well.
+assert x["left_ok"] == x["survivors"], x
 print(fault, "survivors", x["survivors"], "usable after (ms, max)", round(max(x["ms_to_usable"]), 1))
 PY
 }

@@ -349,3 +349,40 @@ TEST_CASE("a rank cannot fill the store: past its share the job fails, naming it
     CHECK_THAT(a.job_failure(), Catch::Contains("rank 0 would hold"));
   }
 }
+
+// Survivors that shrank without some ranks say so (excuse): from then on those ranks'
+// death, reports and goodbye do not count, and the others' goodbyes end the job well.
+TEST_CASE("ranks the survivors excused no longer fail the job", "[store]") {
+  namespace p = store::proto;
+  std::vector<std::vector<p::message>> got(4);
+  p::table t(4, [&](int r, const p::message& m) { got[static_cast<std::size_t>(r)].push_back(m); });
+  for (int r = 0; r < 4; ++r) t.join(r);
+  const auto last = [&](int r) { return got[static_cast<std::size_t>(r)].empty() ? p::message{} : got[static_cast<std::size_t>(r)].back(); };
+  t.leave(2);  // rank 2 died
+  REQUIRE(t.failed());
+  CHECK(last(0).type == p::m_peer_lost);
+  SECTION("its death is forgotten, the survivors' goodbyes succeed") {
+    REQUIRE(t.on_message(1, {p::m_excuse, 0, 0, {}, "2"}));
+    CHECK_FALSE(t.failed());
+    CHECK(t.excused(2));
+    for (int r : {0, 1}) REQUIRE(t.on_message(r, {p::m_bye, 0, 0, {}, {}}));
+    CHECK(last(0).type != p::m_farewell);  // rank 3 still runs
+    REQUIRE(t.on_message(3, {p::m_bye, 0, 0, {}, {}}));
+    for (int r : {0, 1, 3}) CHECK(last(r).type == p::m_farewell);
+  }
+  SECTION("a later failure of another rank still fails the job; an excused one's does not") {
+    REQUIRE(t.on_message(0, {p::m_excuse, 0, 0, {}, "2"}));
+    REQUIRE(t.on_message(2, {p::m_failed, 0, 5, {}, "from beyond"}));
+    CHECK_FALSE(t.failed());
+    t.leave(3);
+    REQUIRE(t.failed());
+    CHECK(t.failure()->arg == 3);
+  }
+  SECTION("a list that is not ranks of the job is out of protocol, and so is excusing oneself") {
+    CHECK_FALSE(t.on_message(1, {p::m_excuse, 0, 0, {}, "2,x"}));
+    CHECK_FALSE(t.on_message(1, {p::m_excuse, 0, 0, {}, "4"}));
+    CHECK_FALSE(t.on_message(1, {p::m_excuse, 0, 0, {}, "1"}));
+    CHECK_FALSE(t.on_message(1, {p::m_excuse, 0, 0, {}, "2,,3"}));
+    CHECK(t.failed());
+  }
+}

@@ -109,6 +109,7 @@ namespace {
 
 struct shrink_tally {
   int injections = 0, survivors = 0, done = 0, agreeing = 0, excluding = 0, second_in = 0, failed = 0, wrong = 0, hangs = 0, rounds_max = 0;
+  int left_ok = 0;  // survivors whose leave() said the job succeeded (its store excused the victims)
   std::vector<double> ms;  // fault to a usable communicator, each survivor
   std::string first_failure;
 };
@@ -215,6 +216,10 @@ int shrink_trials(const char* self, const std::string& fabric, const std::string
           words >> at >> round >> members;
           tl.rounds_max = std::max(tl.rounds_max, round);
           finished = true;
+        } else if (word == "left") {
+          std::string how;
+          words >> how;
+          tl.left_ok += how == "ok";
         } else if (word == "wrong") {
           bad = true;
         } else if (word == "error") {
@@ -260,7 +265,8 @@ int shrink_trials(const char* self, const std::string& fabric, const std::string
            ",\"victim_left_out\":" + std::to_string(x.excluding) + ",\"second_victim_kept\":" + std::to_string(x.second_in) +
            ",\"failed\":" + std::to_string(x.failed) +
            ",\"wrong_results\":" + std::to_string(x.wrong) + ",\"hangs\":" + std::to_string(x.hangs) +
-           ",\"rounds_max\":" + std::to_string(x.rounds_max) + ",\"ms_to_usable\":" + ms + "]}";
+           ",\"rounds_max\":" + std::to_string(x.rounds_max) + ",\"left_ok\":" + std::to_string(x.left_ok) +
+           ",\"ms_to_usable\":" + ms + "]}";
     }
     std::printf("%s}\n", s.c_str());
   } else {

@@ -434,6 +434,9 @@ public:
     return {};
   }
   virtual std::string revocation(std::uint32_t id) const { (void)id; return {}; }
+  // The survivors went on without job ranks `gone` (shrink): the job's outcome no longer
+  // counts them, where its store can tell (optcast's TCP store).
+  virtual void excuse(std::vector<int> gone) { (void)gone; }
   // Agreement number `n` of communicator `id` among `members` (job ranks in its order,
   // this rank among them): `done` gets the same decision on every member that returns,
   // whatever members fail meanwhile, or an error (timeout after `timeout`, the fabric's

@@ -124,6 +124,7 @@ task<result<communicator>> shrink(communicator& c) {
     space->in_use.set(id);
   }
   base->enroll(id, survivors);
+  base->excuse(r->failed);  // the job's outcome counts them no more
   const int rank = static_cast<int>(me - survivors.begin());
   auto sub = std::make_shared<detail::sub_fabric>(std::move(base), std::move(survivors), rank);
   sub->leaves_job = true;

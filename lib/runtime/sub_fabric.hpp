@@ -65,6 +65,7 @@ public:
   void revoke(std::uint32_t id, std::error_code ec, std::string detail) noexcept override { base_->revoke(id, ec, std::move(detail)); }
   std::error_code revoked(std::uint32_t id) const noexcept override { return base_->revoked(id); }
   std::string revocation(std::uint32_t id) const override { return base_->revocation(id); }
+  void excuse(std::vector<int> gone) override { base_->excuse(std::move(gone)); }
   void agree(std::uint32_t id, std::uint32_t n, std::vector<int> members, agreement mine, std::chrono::milliseconds timeout,
              agreement_done done) override {
     base_->agree(id, n, std::move(members), std::move(mine), timeout, std::move(done));

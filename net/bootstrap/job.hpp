@@ -57,6 +57,10 @@ public:
                   std::function<void(std::uint64_t code, int rank, std::string why)> failed = nullptr);
   // This rank failed: every other rank hears of it through the store.
   void report_failure(int code, std::string why);
+  // The survivors went on without `ranks` (rendezvous::excuse).
+  void excuse(const std::vector<int>& ranks) {
+    if (!left_) via_->excuse(ranks);
+  }
   // This rank's collective `seq` waits on a peer near its deadline: the store finds the root cause
   // (store::client::report_stall); `nobody_stuck` when every rank answers.
   void report_stall(std::uint32_t seq, std::string why, std::function<void()> nobody_stuck);

@@ -52,6 +52,10 @@ public:
   virtual void on_failure(std::function<void(int rank)> lost, std::function<void(std::string why)> gone,
                           std::function<void(std::uint64_t code, int rank, std::string why)> failed) = 0;
   virtual void report_failure(int code, std::string why) = 0;
+  // The survivors went on without `ranks` (optcast::shrink): their loss no longer fails
+  // the job. Only optcast's TCP store keeps count; elsewhere the job's outcome still
+  // counts them.
+  virtual void excuse(const std::vector<int>& ranks) { (void)ranks; }
   virtual void report_stall(std::uint32_t seq, std::string why, std::function<void()> nobody_stuck) = 0;
   virtual void answer_inquiries(std::function<std::string(std::uint32_t seq)>) {}
   // Once; never throws: a failure is its error, and `detail` says which rank and why.

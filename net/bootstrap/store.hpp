@@ -118,6 +118,8 @@ public:
   // Tells the store this rank failed (an optcast::errc value and why), which tells every
   // other rank; without waiting.
   void report_failure(std::uint32_t code, std::string why);
+  // The survivors went on without `ranks` (store_protocol.hpp, excuse).
+  void excuse(const std::vector<int>& ranks);
   // This rank's collective `seq` nears its deadline waiting for `why`: the store asks
   // every rank whether it is alive, and tells every rank the root cause (job_failed, to
   // the `failed` callback) when one does not answer, or calls `nobody_stuck` when all do.

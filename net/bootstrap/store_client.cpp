@@ -421,6 +421,15 @@ void client::answer_inquiries(std::function<std::string(std::uint32_t)> call_of)
   asio::post(impl_->io, [s = impl_, call_of = std::move(call_of)]() mutable { s->call_of = std::move(call_of); });
 }
 
+void client::excuse(const std::vector<int>& ranks) {
+  std::string list;
+  for (int r : ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
+  asio::post(impl_->io, [s = impl_, list = std::move(list)]() mutable {
+    if (s->leaving || !s->sock.is_open()) return;
+    s->send({m_excuse, 0, 0, {}, std::move(list)});
+  });
+}
+
 void client::report_failure(std::uint32_t code, std::string why) {
   why.resize(std::min(why.size(), max_failure_text));
   asio::post(impl_->io, [s = impl_, code, why = std::move(why)]() mutable {

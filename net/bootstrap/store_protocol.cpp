@@ -116,6 +116,7 @@ table::table(int size, sender send)
       joined_(static_cast<std::size_t>(size)),
       bye_(static_cast<std::size_t>(size)),
       ever_joined_(static_cast<std::size_t>(size)),
+      excused_(static_cast<std::size_t>(size)),
       stalled_(static_cast<std::size_t>(size)),
       answered_(static_cast<std::size_t>(size)),
       call_(static_cast<std::size_t>(size)),
@@ -165,10 +166,13 @@ void table::missing_after(std::chrono::milliseconds waited) {
 // why) and passes it on to every rank but `from`; `tell` false: they were told otherwise
 // (peer_lost), only ranks joining later or saying bye get it.
 void table::fail_job(int from, message m, bool tell) {
+  // What an excused rank does, or what is said of it, no longer fails the job.
+  const auto of = [&](std::uint32_t r) { return r < static_cast<std::uint32_t>(size()) && excused(static_cast<int>(r)); };
+  if ((from >= 0 && excused(from)) || of(m.arg)) return;
   if (failure_ && (failure_->id != lost_code || m.id == lost_code)) return;
   // Every rank has said goodbye without a failure: the job succeeded, and every rank was
   // told so. A report after its own goodbye (no honest client sends one) changes nothing.
-  if (!failure_ && byes_ == size()) return;
+  if (!failure_ && all_done()) return;
   failure_ = std::move(m);
   if (!tell) return;
   for (int r = 0; r < size(); ++r)
@@ -216,10 +220,13 @@ bool table::on_message(int rank, const message& m) {
       if (m.key.size() == call_signature::wire_bytes) last_call_[static_cast<std::size_t>(rank)] = {m.arg, m.key};
       if (failure_) {
         send_(rank, *failure_);
-      } else if (++byes_ == size()) {
+      } else if (all_done()) {
         for (int r = 0; r < size(); ++r)
           if (joined(r)) send_(r, {m_farewell, 0, 0, {}, {}});
       }
+      break;
+    case m_excuse:
+      if (!excuse(rank, m.val)) return false;
       break;
     case m_stalled:
       if (failure_) {
@@ -249,7 +256,9 @@ bool table::on_message(int rank, const message& m) {
   if (inquiring_) {
     bool all = true;
     for (int r = 0; r < size(); ++r)
-      if (!stalled_[static_cast<std::size_t>(r)] && !answered_[static_cast<std::size_t>(r)] && !bye_[static_cast<std::size_t>(r)]) all = false;
+      if (!stalled_[static_cast<std::size_t>(r)] && !answered_[static_cast<std::size_t>(r)] && !bye_[static_cast<std::size_t>(r)] &&
+          !excused_[static_cast<std::size_t>(r)])
+        all = false;
     if (all) conclude();
   }
   return true;
@@ -290,7 +299,7 @@ void table::conclude() {
     const auto R = static_cast<std::size_t>(r);
     if (stalled_[R]) {
       waiting += (waiting.empty() ? "" : ", ") + std::to_string(r);
-    } else if (!answered_[R] && !bye_[R]) {
+    } else if (!answered_[R] && !bye_[R] && !excused_[R]) {
       silent += (silent.empty() ? "" : ", ") + std::to_string(r);
       if (first < 0) first = r;
     }
@@ -321,12 +330,38 @@ void table::leave(int rank) {
       return true;
     });
   std::erase_if(waiting_, [](auto& e) { return e.second.empty(); });
-  if (bye_[static_cast<std::size_t>(rank)]) return;
+  if (bye_[static_cast<std::size_t>(rank)] || excused(rank)) return;
   for (int r = 0; r < size(); ++r)
     if (joined(r)) send_(r, {m_peer_lost, 0, static_cast<std::uint32_t>(rank), {}, {}});
   fail_job(-1, message{m_job_failed, lost_code, static_cast<std::uint32_t>(rank), {},
                        "rank " + std::to_string(rank) + " died (its store connection closed without goodbye)"},
            false);
+}
+
+bool table::all_done() const noexcept {
+  for (int r = 0; r < size(); ++r)
+    if (!bye_[static_cast<std::size_t>(r)] && !excused_[static_cast<std::size_t>(r)]) return false;
+  return true;
+}
+
+bool table::excuse(int from, const std::string& list) {
+  std::vector<int> ranks;
+  for (std::size_t at = 0; at < list.size();) {
+    const auto comma = std::min(list.find(',', at), list.size());
+    const std::string one = list.substr(at, comma - at);
+    if (one.empty() || one.size() > 9 || one.find_first_not_of("0123456789") != std::string::npos) return false;
+    const int r = std::stoi(one);
+    if (r >= size() || r == from) return false;  // a rank does not excuse itself
+    ranks.push_back(r);
+    at = comma + 1;
+  }
+  for (int r : ranks) excused_[static_cast<std::size_t>(r)] = true;
+  // The job's failure was one of theirs: it is forgotten, and the job goes on.
+  if (failure_ && failure_->arg < static_cast<std::uint32_t>(size()) && excused(static_cast<int>(failure_->arg))) failure_.reset();
+  if (!failure_ && all_done())
+    for (int r = 0; r < size(); ++r)
+      if (joined(r)) send_(r, {m_farewell, 0, 0, {}, {}});
+  return true;
 }
 
 }  // namespace optcast::store::proto

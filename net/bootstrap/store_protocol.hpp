@@ -59,10 +59,15 @@ constexpr std::size_t entry_overhead = 64;
 // at all): job_failed {id: timeout, arg: that rank} goes to every rank. When every rank
 // answers alike, the ranks that reported get verdict {}: nobody is stuck, the collective
 // was just too slow for its deadline.
+//
+// Survivors that went on without some ranks (optcast::shrink) say excuse {val: those
+// ranks, comma-separated}: from then on their death, their failure and their goodbye no
+// longer count (the job's first failure is forgotten if it was one of theirs), and the
+// job has succeeded once every other rank has said bye.
 enum type : std::uint8_t {
   m_hello = 1, m_welcome, m_error, m_set, m_ok, m_get, m_value, m_bye, m_peer_lost, m_challenge, m_proof,
-  m_failed, m_job_failed, m_farewell, m_stalled, m_ping, m_pong, m_verdict,
-  m_last = m_verdict
+  m_failed, m_job_failed, m_farewell, m_stalled, m_ping, m_pong, m_verdict, m_excuse,
+  m_last = m_excuse
 };
 // How long the store waits for the answers to its ping. A rank reporting a stall waits
 // longer for the verdict (net/common/stall.hpp) before failing on its own word.
@@ -141,15 +146,19 @@ public:
   // inquiry_window with conclude(), unless every rank answered first.
   std::uint32_t inquiry() const noexcept { return inquiring_ ? inquiry_ : 0; }
   void conclude();
+  bool excused(int rank) const noexcept { return excused_[static_cast<std::size_t>(rank)]; }
 
 private:
+  // Ranks the survivors went on without (m_excuse): false if `list` is not ranks of the job.
+  bool excuse(int from, const std::string& list);
+  // Every rank said bye or is excused.
+  bool all_done() const noexcept;
   void fail_job(int from, message m, bool tell);
   // Two calls of the inquiry's collective that differ, as the failure's text; empty if
   // every signature known for it is alike.
   std::string differing_calls() const;
   sender send_;
-  std::vector<bool> joined_, bye_, ever_joined_;
-  int byes_ = 0;
+  std::vector<bool> joined_, bye_, ever_joined_, excused_;
   struct entry {
     std::string val;
     int owner = -1;  // the rank that set it last: its share of held_

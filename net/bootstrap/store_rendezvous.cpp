@@ -52,6 +52,7 @@ public:
         },
         std::move(failed));
   }
+  void excuse(const std::vector<int>& ranks) override { client_->excuse(ranks); }
   void report_failure(int code, std::string why) override {
     client_->report_failure(static_cast<std::uint32_t>(code), std::move(why));
   }

@@ -78,6 +78,13 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   std::uint32_t timed_inquiry = 0;
   void after_message() {
     note_failure();
+    // A rank the survivors went on without is cut off from the store as well: it is out of
+    // the job (a stopped one finds so when it runs again), and rank 0 need not wait for it.
+    for (int r = 0; r < size; ++r)
+      if (auto& c = ranks[static_cast<std::size_t>(r)]; c && state->excused(r)) {
+        std::error_code ignored;
+        c->sock.shutdown(tcp::socket::shutdown_both, ignored);
+      }
     const auto q = state->inquiry();
     if (!q || q == timed_inquiry) return;
     timed_inquiry = q;

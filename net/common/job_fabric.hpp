@@ -55,6 +55,9 @@ public:
   // Another rank failed (its own report, the store's word): fail with it, and do not pass
   // it on.
   void told(std::error_code ec, const std::string& why) noexcept;
+  void excuse(std::vector<int> gone) override {
+    if (job_ && !gone.empty()) job_->excuse(gone);
+  }
   // Job rank r failed or died (`ec`, `why`): a transport that survives it cuts r off and
   // fails what waits on it (peer_died); the default fails this rank with it (told).
   virtual void lose_peer(int r, std::error_code ec, const std::string& why) noexcept {
