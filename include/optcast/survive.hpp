@@ -44,8 +44,9 @@ task<result<agreement>> agree(communicator& c, std::uint64_t flag = ~std::uint64
 // (no new rendezvous), usable for every collective at once. Fails on a rank the others
 // took for failed (errc::peer_lost). A member that dies during it may be in the result;
 // the result is then broken at once on every rank that learns of it, and shrinking it
-// again leaves that member out. Its leave() leaves the job; the job's outcome that leave()
-// returns still counts the members lost (a failed job).
+// again leaves that member out. Its leave() leaves the job. The store that rank 0 hosts
+// is told whom the survivors went on without, and its outcome counts them no more (a
+// file, Redis or PMIx job still reports the loss: a failed job).
 task<result<communicator>> shrink(communicator& c);
 
 }  // namespace optcast
