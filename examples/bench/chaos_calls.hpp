@@ -15,8 +15,6 @@
 
 #include <optcast/optcast.hpp>
 
-#include "bench.hpp"
-
 namespace optcast::bench {
 
 inline long long now_ns() {  // CLOCK_MONOTONIC: one clock for every process of the machine
