@@ -147,6 +147,14 @@ inline task<void> settle(std::span<posted_op> ops) {
   for (auto& p : ops) (void)co_await p.finished();
 }
 
+// A failure's way out of a loop that posts receives ahead:
+//   co_return co_await settled(ops, r.error());
+// settles `ops` (whose memory goes with the loop's frame) before the failure is returned.
+inline task<result<void>> settled(std::span<posted_op> ops, std::error_code ec) {
+  co_await settle(ops);
+  co_return fail(ec);
+}
+
 template <class... Ops>
 op_batch<sizeof...(Ops)> when_all(Ops... ops) noexcept {
   op_batch<sizeof...(Ops)> b;

@@ -115,6 +115,7 @@ task<result<void>> scatter_pieces(fabric& f, std::uint32_t seq, std::span<const 
       }
   std::vector<std::vector<std::byte>> got(in.size());
   const auto posted = std::make_unique<posted_op[]>(in.size());
+  const std::span<posted_op> all_posted(posted.get(), in.size());
   for (std::size_t i = 0; i < in.size(); ++i) {
     got[i].resize(in[i]->bytes());
     posted[i].start(f.recv(detail::rooted{f.size(), root}.real(from[i]), {seq, 0}, got[i]));
@@ -151,20 +152,20 @@ task<result<void>> scatter_pieces(fabric& f, std::uint32_t seq, std::span<const 
         std::memcpy(buf.data() + pos, all.data() + offset[static_cast<std::size_t>(pc.dest)] + pc.from, pc.bytes);
       } else {
         std::size_t msg = 0, at = 0;
-        if (!find(pc, msg, at)) co_return fail(errc::protocol_violation);
-        if (auto r = co_await wait(msg); !r) co_return r;
+        if (!find(pc, msg, at)) co_return co_await settled(all_posted, make_error_code(errc::protocol_violation));
+        if (auto r = co_await wait(msg); !r) co_return co_await settled(all_posted, r.error());
         std::memcpy(buf.data() + pos, got[msg].data() + at, pc.bytes);
       }
       pos += pc.bytes;
     }
-    if (auto r = co_await f.send(detail::rooted{f.size(), root}.real(m.to), {seq, 0}, buf); !r) co_return fail(r.error());
+    if (auto r = co_await f.send(detail::rooted{f.size(), root}.real(m.to), {seq, 0}, buf); !r) co_return co_await settled(all_posted, r.error());
   }
   if (v == 0) {
     if (const std::size_t mine = offset[1]; mine) std::memcpy(out.data(), all.data(), mine);
     co_return result<void>{};
   }
   for (std::size_t i = 0; i < in.size(); ++i) {
-    if (auto r = co_await wait(i); !r) co_return r;
+    if (auto r = co_await wait(i); !r) co_return co_await settled(all_posted, r.error());
     std::size_t off = 0;
     for (const auto& q : in[i]->pieces) {
       if (q.dest == v) std::memcpy(out.data() + q.from, got[i].data() + off, q.bytes);

@@ -43,6 +43,7 @@ task<result<void>> allreduce_combining(fabric& f, std::uint32_t seq, std::span<s
   const auto slots = f.scratch().take(ring * acc.size());
   const auto got = [&](std::size_t k) { return slots.span().subspan(k * acc.size(), acc.size()); };
   const auto pending = std::make_unique<posted_op[]>(ring);
+  const std::span<posted_op> all(pending.get(), ring);
   const auto at = [I](std::int64_t v) { return static_cast<int>(((v % I) + I) % I); };
   const auto post_step = [&](int j) {
     const auto J = static_cast<std::size_t>(j);
@@ -54,13 +55,13 @@ task<result<void>> allreduce_combining(fabric& f, std::uint32_t seq, std::span<s
   if (plan.start > 0) {
     if (partner) {
       const auto in = f.scratch().take(acc.size());
-      if (auto x = co_await f.recv(r + I, {seq, 0}, in.span()); !x) co_return fail(x.error());
+      if (auto x = co_await f.recv(r + I, {seq, 0}, in.span()); !x) co_return co_await settled(all, x.error());
       op(in.data(), acc.data(), acc.data(), count);
     } else if (f.model_time()) {
       // Waiting keeps the schedule's steps on a virtual clock: a message sent at once
       // would reach a partner in the step its fold-in arrives. On a live fabric the tags
       // keep the steps apart, and the wait would only sleep (with the timer's slack).
-      if (auto x = co_await f.compute(plan.start * step_time); !x) co_return fail(x.error());
+      if (auto x = co_await f.compute(plan.start * step_time); !x) co_return co_await settled(all, x.error());
     }
   }
   for (int j = 0; j <= L; ++j) post_step(j);
@@ -73,7 +74,7 @@ task<result<void>> allreduce_combining(fabric& f, std::uint32_t seq, std::span<s
   for (int j = 0; j <= T; ++j) {
     const auto J = static_cast<std::size_t>(j);
     if (plan.from[J] >= 0) {
-      if (auto x = co_await pending[J % ring].finished(); !x) co_return fail(x.error());
+      if (auto x = co_await pending[J % ring].finished(); !x) co_return co_await settled(all, x.error());
       op(got(J % ring).data(), acc.data(), acc.data(), count);  // older operands on the left
     }
     post_step(j + L + 1);  // into the slot just freed
@@ -88,7 +89,7 @@ task<result<void>> allreduce_combining(fabric& f, std::uint32_t seq, std::span<s
     if (t != j) value = kept.at(t).span();
     const int to = at(r + plan.window[J + static_cast<std::size_t>(L) - 1]);
     if (auto x = co_await f.send(to, {seq, static_cast<std::uint32_t>(1 + j + L)}, value); !x)
-      co_return fail(x.error());
+      co_return co_await settled(all, x.error());
     if (t != j && last_use[static_cast<std::size_t>(t)] == j) kept.erase(t);
   }
   if (partner) co_return ok(co_await f.send(r + I, {seq, fold_out}, acc));

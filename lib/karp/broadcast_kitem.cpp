@@ -27,6 +27,7 @@ task<result<void>> broadcast_kitem(fabric& f, std::uint32_t seq, std::span<std::
 
   const auto& rs = plan.receives[static_cast<std::size_t>(q)];
   const auto pending = std::make_unique<posted_op[]>(rs.size());
+  const std::span<posted_op> all(pending.get(), rs.size());
   std::vector<int> slot(static_cast<std::size_t>(plan.k), -1);  // item -> its receive
   for (std::size_t j = 0; j < rs.size(); ++j) {
     pending[j].start(f.recv(ranks.real(rs[j].peer), {seq, static_cast<std::uint32_t>(rs[j].item)}, item(rs[j].item)));
@@ -36,17 +37,17 @@ task<result<void>> broadcast_kitem(fabric& f, std::uint32_t seq, std::span<std::
   for (const auto& s : plan.sends[static_cast<std::size_t>(q)]) {
     const auto i = static_cast<std::size_t>(s.item);
     if (!have[i]) {
-      if (auto r = co_await pending[static_cast<std::size_t>(slot[i])].finished(); !r) co_return fail(r.error());
+      if (auto r = co_await pending[static_cast<std::size_t>(slot[i])].finished(); !r) co_return co_await settled(all, r.error());
       have[i] = 1;
     }
     if (const auto now = f.model_time(); now && *now < t0 + static_cast<double>(s.time) * step)
-      if (auto r = co_await f.compute(t0 + static_cast<double>(s.time) * step - *now); !r) co_return fail(r.error());
+      if (auto r = co_await f.compute(t0 + static_cast<double>(s.time) * step - *now); !r) co_return co_await settled(all, r.error());
     if (auto r = co_await f.send(ranks.real(s.peer), {seq, static_cast<std::uint32_t>(s.item)}, item(s.item)); !r)
-      co_return fail(r.error());
+      co_return co_await settled(all, r.error());
   }
   for (std::size_t j = 0; j < rs.size(); ++j)
     if (!have[static_cast<std::size_t>(rs[j].item)])
-      if (auto r = co_await pending[j].finished(); !r) co_return fail(r.error());
+      if (auto r = co_await pending[j].finished(); !r) co_return co_await settled(all, r.error());
   co_return result<void>{};
 }
 

@@ -25,6 +25,7 @@ task<result<void>> summation_tree(fabric& f, std::uint32_t seq, const logp::summ
   // All receptions posted at once: their senders never wait on this rank otherwise.
   std::vector<std::byte> got(k * elem), x(elem);
   const auto pending = std::make_unique<posted_op[]>(k);
+  const std::span<posted_op> all(pending.get(), k);
   for (std::size_t m = 0; m < k; ++m) {
     const int c = nd.children[m];
     pending[m].start(f.recv(ranks.real(c), {seq, static_cast<std::uint32_t>(c)}, std::span(got).subspan(m * elem, elem)));
@@ -45,17 +46,17 @@ task<result<void>> summation_tree(fabric& f, std::uint32_t seq, const logp::summ
     }
   };
   chain(nd.local[0]);
-  if (auto r = co_await f.compute(nd.work[0]); !r) co_return fail(r.error());
+  if (auto r = co_await f.compute(nd.work[0]); !r) co_return co_await settled(all, r.error());
   for (std::size_t m = 0; m < k; ++m) {
-    if (auto r = co_await pending[m].finished(); !r) co_return fail(r.error());
-    if (auto r = co_await f.compute(1); !r) co_return fail(r.error());
+    if (auto r = co_await pending[m].finished(); !r) co_return co_await settled(all, r.error());
+    if (auto r = co_await f.compute(1); !r) co_return co_await settled(all, r.error());
     fold(got.data() + m * elem);
     chain(nd.local[m + 1]);
-    if (auto r = co_await f.compute(nd.work[m + 1]); !r) co_return fail(r.error());
+    if (auto r = co_await f.compute(nd.work[m + 1]); !r) co_return co_await settled(all, r.error());
   }
   if (v == 0) co_return result<void>{};
   auto r = co_await f.send(ranks.real(nd.parent), {seq, static_cast<std::uint32_t>(v)}, acc);
-  if (!r) co_return fail(r.error());
+  if (!r) co_return co_await settled(all, r.error());
   co_return result<void>{};
 }
 
