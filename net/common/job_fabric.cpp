@@ -142,6 +142,19 @@ void job_fabric::cancel_loss_grace() noexcept {
   loss_timer_.cancel();
 }
 
+void job_fabric::lose_broken(const std::vector<int>& broken, const std::string& why, std::string_view before,
+                             std::string_view after) noexcept {
+  auto alive = alive_;
+  for (int p : broken) {
+    if (!*alive) return;
+    const std::string name = "rank " + std::to_string(p);
+    const bool named = why.find(name + " ") != std::string::npos || why.ends_with(name);
+    lose_peer(p, make_error_code(errc::peer_lost),
+              named ? why : std::string(before) + name + std::string(after) + ", and no word of why came within " +
+                                std::to_string(loss_grace.count()) + " ms");
+  }
+}
+
 void job_fabric::expire(std::uint32_t seq) {
   // Waiting on a peer: the store is asked for the root cause first (common/stall.hpp).
   if (!failure()) stall_.deadline_passed(job_.get(), seq, rank_text());

@@ -96,6 +96,10 @@ protected:
   // The grace passed with no word of the cause: a transport that survives a peer's loss
   // takes the peers whose links broke for dead; the default fails this rank.
   virtual void grace_over(const std::string& why) noexcept { abort(make_error_code(errc::peer_lost), why); }
+  // For grace_over in a transport that survives: takes each of `broken` (the likeliest
+  // cause first) for dead, with `why` where it names that peer, else "<before>rank P<after>,
+  // and no word of why came within loss_grace".
+  void lose_broken(const std::vector<int>& broken, const std::string& why, std::string_view before, std::string_view after) noexcept;
   // What the stall watch sees waiting in collective `seq`: the transport's operations, and
   // for control_seq the agreements waiting on a peer.
   std::string stalled_in(std::uint32_t seq) const {

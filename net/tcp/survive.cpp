@@ -88,14 +88,7 @@ void tcp_fabric::grace_over(const std::string& why) noexcept {
     const auto x = peer(a).broke, y = peer(b).broke;
     return (x ? x : ~std::uint64_t{0}) < (y ? y : ~std::uint64_t{0});
   });
-  auto alive = alive_;
-  for (int p : broken) {
-    if (!*alive) return;
-    const bool named = why.find(rank_name(p) + " ") != std::string::npos || why.ends_with(rank_name(p));
-    lose_peer(p, make_error_code(errc::peer_lost),
-              named ? why : "the connection with " + rank_name(p) + " broke, and no word of why came within " +
-                                std::to_string(loss_grace.count()) + " ms");
-  }
+  lose_broken(broken, why, "the connection with ", " broke");
 }
 
 void tcp_fabric::fail_communicator(std::uint32_t id, std::error_code ec, const std::string& why) noexcept {
