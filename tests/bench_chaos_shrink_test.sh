@@ -5,8 +5,20 @@
 # verified collectives, an agreement that all went well), all of them to the same
 # membership, without the victim; none may hang, fail or hold wrong data; and each
 # one's leave() must succeed (the store no longer counts the ranks they excused).
+#   tests/bench_chaos_shrink_test.sh OPTCAST_BENCH [ofi]
+# With `ofi`, the same over libfabric's tcp;ofi_rxm (exit 77 where it is missing).
 set -euo pipefail
 bench=$1
+fabric=${2:-tcp}
+if [ "$fabric" = ofi ]; then
+  # fi_info (libfabric-bin) where it is installed; else libfabric itself, which has tcp and rxm built in.
+  if command -v fi_info >/dev/null; then
+    fi_info -p 'tcp;ofi_rxm' >/dev/null 2>&1 || { echo "skipped: libfabric's tcp;ofi_rxm is missing (fi_info -p 'tcp;ofi_rxm')"; exit 77; }
+  elif ! ldconfig -p | grep -q 'libfabric\.so\.1 '; then
+    echo "skipped: libfabric (libfabric.so.1) is not installed"; exit 77
+  fi
+  export FI_PROVIDER='tcp;ofi_rxm'
+fi
 check() {
   python3 - "$1" "$2" <<'PY'
 import json, sys
@@ -23,8 +35,8 @@ assert x["left_ok"] == x["survivors"], x
 print(fault, "survivors", x["survivors"], "usable after (ms, max)", round(max(x["ms_to_usable"]), 1))
 PY
 }
-out=$("$bench" chaos --np 5 --trials 4 --mode both --shrink --ops-after 10 --timeout-ms 1000 --json --quiet)
+out=$("$bench" chaos --fabric "$fabric" --np 5 --trials 4 --mode both --shrink --ops-after 10 --timeout-ms 1000 --json --quiet)
 check "$out" kill
 check "$out" stop
-out=$("$bench" chaos --np 5 --trials 3 --mode kill --shrink --second-kill --ops-after 10 --timeout-ms 1000 --json --quiet)
+out=$("$bench" chaos --fabric "$fabric" --np 5 --trials 3 --mode kill --shrink --second-kill --ops-after 10 --timeout-ms 1000 --json --quiet)
 check "$out" kill+kill

@@ -30,8 +30,9 @@ task<result<void>> sum_check(communicator& c, std::int64_t mine, std::int64_t ex
 
 }  // namespace
 
-TEST_CASE("a revoke interrupts every member's pending and later calls at once; agree and shrink go on", "[local][tcp][survive]") {
-  const std::string kind = GENERATE(as<std::string>{}, "local", "tcp");
+namespace {
+
+void revoke_case(const std::string& kind) {
   INFO(kind);
   const int p = 4;
   communicator_options o;
@@ -87,6 +88,16 @@ TEST_CASE("a revoke interrupts every member's pending and later calls at once; a
     CHECK(shrunk_size[static_cast<std::size_t>(r)] == p);
     CHECK(shrunk_rank[static_cast<std::size_t>(r)] == r);
   }
+}
+
+}  // namespace
+
+TEST_CASE("a revoke interrupts every member's pending and later calls at once; agree and shrink go on", "[local][tcp][survive]") {
+  revoke_case(GENERATE(as<std::string>{}, "local", "tcp"));
+}
+
+TEST_CASE("on libfabric's rxm, a revoke interrupts every member's calls; agree and shrink go on", "[ofi][survive]") {
+  revoke_case("ofi:tcp;ofi_rxm");
 }
 
 TEST_CASE("survivors of a killed rank fail naming it, agree on it, and shrink to a communicator that works", "[local][survive]") {

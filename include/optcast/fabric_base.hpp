@@ -94,6 +94,9 @@ protected:
   // Control messages posted and not yet sent: a closing fabric gives them a moment (a
   // survivor that exits right after its failure still tells the others why).
   std::size_t control_in_flight() const noexcept;
+  // Control messages in flight or an agreement under way: a polling transport keeps
+  // polling for their messages.
+  bool surviving_busy() const noexcept;
   // "; agreement 2 of communicator 0 waiting for rank 3" for each agreement that waits
   // (on a peer's word), for a stall's inquiry into control_seq's deadline.
   std::string agreements_waiting() const;

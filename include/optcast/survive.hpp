@@ -10,8 +10,9 @@
 //     comm = std::move(*survivors);             // ranks renumbered in order, same connections
 //   }
 //
-// On TCP and the in-process fabric (fabric_base::survives_failures); elsewhere a member's
-// loss fails the fabric as a whole, and agree and shrink refuse (errc::invalid_argument).
+// On TCP, the in-process fabric and libfabric's tcp;ofi_rxm (fabric_base::survives_failures);
+// elsewhere (libfabric's shm, the simulator) a member's loss fails the fabric as a whole,
+// and agree and shrink refuse (errc::invalid_argument).
 // docs/DESIGN.md, "Surviving a failure", says how it works and what it guarantees.
 #pragma once
 

@@ -29,6 +29,8 @@ struct control_message {
   static constexpr std::size_t max_words = 64;
   static constexpr std::size_t max_failed_words = 1024;  // 65,536 members
   static constexpr std::size_t max_text = 1024;
+  // The longest encode() makes: a transport that must post a buffer for one (libfabric) posts this.
+  static constexpr std::size_t max_bytes = header_bytes + 8 * (max_words + max_failed_words) + max_text;
 
   bool operator==(const control_message&) const = default;
   // Fields past their limits are cut to them.

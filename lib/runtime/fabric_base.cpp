@@ -88,6 +88,8 @@ void fabric_base::end_agreements(std::error_code ec, const std::string& why) noe
 
 std::size_t fabric_base::control_in_flight() const noexcept { return survival_ ? survival_->in_flight() : 0; }
 
+bool fabric_base::surviving_busy() const noexcept { return survival_ && (survival_->in_flight() > 0 || survival_->agreeing()); }
+
 std::string fabric_base::agreements_waiting() const { return survival_ ? survival_->waiting() : std::string(); }
 
 void fabric_base::sign(std::uint32_t seq, const call_signature& s) {

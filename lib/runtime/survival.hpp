@@ -46,6 +46,7 @@ public:
 
   // Control messages posted and not yet sent.
   std::size_t in_flight() const noexcept { return in_flight_; }
+  bool agreeing() const noexcept { return !sessions_.empty(); }
 
   // For sessions.
   fabric_base& fabric() noexcept { return f_; }

@@ -110,6 +110,7 @@ void ofi_fabric::bootstrap() {
   provider_ = info_->fabric_attr->prov_name;
   // rxm answers FI_PEEK; shm (1.17) takes the peek and never answers it.
   peek_works_ = provider_.find("ofi_rxm") != std::string::npos;
+  survives_ = provider_.find("ofi_rxm") != std::string::npos;
   register_ = cfg_.register_always || (info_->domain_attr->mr_mode & FI_MR_LOCAL);
   max_msg_ = info_->ep_attr->max_msg_size;
 
@@ -162,6 +163,8 @@ void ofi_fabric::bootstrap() {
   if (auto r = job_->publish(addr_key(cfg_.rank), provider_ + "|" + to_hex(name.data(), len), cfg_.bootstrap_timeout); !r)
     throw setup_error(r.error(), job_->job_failure().empty() ? "cannot register with the store: " + r.error().message() : job_->job_failure());
   insert_all_peers();
+  for (int r = 0; r < cfg_.size && survives_; ++r)
+    if (r != cfg_.rank) post_control_receive(r, {});
   log(log_level::debug, rank_name(cfg_.rank) + " on libfabric provider " + provider_ +
                             (wait_.is_open() ? " (progress on the CQ's wait fd)" : " (progress by polling)"));
   arm();

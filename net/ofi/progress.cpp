@@ -11,72 +11,18 @@ bool ofi_fabric::start(operation& op) noexcept {
   if (failure()) return fail_now(op, failure(), failure_detail());
   if (op.size > max_msg_)
     return fail_now(op, make_error_code(errc::invalid_argument), "message larger than the provider's " + std::to_string(max_msg_) + " B");
-  if (internal(op)) return fail_now(op, make_error_code(errc::invalid_argument), "collective number 4294967295 is libfabric's own");
+  if (op.tg.seq == credit_seq) return fail_now(op, make_error_code(errc::invalid_argument), "collective number 4294967295 is libfabric's own");
+  if (std::string why; auto ec = refusal(op, why)) return fail_now(op, ec, why);
   op.fabric_state = st_none;
   mr_of(op) = nullptr;
-  if (std::string why; op.kind == op_kind::send && !count_send(op, why)) {
+  if (op.kind == op_kind::recv) largest_recv_ = std::max(largest_recv_, op.size);
+  // Control messages are not counted: the standing receive for them takes each at once.
+  if (std::string why; op.kind == op_kind::send && op.tg.seq != seq_layout::control_seq && !count_send(op, why)) {
     log(log_level::error, rank_name(cfg_.rank) + ": " + why);
     return fail_now(op, make_error_code(errc::limit_exceeded), why);  // the collective's failure then tells every rank
   }
   if (auto ec = submit(op); ec) return fail_now(op, ec, last_error());
   return false;
-}
-
-bool ofi_fabric::count_send(const operation& op, std::string& why) {
-  flow& f = flow_[static_cast<std::size_t>(op.peer)];
-  const std::uint64_t open = f.sent - f.confirmed, limit = cfg_.unexpected_peer_limit;
-  // A message larger than the limit is let through alone: the receiver holds at most it.
-  if (open > 0 && (op.size > limit || open > limit - op.size)) {
-    why = rank_name(op.peer) + " has confirmed receiving " + std::to_string(f.confirmed) + " of the " + std::to_string(f.sent) + " B " +
-          rank_name(cfg_.rank) + " sent it; " + std::to_string(op.size) + " B more (" + describe_op(op) +
-          ") would leave more unreceived than a rank holds from one peer (" + std::to_string(limit) + " B, OPTCAST_UNEXPECTED_PEER_LIMIT)";
-    return false;
-  }
-  f.sent += op.size;
-  await_confirmation(op.peer);
-  return true;
-}
-
-void ofi_fabric::await_confirmation(int peer) {
-  flow& f = flow_[static_cast<std::size_t>(peer)];
-  if (f.awaiting || f.sent - f.confirmed < window()) return;
-  f.awaiting = true;
-  post_internal(op_kind::recv, peer, 0);
-}
-
-void ofi_fabric::count_received(int peer, std::size_t bytes) {
-  flow& f = flow_[static_cast<std::size_t>(peer)];
-  f.received += bytes;
-  if (f.received / window() == f.told / window()) return;
-  f.told = f.received;
-  post_internal(op_kind::send, peer, f.received);
-}
-
-void ofi_fabric::post_internal(op_kind kind, int peer, std::uint64_t value) {
-  internal_op& io = internal_ops_.emplace_back();
-  io.value = value;
-  io.op = operation(*this, kind, peer, tag{credit_seq, 0}, reinterpret_cast<std::byte*>(&io.value), sizeof io.value);
-  io.op.on_complete = &ofi_fabric::internal_done;
-  io.op.context = this;
-  if (auto ec = submit(io.op)) {  // the fabric failed: nothing to confirm any more
-    io.op.ec = ec;
-    internal_done(io.op);
-  }
-}
-
-void ofi_fabric::internal_done(operation& op) noexcept {
-  auto& self = *static_cast<ofi_fabric*>(op.context);
-  auto it = std::find_if(self.internal_ops_.begin(), self.internal_ops_.end(), [&](const internal_op& o) { return &o.op == &op; });
-  if (it == self.internal_ops_.end()) return;
-  const int peer = op.peer;
-  const bool confirmation = op.kind == op_kind::recv && !op.ec;
-  if (op.kind == op_kind::recv) {
-    flow& f = self.flow_[static_cast<std::size_t>(peer)];
-    f.awaiting = false;
-    if (confirmation) f.confirmed = std::min(f.sent, std::max(f.confirmed, it->value));
-  }
-  self.internal_ops_.erase(it);  // op is gone from here on
-  if (confirmation) self.await_confirmation(peer);
 }
 
 void ofi_fabric::cancel(operation& op, std::error_code ec) noexcept {
@@ -99,7 +45,7 @@ void ofi_fabric::cancel(operation& op, std::error_code ec) noexcept {
       // error to report waits in op.ec until then.
       op.fabric_state = st_cancelling;
       op.ec = ec;
-      fi_cancel(&ep_->fid, op.fabric_ctx);
+      fi_cancel(&ep_->fid, &ticket_of(op)->ctx);
       return;
     default:
       return;
@@ -132,8 +78,9 @@ void ofi_fabric::abort(std::error_code ec, std::string detail) noexcept {
   };
   cancel_loss_grace();
   probe_timer_.cancel();
+  sink_timer_.cancel();
   probes_.clear();
-  if (fail_all(posted_) && fail_all(reaped_) && fail_all(retry_)) fail_all(lost_);
+  if (fail_all(posted_) && fail_all(standing_) && fail_all(reaped_) && fail_all(retry_)) fail_all(lost_);
 }
 
 void ofi_fabric::quiesce() {
@@ -141,21 +88,22 @@ void ofi_fabric::quiesce() {
     ep_.reset();
     return;
   }
-  for (operation* op = posted_.front(); op; op = op->next)
-    if (op->fabric_state == st_posted) {
-      op->fabric_state = st_cancelling;
-      fi_cancel(&ep_->fid, op->fabric_ctx);
-    }
+  for (auto* q : {&posted_, &standing_})
+    for (operation* op = q->front(); op; op = op->next)
+      if (op->fabric_state == st_posted) {
+        op->fabric_state = st_cancelling;
+        fi_cancel(&ep_->fid, &ticket_of(*op)->ctx);
+      }
   auto given_back = [&](void* ctx) {
     if (is_probe(ctx))
       probing_.reset();
-    else
-      hold(op_of(ctx));
+    else if (operation* op = op_of(ctx))
+      hold(*op);
   };
   // Receives are cancelled at once; a send the peer never takes (it died) is not.
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
   std::array<fi_cq_tagged_entry, 16> entries{};
-  while (!posted_.empty() && std::chrono::steady_clock::now() < until) {
+  while ((!posted_.empty() || !standing_.empty()) && std::chrono::steady_clock::now() < until) {
     const ssize_t n = fi_cq_read(cq_.get(), entries.data(), entries.size());
     if (n == -FI_EAGAIN) {
       sched_yield();
@@ -170,14 +118,18 @@ void ofi_fabric::quiesce() {
     if (n < 0) break;
     for (ssize_t i = 0; i < n; ++i) given_back(entries[static_cast<std::size_t>(i)].op_context);
   }
-  if (!posted_.empty()) {
+  if (!posted_.empty() || !standing_.empty()) {
     ep_.reset();
     while (operation* op = posted_.front()) hold(*op);
+    while (operation* op = standing_.front()) hold(*op);
   }
 }
 
+detail::op_queue& ofi_fabric::queue_of(const operation& op) noexcept { return standing(op) ? standing_ : posted_; }
+
 void ofi_fabric::hold(operation& op) {
-  posted_.remove(op);
+  queue_of(op).remove(op);
+  free_ticket(op);
   release_mr(op);
   op.fabric_state = st_reaped;
   reaped_.push_back(op);
@@ -222,23 +174,27 @@ ofi_fabric::posted ofi_fabric::try_post(operation& op, std::error_code& ec) {
   static std::byte empty{};
   std::byte* buf = op.size ? op.data : &empty;
   const fi_addr_t addr = addrs_[static_cast<std::size_t>(op.peer)];
+  const std::uint64_t ignore = internal(op) && internal_of(op).role == internal_op::sink ? sink_ignore() : 0;
+  void* ctx = &take_ticket(op).ctx;
   const ssize_t ret = op.kind == op_kind::send
-                          ? fi_tsenddata(ep_.get(), buf, op.size, desc, signature_of(op.tg.seq).hash(), addr, op.tg.packed(), op.fabric_ctx)
-                          : fi_trecv(ep_.get(), buf, op.size, desc, addr, op.tg.packed(), 0, op.fabric_ctx);
+                          ? fi_tsenddata(ep_.get(), buf, op.size, desc, signature_of(op.tg.seq).hash(), addr, op.tg.packed(), ctx)
+                          : fi_trecv(ep_.get(), buf, op.size, desc, addr, op.tg.packed(), ignore, ctx);
   if (ret == -FI_EAGAIN) {
+    free_ticket(op);
     release_mr(op);
     return posted::again;
   }
   if (ret) {
+    free_ticket(op);
     release_mr(op);
     note_error(std::string(op.kind == op_kind::send ? "fi_tsend: " : "fi_trecv: ") + fi_error(static_cast<int>(ret)) + ": " + describe_op(op));
     ec = make_error_code(errc::peer_lost);
     return posted::failed;
   }
   op.fabric_state = st_posted;
-  posted_.push_back(op);
+  queue_of(op).push_back(op);
   if (op.kind == op_kind::recv && !internal(op)) arm_probes();
-  if (!wait_.is_open()) progress_soon();  // polling providers need us to come back
+  if (!wait_.is_open() && !standing(op)) progress_soon();  // polling providers need us to come back
   return posted::yes;
 }
 
@@ -249,12 +205,43 @@ void ofi_fabric::release_mr(operation& op) {
   }
 }
 
-operation& ofi_fabric::op_of(void* ctx) {
-  return *reinterpret_cast<operation*>(static_cast<char*>(ctx) - offsetof(operation, fabric_ctx));
+operation* ofi_fabric::op_of(void* ctx) noexcept {
+  auto* t = static_cast<ticket*>(ctx);
+  if (t->op) return t->op;
+  t->next_free = free_tickets_;
+  free_tickets_ = t;
+  return nullptr;
+}
+
+ticket& ofi_fabric::take_ticket(operation& op) {
+  ticket* t = free_tickets_;
+  if (t)
+    free_tickets_ = t->next_free;
+  else
+    t = &tickets_.emplace_back();
+  *t = ticket{};
+  t->op = &op;
+  ticket_of(op) = t;
+  return *t;
+}
+
+void ofi_fabric::free_ticket(operation& op) noexcept {
+  if (ticket* t = std::exchange(ticket_of(op), nullptr)) {
+    t->op = nullptr;
+    t->next_free = free_tickets_;
+    free_tickets_ = t;
+  }
+}
+
+void ofi_fabric::abandon(operation& op) noexcept {
+  if (ticket* t = std::exchange(ticket_of(op), nullptr)) t->op = nullptr;  // op_of frees it, if it ever comes back
+  queue_of(op).remove(op);
+  release_mr(op);
 }
 
 void ofi_fabric::finish(operation& op, std::error_code ec) {
-  posted_.remove(op);
+  queue_of(op).remove(op);
+  free_ticket(op);
   release_mr(op);
   op.fabric_state = st_none;
   op.complete(ec);
@@ -283,11 +270,33 @@ bool ofi_fabric::drain() {
         any = true;
         continue;
       }
-      operation& op = op_of(err.op_context);
+      operation* given = op_of(err.op_context);
+      if (!given) continue;  // abandoned
+      operation& op = *given;
       std::error_code ec;
       std::string why;
       const int code = err.err < 0 ? -err.err : err.err;  // shm reports it negated
-      if (code == FI_ETRUNC && err.data != 0 && !signature_hash_matches(op, err.data)) {
+      if (op.fabric_state == st_cancelling) {
+        // Ours (a failed sibling, a deadline, a revocation, a dead peer), whichever way the
+        // provider gave it back.
+        any = true;
+        finish(op, op.ec);
+        if (!*alive || failure()) return true;
+        continue;
+      }
+      if (code == FI_ETRUNC && internal(op) && internal_of(op).role == internal_op::sink) {
+        // What a sink is for: a revoked communicator's message, taken and dropped.
+        internal_of(op).got = err.len + err.olen;
+        any = true;
+        finish(op, {});
+        if (!*alive || failure()) return true;
+        continue;
+      }
+      if (code == FI_ETRUNC && internal(op)) {
+        ec = make_error_code(errc::protocol_violation);
+        why = "a message from " + rank_name(op.peer) + " on libfabric's own tag " + std::to_string(op.tg.seq) + " is larger than its " +
+              std::to_string(op.size) + " B";
+      } else if (code == FI_ETRUNC && err.data != 0 && !signature_hash_matches(op, err.data)) {
         ec = make_error_code(errc::call_mismatch);
         why = last_error();
       } else if (code == FI_ETRUNC) {
@@ -295,17 +304,12 @@ bool ofi_fabric::drain() {
         // leaves it 0). Either way the provider wrote only what fits.
         ec = size_error(op, "a larger message" + (err.olen ? " of " + std::to_string(op.size + err.olen) + " B" : std::string()));
         why = last_error();
-      } else if (code == FI_ECANCELED && op.fabric_state == st_cancelling) {
-        ec = op.ec;  // ours (a failed sibling, a deadline)
-        any = true;
-        finish(op, ec);
-        if (!*alive || failure()) return true;
-        continue;
       } else {  // including FI_ECANCELED we did not ask for: shm's for a dead peer
         why = describe_op(op) + ": " + fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, nullptr, 0) + " (" + fi_error(err.err) + ")";
         note_error(why);
         if (!failure()) {  // waits for the cause (lost_peer)
-          posted_.remove(op);
+          queue_of(op).remove(op);
+          free_ticket(op);
           release_mr(op);
           op.fabric_state = st_lost;
           lost_.push_back(op);
@@ -335,8 +339,15 @@ bool ofi_fabric::drain() {
         peeked = &e;
         continue;
       }
-      operation& op = op_of(e.op_context);
-      if (op.kind == op_kind::recv && !internal(op)) {
+      operation* given = op_of(e.op_context);
+      if (!given) continue;  // abandoned
+      operation& op = *given;
+      if (internal(op)) {
+        internal_of(op).got = e.len;
+        hold(op);
+        continue;
+      }
+      if (op.kind == op_kind::recv) {
         ++received_;
         count_received(op.peer, e.len);
       }
@@ -394,7 +405,8 @@ void ofi_fabric::progress() {
 }
 
 bool ofi_fabric::check_network() {
-  if (posted_.empty() || !cq_ || !ep_ || failure() || !wait_.is_open()) return false;  // (without a wait object progress() polls)
+  if ((posted_.empty() && !surviving_busy()) || !cq_ || !ep_ || failure() || !wait_.is_open())
+    return false;  // (without a wait object progress() polls)
   auto alive = alive_;
   const bool any = drain();
   if (!*alive || !cq_ || !ep_ || failure()) return any;
@@ -416,7 +428,8 @@ void ofi_fabric::progress_soon() {
 void ofi_fabric::arm() {
   if (!cq_ || !ep_ || failure()) return;
   if (!wait_.is_open()) {
-    if (!posted_.empty() || !retry_.empty() || probing_) progress_soon();
+    if (!posted_.empty() || !retry_.empty() || probing_ || surviving_busy()) return progress_soon();
+    if (sinks_ > 0) poll_sinks_later();
     return;
   }
   // -FI_EAGAIN promises no wakeup: the provider wants progress and the operation again.
@@ -431,6 +444,18 @@ void ofi_fabric::arm() {
   wait_.async_wait(asio::posix::stream_descriptor::wait_read, [this, alive = alive_](std::error_code ec) {
     if (!*alive) return;
     waiting_ = false;
+    if (!ec) progress();
+  });
+}
+
+void ofi_fabric::poll_sinks_later() {
+  if (sink_timer_armed_) return;
+  sink_timer_armed_ = true;
+  sink_timer_.expires_after(sink_poll_);
+  sink_poll_ = std::min(sink_poll_ * 2, std::chrono::milliseconds(100));
+  sink_timer_.async_wait([this, alive = alive_](std::error_code ec) {
+    if (!*alive) return;
+    sink_timer_armed_ = false;
     if (!ec) progress();
   });
 }

@@ -1,0 +1,107 @@
+// The libfabric fabric when a peer fails: what waits on the peer, and every operation of
+// a communicator it was in, is taken back from the provider before it ends (the memory
+// stays the provider's until it gives the operation back), and the survival layer
+// (fabric_base) revokes those communicators; the endpoint stays, so the survivors go on
+// over it (optcast/survive.hpp).
+#include "ofi_fabric.hpp"
+
+namespace optcast::ofi::impl {
+
+void ofi_fabric::give_up(detail::op_queue& q, bool (*which)(const operation&, std::uint32_t), std::uint32_t arg, std::error_code ec,
+                         detail::op_queue& now) noexcept {
+  if (&q == &posted_ || &q == &standing_) {
+    // Each ends when the provider gives it back: a receive cancelled, a send taken by its
+    // receiver's sink (post_sink) or failed with its dead peer's connection. Until then it
+    // stays where it is.
+    for (operation* op = q.front(); op; op = op->next)
+      if (op->fabric_state == st_posted && which(*op, arg)) {
+        op->fabric_state = st_cancelling;
+        op->ec = ec;
+        fi_cancel(&ep_->fid, &ticket_of(*op)->ctx);
+      }
+    progress_soon();  // a polling provider gives them back only when asked
+    return;
+  }
+  q.drain_if([&](const operation& op) { return which(op, arg); }, [&](operation& op) {
+    op.fabric_state = st_failing;
+    now.push_back(op);
+  });
+}
+
+void ofi_fabric::complete_all(detail::op_queue& q, std::error_code ec, const std::string& why) noexcept {
+  auto alive = alive_;
+  while (operation* op = q.pop_front()) {
+    op->fabric_state = st_none;
+    if (!internal(*op)) note_error(why + ": " + describe_op(*op));
+    op->complete(ec);
+    if (!*alive) return;
+  }
+}
+
+void ofi_fabric::fail_communicator(std::uint32_t id, std::error_code ec, const std::string& why) noexcept {
+  if (!ep_) return;
+  constexpr auto of_it = [](const operation& op, std::uint32_t comm) {
+    return !internal(op) && op.tg.seq != seq_layout::control_seq && seq_layout::id_of(op.tg.seq) == comm;
+  };
+  detail::op_queue now;
+  for (auto* q : {&posted_, &retry_, &lost_}) give_up(*q, of_it, id, ec, now);
+  std::erase_if(probes_, [id](const probe& p) { return seq_layout::id_of(p.seq) == id; });
+  for (int r = 0; r < cfg_.size; ++r)
+    if (r != cfg_.rank && peer_alive(r)) post_sink(id, r);
+  complete_all(now, ec, why);
+}
+
+void ofi_fabric::retire(std::uint32_t id) noexcept {
+  fabric_base::retire(id);  // revoked(id) is false from here on: a sink is not posted again
+  if (!ep_) return;
+  for (operation* op = standing_.front(); op; op = op->next)
+    if (internal_of(*op).role == internal_op::sink && internal_of(*op).comm == id && op->fabric_state == st_posted) {
+      op->fabric_state = st_cancelling;
+      op->ec = make_error_code(errc::cancelled);
+      fi_cancel(&ep_->fid, &ticket_of(*op)->ctx);
+    }
+  progress_soon();
+}
+
+void ofi_fabric::lose_peer(int r, std::error_code ec, const std::string& why) noexcept {
+  // This rank named as the one that failed (a stall's verdict): it is out of the job.
+  if (r < 0 || r >= cfg_.size || r == cfg_.rank || !survives_) return told(ec, why);
+  if (failure() || closing_ || !peer_alive(r)) return;
+  log(log_level::info, rank_name(cfg_.rank) + ": " + rank_name(r) + " is lost: " + why);
+  auto alive = alive_;
+  // Revoked first: a call that fails on r's loss then finds its communicator revoked, and
+  // goes on as a survivor's (finish()) rather than failing this rank.
+  peer_died(r, ec, why);
+  if (!*alive || failure() || !ep_) return;
+  // What is left: the fabric's own operations with r (credits, control, sinks).
+  detail::op_queue now;
+  constexpr auto with = [](const operation& op, std::uint32_t peer) { return op.peer == static_cast<int>(peer); };
+  for (auto* q : {&posted_, &standing_, &retry_, &lost_}) give_up(*q, with, static_cast<std::uint32_t>(r), ec, now);
+  // Sends to r, which the provider may never give back, end now: the dead peer reads none of
+  // their memory any more.
+  for (operation* op = posted_.front(); op;) {
+    operation* next = op->next;
+    if (op->peer == r && op->kind == op_kind::send) {
+      abandon(*op);
+      op->fabric_state = st_failing;
+      op->ec = {};
+      now.push_back(*op);
+    }
+    op = next;
+  }
+  std::erase_if(probes_, [r](const probe& p) { return p.src == r; });
+  complete_all(now, ec, why);
+}
+
+void ofi_fabric::grace_over(const std::string& why) noexcept {
+  if (!survives_) return abort(make_error_code(errc::peer_lost), why);
+  // No word of a cause came: the peers whose transfers failed are taken for dead, the
+  // first to fail first. A rank alive but cut off finds its own transfers failing, and
+  // fails the same way.
+  std::vector<int> broken;
+  for (operation* op = lost_.front(); op; op = op->next)
+    if (peer_alive(op->peer) && std::find(broken.begin(), broken.end(), op->peer) == broken.end()) broken.push_back(op->peer);
+  lose_broken(broken, why, "a transfer with ", " failed");
+}
+
+}  // namespace optcast::ofi::impl
