@@ -31,7 +31,7 @@ void ofi_fabric::probe_tick() {
   if (stalled && probes_.empty() && !probing_)
     for (const auto seq : seqs)
       for (int r = 0; r < cfg_.size; ++r)
-        if (r != cfg_.rank) probes_.push_back({seq, r, {}});
+        if (r != cfg_.rank && peer_alive(r)) probes_.push_back({seq, r, {}});
   next_probe();
   arm_probes();
 }

@@ -174,6 +174,11 @@ ofi_fabric::posted ofi_fabric::try_post(operation& op, std::error_code& ec) {
   static std::byte empty{};
   std::byte* buf = op.size ? op.data : &empty;
   const fi_addr_t addr = addrs_[static_cast<std::size_t>(op.peer)];
+  if (addr == FI_ADDR_UNSPEC) {  // a dead peer's, removed (lose_peer): it would match any source
+    release_mr(op);
+    ec = make_error_code(errc::peer_lost);
+    return posted::failed;
+  }
   const std::uint64_t ignore = internal(op) && internal_of(op).role == internal_op::sink ? sink_ignore() : 0;
   void* ctx = &take_ticket(op).ctx;
   const ssize_t ret = op.kind == op_kind::send

@@ -73,21 +73,28 @@ void ofi_fabric::lose_peer(int r, std::error_code ec, const std::string& why) no
   // goes on as a survivor's (finish()) rather than failing this rank.
   peer_died(r, ec, why);
   if (!*alive || failure() || !ep_) return;
-  // What is left: the fabric's own operations with r (credits, control, sinks).
+  // Everything with r ends now, whatever the provider does with it: a send to r may never
+  // be given back (rxm keeps a rendezvous send whose receiver died), nor a receive r
+  // began a rendezvous for and then stood still in (a stopped rank, taken for dead). The
+  // tickets stay with the provider; r's address goes from the address vector, which closes
+  // rxm's connection with it, so nothing of r's comes into this rank's memory any more.
   detail::op_queue now;
-  constexpr auto with = [](const operation& op, std::uint32_t peer) { return op.peer == static_cast<int>(peer); };
-  for (auto* q : {&posted_, &standing_, &retry_, &lost_}) give_up(*q, with, static_cast<std::uint32_t>(r), ec, now);
-  // Sends to r, which the provider may never give back, end now: the dead peer reads none of
-  // their memory any more.
-  for (operation* op = posted_.front(); op;) {
-    operation* next = op->next;
-    if (op->peer == r && op->kind == op_kind::send) {
-      abandon(*op);
-      op->fabric_state = st_failing;
-      op->ec = {};
-      now.push_back(*op);
+  for (auto* q : {&posted_, &standing_})
+    for (operation* op = q->front(); op;) {
+      operation* next = op->next;
+      if (op->peer == r) {
+        abandon(*op);
+        op->fabric_state = st_failing;
+        now.push_back(*op);
+      }
+      op = next;
     }
-    op = next;
+  constexpr auto with = [](const operation& op, std::uint32_t peer) { return op.peer == static_cast<int>(peer); };
+  for (auto* q : {&retry_, &lost_}) give_up(*q, with, static_cast<std::uint32_t>(r), ec, now);
+  if (fi_addr_t& addr = addrs_[static_cast<std::size_t>(r)]; addr != FI_ADDR_UNSPEC) {
+    if (const int ret = fi_av_remove(av_.get(), &addr, 1, 0))
+      log(log_level::debug, "ofi: fi_av_remove for " + rank_name(r) + ": " + fi_error(ret));
+    addr = FI_ADDR_UNSPEC;
   }
   std::erase_if(probes_, [r](const probe& p) { return p.src == r; });
   complete_all(now, ec, why);
