@@ -4,7 +4,8 @@
 # shrink). Every survivor must shrink to a communicator that works (a checked allreduce,
 # verified collectives, an agreement that all went well), all of them to the same
 # membership, without the victim; none may hang, fail or hold wrong data; and each
-# one's leave() must succeed (the store no longer counts the ranks they excused).
+# one's leave() must succeed (the store no longer counts the ranks they excused). Then
+# rank 0 is the victim, the store served apart from the ranks (--store launcher).
 #   tests/bench_chaos_shrink_test.sh OPTCAST_BENCH [ofi]
 # With `ofi`, the same over libfabric's tcp;ofi_rxm (exit 77 where it is missing).
 set -euo pipefail
@@ -36,6 +37,10 @@ print(fault, "survivors", x["survivors"], "usable after (ms, max)", round(max(x[
 PY
 }
 out=$("$bench" chaos --fabric "$fabric" --np 5 --trials 4 --mode both --shrink --ops-after 10 --timeout-ms 1000 --json --quiet)
+check "$out" kill
+check "$out" stop
+# With the store apart from the ranks (this benchmark serves it), rank 0 dies too.
+out=$("$bench" chaos --fabric "$fabric" --np 5 --trials 2 --mode both --shrink --store launcher --victim 0 --ops-after 10 --timeout-ms 1000 --json --quiet)
 check "$out" kill
 check "$out" stop
 out=$("$bench" chaos --fabric "$fabric" --np 5 --trials 3 --mode kill --shrink --second-kill --ops-after 10 --timeout-ms 1000 --json --quiet)

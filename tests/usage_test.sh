@@ -29,7 +29,9 @@ expect_refusal "a size cannot be negative" "$bench" p2p --bytes=-1
 expect_refusal "p2p runs its two ranks in this process" "$bench" p2p --np 2
 expect_refusal "--frames: Value 0 not in range" "$bench" flood --np 2 --frames 0
 expect_refusal "--np: Value 1 not in range" "$bench" flood --np 1
-expect_refusal "is neither file:///DIR nor redis://HOST:PORT" "$bench" chaos --store http://x
+expect_refusal "is none of file:///DIR, redis://HOST:PORT, launcher" "$bench" chaos --store http://x
+expect_refusal "store launcher goes with --shrink" "$bench" chaos --store launcher
+expect_refusal "is not a rank that may die here" "$bench" chaos --shrink --np 4 --victim 0
 expect_refusal "--second-kill goes with --shrink" "$bench" chaos --second-kill
 expect_refusal "--shrink needs a fault" "$bench" chaos --shrink --mode none
 expect_refusal "leave too few survivors" "$bench" chaos --shrink --second-kill --np 3

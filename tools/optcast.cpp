@@ -5,6 +5,7 @@
 //   optcast simulate --collective C ...  one collective on P simulated ranks
 //   optcast calibrate --fabric tcp --np 2  the fabric's LogGP parameters
 //   optcast trace merge DIR -o FILE      the ranks' traces (OPTCAST_TRACE=DIR) in one file
+//   optcast store --np N --port P        a job's TCP store, apart from its ranks
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -32,7 +33,8 @@ const char* usage =
     "             with --timing, the time to compute them near p = 2^10, 2^14, 2^17, 2^20\n"
     "  simulate   run a collective on P simulated ranks under a cost model (--list: all)\n"
     "  calibrate  measure a fabric's LogGP parameters L, o, g, G (and save them for reuse)\n"
-    "  trace      merge the per-rank traces OPTCAST_TRACE=DIR wrote into one (Chrome / Perfetto)\n\n"
+    "  trace      merge the per-rank traces OPTCAST_TRACE=DIR wrote into one (Chrome / Perfetto)\n"
+    "  store      serve a job's TCP store apart from its ranks (then rank 0 may die too)\n\n"
     "Run 'optcast <command> --help' for the options of a command.\n";
 
 int cmd_schedule(int argc, char** argv) {
@@ -303,6 +305,7 @@ int main(int argc, char** argv) {
   if (cmd == "simulate") return optcast::tools::cmd_simulate(argc, argv);
   if (cmd == "calibrate") return optcast::tools::cmd_calibrate(argc, argv);
   if (cmd == "trace") return optcast::tools::cmd_trace(argc, argv);
+  if (cmd == "store") return optcast::tools::cmd_store(argc, argv);
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(usage, stdout);
     return 0;

@@ -198,9 +198,13 @@ int chaos_cmd(int argc, char** argv) {
   app.add_option("--ops", soak_ops, "with --mode none: collectives in the job")->check(CLI::Range(1L, 1L << 40))->capture_default_str();
   app.add_option("--timeout-ms", timeout_ms, "the collectives' deadline")->check(CLI::Range(100, 600000))->capture_default_str();
   app.add_option("--seed", seed, "random seed")->capture_default_str();
-  app.add_option("--store", store, "where the ranks meet: file:///DIR or redis://HOST:PORT (default: the store rank 0 hosts)")
+  app.add_option("--store", store,
+                 "where the ranks meet: file:///DIR, redis://HOST:PORT, or (with --shrink) launcher, optcast's TCP store served by "
+                 "this process (default: the store rank 0 hosts, rank 0 then never the victim)")
       ->check([](const std::string& s) {
-        return s.rfind("file://", 0) == 0 || s.rfind("redis://", 0) == 0 ? std::string() : "'" + s + "' is neither file:///DIR nor redis://HOST:PORT";
+        return s.rfind("file://", 0) == 0 || s.rfind("redis://", 0) == 0 || s == "launcher"
+                   ? std::string()
+                   : "'" + s + "' is none of file:///DIR, redis://HOST:PORT, launcher";
       });
   bool shrinking = false, second = false;
   long ops_after = 20, rank_shrink = -1;
@@ -208,6 +212,8 @@ int chaos_cmd(int argc, char** argv) {
                "the survivors shrink and go on: every one must end with the same membership, the victims left out "
                "(with the store rank 0 hosts, rank 0 is spared: the store dies with it)");
   app.add_flag("--second-kill", second, "with --shrink: kill a second rank within 20 ms of the first, while the survivors shrink");
+  int first_victim = -1;
+  app.add_option("--victim", first_victim, "with --shrink: always this rank first (default: a random one)")->check(CLI::Range(0, 4095));
   app.add_option("--ops-after", ops_after, "with --shrink: verified collectives on each shrunk communicator")
       ->check(CLI::Range(0L, 100000L))
       ->capture_default_str();
@@ -230,11 +236,15 @@ int chaos_cmd(int argc, char** argv) {
     std::fprintf(stderr, "optcast-bench chaos: --second-kill goes with --shrink\n");
     return 2;
   }
+  if (store == "launcher" && !shrinking) {
+    std::fprintf(stderr, "optcast-bench chaos: --store launcher goes with --shrink\n");
+    return 2;
+  }
   if (shrinking && mode == "none") {
     std::fprintf(stderr, "optcast-bench chaos: --shrink needs a fault (--mode kill, stop or both)\n");
     return 2;
   }
-  if (shrinking) return shrink_trials(argv[0], fabric, store, np, trials, mode, second, timeout_ms, ops_after, seed, json, quiet);
+  if (shrinking) return shrink_trials(argv[0], fabric, store, np, trials, mode, second, first_victim, timeout_ms, ops_after, seed, json, quiet);
   if (mode == "none") return soak(argv[0], fabric, store, np, soak_ops, timeout_ms, seed, json, quiet);
 
   std::mt19937_64 rng(seed);

@@ -23,11 +23,13 @@ inline long long now_ns() {  // CLOCK_MONOTONIC: one clock for every process of 
 
 inline std::byte pattern(std::size_t i, std::uint64_t k) { return static_cast<std::byte>((i * 131 + k * 7 + (i >> 9)) & 0xff); }
 
-// Starts a trial's ranks (spawn_local_ranks with `args`), waits until each has joined
+// Starts a trial's ranks (spawn_local_ranks with `args`; the job's store in `store`, where
+// given, rather than on rank 0), waits until each has joined
 // (its ready file in `dir`), then 50..550 ms more, so that the fault lands in running
 // collectives rather than the bootstrap (which has its own timeout). Their pids.
-inline std::vector<int> start_trial(int np, const std::vector<std::string>& args, const std::filesystem::path& dir, std::mt19937_64& rng) {
-  auto pids = spawn_local_ranks(np, args);
+inline std::vector<int> start_trial(int np, const std::vector<std::string>& args, const std::filesystem::path& dir, std::mt19937_64& rng,
+                                    launcher_store* store = nullptr) {
+  auto pids = store ? spawn_local_ranks(np, args, *store) : spawn_local_ranks(np, args);
   const auto joined_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (int r = 0; r < np; ++r)
     while (!std::filesystem::exists(dir / ("ready-" + std::to_string(r))) && std::chrono::steady_clock::now() < joined_by)

@@ -126,15 +126,22 @@ std::string percentiles(std::vector<double> v) {
 }  // namespace
 
 int shrink_trials(const char* self, const std::string& fabric, const std::string& store, int np, int trials, const std::string& mode,
-                  bool second, int timeout_ms, long ops_after, std::uint64_t seed, bool json, bool quiet) {
+                  bool second, int victim, int timeout_ms, long ops_after, std::uint64_t seed, bool json, bool quiet) {
   std::mt19937_64 rng(seed);
   std::map<std::string, shrink_tally> tallies;
   progress_line progress(quiet || json);
   const fs::path base = fs::temp_directory_path() / ("optcast-shrink-" + std::to_string(::getpid()));
-  // The store rank 0 hosts goes with rank 0: there, rank 0 is never the victim.
+  // The store rank 0 hosts goes with rank 0: there, rank 0 is never the victim. Any rank
+  // may be with another store (--store launcher: this process serves it).
   const int lowest = store.empty() ? 1 : 0;
+  const bool served_here = store == "launcher";
   if (np - lowest < (second ? 2 : 1) + 1) {
     std::fprintf(stderr, "optcast-bench chaos --shrink: %d ranks leave too few survivors\n", np);
+    return 2;
+  }
+  if (victim >= np || (victim >= 0 && victim < lowest)) {
+    std::fprintf(stderr, "optcast-bench chaos --shrink: --victim %d is not a rank that may die here (%d to %d%s)\n", victim, lowest, np - 1,
+                 lowest ? "; rank 0 hosts the store: --store launcher lets it die" : "");
     return 2;
   }
   for (int t = 0; t < trials; ++t) {
@@ -146,9 +153,12 @@ int shrink_trials(const char* self, const std::string& fabric, const std::string
     if (!files.empty()) fs::create_directories(files);
     const std::vector<std::string> args{self, "chaos", "--fabric", fabric, "--seed", std::to_string(rng()), "--rank-report", dir.string(),
                                         "--rank-timeout", std::to_string(timeout_ms), "--rank-store",
-                                        files.empty() ? store : "file://" + files.string(), "--rank-shrink", std::to_string(ops_after)};
-    auto pids = start_trial(np, args, dir, rng);
-    std::vector<int> victims{lowest + static_cast<int>(rng() % static_cast<std::uint64_t>(np - lowest))};
+                                        served_here ? std::string() : files.empty() ? store : "file://" + files.string(),
+                                        "--rank-shrink", std::to_string(ops_after)};
+    launcher_store here;
+    auto pids = start_trial(np, args, dir, rng, served_here ? &here : nullptr);
+    const int drawn = lowest + static_cast<int>(rng() % static_cast<std::uint64_t>(np - lowest));
+    std::vector<int> victims{victim >= 0 ? victim : drawn};
     const long long injected = now_ns();
     ::kill(pids[static_cast<std::size_t>(victims[0])], stop ? SIGSTOP : SIGKILL);
     if (second) {  // while the survivors shrink: within the next 20 ms
@@ -271,7 +281,7 @@ int shrink_trials(const char* self, const std::string& fabric, const std::string
     std::printf("%s}\n", s.c_str());
   } else {
     std::printf("chaos --shrink over %s, %d ranks per job, deadline %d ms, store %s, %ld verified calls after each shrink\n", fabric.c_str(),
-                np, timeout_ms, store.empty() ? "rank 0's (rank 0 spared)" : store.c_str(), ops_after);
+                np, timeout_ms, store.empty() ? "rank 0's (rank 0 spared)" : served_here ? "the benchmark's own (any rank a victim)" : store.c_str(), ops_after);
     std::printf("%-9s %10s %9s %6s %9s %9s %7s %7s %6s %6s %6s   %s\n", "fault", "injections", "survivors", "done", "same set", "left out",
                 "kept 2nd", "failed", "wrong", "hangs", "rounds", "ms to usable: min / median / p99 / max");
     for (const auto& [name, x] : tallies)

@@ -8,7 +8,9 @@
 //   }
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +32,28 @@ std::optional<int> launch_local(int argc, char** argv);
 // name) as the ranks of one job, rank 0 holding the store's socket. Returns their pids
 // in rank order; throws setup_error if it cannot.
 std::vector<int> spawn_local_ranks(int np, const std::vector<std::string>& args);
+
+// The store of a job spawned on this machine, kept by the launcher's process instead of
+// rank 0 (OPTCAST_STORE_EXTERNAL), so that any rank, rank 0 too, may die and the others
+// go on (optcast/survive.hpp). It serves while this object lives.
+class launcher_store {
+public:
+  launcher_store();
+  ~launcher_store();
+  launcher_store(const launcher_store&) = delete;
+  launcher_store& operator=(const launcher_store&) = delete;
+  // Every rank's store connection has closed (after its goodbye, or dead); false if
+  // `timeout` passed first.
+  bool wait_all_done(std::chrono::milliseconds timeout);
+  // A rank reported a failure, or died, and was not excused.
+  bool failed() const;
+
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+// The same, with the store in `store` (started here) rather than on rank 0.
+std::vector<int> spawn_local_ranks(int np, const std::vector<std::string>& args, launcher_store& store);
 
 // A socket listening on a free loopback port, for job_config::store_fd of the rank that
 // hosts the job's store (the others reach it at 127.0.0.1:port): bound before anyone

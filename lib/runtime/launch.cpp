@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "../../net/auth/auth.hpp"
+#include "../../net/bootstrap/store.hpp"
+#include "optcast/net/job.hpp"
 #include "optcast/error.hpp"
 
 namespace optcast {
@@ -58,20 +60,39 @@ loopback_store listen_loopback_store() {
   return {lfd, ntohs(sa.sin_port)};
 }
 
-std::vector<int> spawn_local_ranks(int np, const std::vector<std::string>& args) {
+struct launcher_store::impl {
+  std::unique_ptr<store::server> server;
+};
+
+launcher_store::launcher_store() : impl_(std::make_unique<impl>()) {}
+launcher_store::~launcher_store() = default;
+
+bool launcher_store::wait_all_done(std::chrono::milliseconds timeout) { return !impl_->server || impl_->server->wait_all_done(timeout); }
+
+bool launcher_store::failed() const { return impl_->server && impl_->server->failed(); }
+
+namespace {
+
+std::vector<int> spawn(int np, const std::vector<std::string>& args, launcher_store* apart) {
   auto refuse = [](const std::string& why) -> std::vector<int> { throw setup_error(make_error_code(errc::invalid_argument), why); };
   std::vector<char*> child_args;
   for (const auto& a : args) child_args.push_back(const_cast<char*>(a.c_str()));
   child_args.push_back(nullptr);
-  // The store's socket is bound here and handed to rank 0 (inherited: not close-on-exec).
-  const auto [lfd, port] = listen_loopback_store();
+  // The store's socket is bound here and handed to rank 0 (inherited: not close-on-exec),
+  // or served here.
+  auto [lfd, port] = listen_loopback_store();
   const std::string store = "127.0.0.1:" + std::to_string(port);
   std::random_device rd;
-  const std::string job = std::to_string((std::uint64_t{rd()} << 32 | rd()) | 1);
+  const std::uint64_t job_id = (std::uint64_t{rd()} << 32 | rd()) | 1;
+  const std::string job = std::to_string(job_id);
   // The ranks authenticate each other with a secret only they (and this user) can read;
   // one the user gave (OPTCAST_SECRET or OPTCAST_SECRET_FILE) is passed on instead.
   std::string secret;
   if (!std::getenv("OPTCAST_SECRET") && !std::getenv("OPTCAST_SECRET_FILE")) secret = auth::fresh_secret();
+  // A store served here takes the user's settings as the ranks do (secret, encryption);
+  // read before forking, so that a bad one fails here, not in every rank.
+  job_config store_cfg;
+  if (apart) store_cfg.read_rank_env([](const char* n) { return std::getenv(n); });
 
   std::vector<int> pids;
   for (int r = 0; r < np; ++r) {
@@ -87,18 +108,43 @@ std::vector<int> spawn_local_ranks(int np, const std::vector<std::string>& args)
       ::setenv("OPTCAST_STORE", store.c_str(), 1);
       ::setenv("OPTCAST_JOB_ID", job.c_str(), 1);
       if (!secret.empty()) ::setenv("OPTCAST_SECRET", secret.c_str(), 1);
-      if (r == 0)
-        ::setenv("OPTCAST_STORE_FD", std::to_string(lfd).c_str(), 1);
-      else
+      if (apart) {
+        ::setenv("OPTCAST_STORE_EXTERNAL", "1", 1);
         ::close(lfd);
+      } else if (r == 0) {
+        ::setenv("OPTCAST_STORE_FD", std::to_string(lfd).c_str(), 1);
+      } else {
+        ::close(lfd);
+      }
       ::execv("/proc/self/exe", child_args.data());
       std::fprintf(stderr, "optcast launcher: cannot start %s: %s\n", child_args[0], std::strerror(errno));
       ::_exit(127);
     }
     pids.push_back(pid);
   }
-  ::close(lfd);
+  if (!apart) {
+    ::close(lfd);
+    return pids;
+  }
+  // Served once every rank is forked (a child of a process with threads could inherit a
+  // held lock); the ranks' connections wait in the socket's backlog meanwhile.
+  try {
+    apart->impl_->server =
+        std::make_unique<store::server>(lfd, np, job_id, secret.empty() ? store_cfg.secret : secret, store_cfg.encrypt);
+  } catch (...) {
+    for (pid_t p : pids) ::kill(p, SIGTERM);
+    throw;
+  }
+  apart->impl_->server->expect_all_within(store_cfg.bootstrap_timeout);
   return pids;
+}
+
+}  // namespace
+
+std::vector<int> spawn_local_ranks(int np, const std::vector<std::string>& args) { return spawn(np, args, nullptr); }
+
+std::vector<int> spawn_local_ranks(int np, const std::vector<std::string>& args, launcher_store& store) {
+  return spawn(np, args, &store);
 }
 
 std::optional<int> launch_local(int argc, char** argv) {

@@ -142,6 +142,12 @@ job_config job_config::from_env(const getenv_fn& get) {
                       "other jobs' there: set OPTCAST_JOB_ID (the launchers srun and torchrun --rdzv-id give one)");
   scheme->configure(c, *url, get);
   c.store_fd = static_cast<int>(env_int(get, "OPTCAST_STORE_FD", -1, -1, 1 << 20));
+  if (env_int(get, "OPTCAST_STORE_EXTERNAL", 0, 0, 1)) {
+    if (scheme->takes != launcher::store_scheme::shape::address)
+      throw setup_error(make_error_code(errc::invalid_argument),
+                        "OPTCAST_STORE_EXTERNAL is for optcast's TCP store (host:port), not a " + url->scheme + ":// store");
+    c.host_store = false;
+  }
   c.read_rank_env(get);
   log(log_level::debug, "rank " + std::to_string(c.rank) + " of " + std::to_string(c.size) + " (from " + rank_from + "), store " +
                             store_s + (found.job_name.empty() ? std::string() : ", " + found.job_name));

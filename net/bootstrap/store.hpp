@@ -64,6 +64,9 @@ public:
   // Waits until every rank's connection has closed (after its goodbye and the job's
   // outcome, or dead); false if `timeout` passed first.
   bool wait_all_done(std::chrono::milliseconds timeout);
+  // The same, or the job failed and every rank that joined has gone (one that never came
+  // will not): what a store that outlives no rank waits for.
+  bool wait_over(std::chrono::milliseconds timeout);
   // The job fails, and every rank hears which ranks are missing, if not every rank has
   // joined within `timeout` from now (rather than each waiting for its first deadline).
   void expect_all_within(std::chrono::milliseconds timeout);

@@ -145,7 +145,7 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
     auto pending = std::move(self->pending);
     for (auto& [id, done] : pending) done(fail(errc::peer_lost));
     if (self->leaving)
-      self->settle(fail(errc::peer_lost), "the store on rank 0 closed before the job's end (" + why.message() + "): rank 0 died?");
+      self->settle(fail(errc::peer_lost), "the store closed before the job's end (" + why.message() + "): its process (rank 0, unless it runs apart) died?");
     else
       self->tell([me = self.get(), why] {
         if (me->closed) me->to_rank([f = me->closed, why] { f(why); });

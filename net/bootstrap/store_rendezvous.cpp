@@ -47,8 +47,8 @@ public:
                   std::function<void(std::uint64_t, int, std::string)> failed) override {
     client_->on_events(
         std::move(lost),
-        [gone = std::move(gone)](std::error_code ec) {
-          gone("lost the connection to the store on rank 0 (" + ec.message() + "): rank 0 died?");
+        [gone = std::move(gone), where = where(), hosted = cfg_.host_store](std::error_code ec) {
+          gone("lost the connection to the store " + where + " (" + ec.message() + ")" + (hosted ? ": rank 0 died?" : ""));
         },
         std::move(failed));
   }
@@ -81,6 +81,8 @@ public:
   }
 
 private:
+  std::string where() const { return cfg_.host_store ? "on rank 0" : "at " + cfg_.store.str(); }
+
   void host(const job_config& cfg) {
     const std::uint64_t id = cfg.job_id ? cfg.job_id : draw_job_id();
     if (cfg.store_fd >= 0) {

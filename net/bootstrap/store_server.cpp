@@ -54,6 +54,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   mutable std::mutex mu;
   std::condition_variable cv;
   int finished = 0;  // ranks whose connection has closed (after goodbye, or dead)
+  int joined = 0;    // ranks that joined
   bool job_failed = false;  // under mu: state->failed(), for other threads
 
   void start() {
@@ -68,8 +69,11 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
 
   void note_failure() {
     if (!state->failed()) return;
-    std::lock_guard lock(mu);
-    job_failed = true;
+    {
+      std::lock_guard lock(mu);
+      job_failed = true;
+    }
+    cv.notify_all();
   }
 
   asio::steady_timer join_timer{io};  // expect_all_within
@@ -180,6 +184,10 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     if (r < 0) co_return;
     self->ranks[static_cast<std::size_t>(r)] = c;
     self->state->join(r);
+    {
+      std::lock_guard lock(self->mu);
+      ++self->joined;
+    }
 
     for (;;) {
       auto m = co_await read_message(c->sock, max_field, c->open_in.get());
@@ -275,6 +283,13 @@ void server::expect_all_within(std::chrono::milliseconds timeout) {
 bool server::wait_all_done(std::chrono::milliseconds timeout) {
   std::unique_lock lock(impl_->mu);
   return impl_->cv.wait_for(lock, timeout, [&] { return impl_->finished >= impl_->size; });
+}
+
+bool server::wait_over(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(impl_->mu);
+  return impl_->cv.wait_for(lock, timeout, [&] {
+    return impl_->finished >= impl_->size || (impl_->job_failed && impl_->finished >= impl_->joined);
+  });
 }
 
 }  // namespace optcast::store

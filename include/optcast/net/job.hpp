@@ -11,6 +11,9 @@
 //                                store rank 0 hosts), file:///shared/dir, or
 //                                redis://[:password@]host[:port][/prefix]
 //   OPTCAST_STORE_PORT           the port of the store when the launcher names its host
+//   OPTCAST_STORE_EXTERNAL       1: the TCP store runs apart from the ranks (`optcast store`,
+//                                or a launcher's own), so rank 0 does not host it and any
+//                                rank, rank 0 too, may die while the others go on
 //   OPTCAST_REDIS_PASSWORD       the Redis store's password, kept out of the URL
 //   OPTCAST_HOST                 address or host name to listen on and advertise
 //   OPTCAST_IFNAME               or the interfaces to take it from: "eth0", "eth,ib"
