@@ -89,7 +89,8 @@ inline fid_mr*& mr_of(operation& op) { return *reinterpret_cast<fid_mr**>(&op.fa
 // The provider's context for a posted operation, apart from the operation: a send to a
 // peer that died may never be given back (rxm 1.17 keeps a rendezvous send whose receiver
 // died forever), and its operation must end all the same. Its ticket is then abandoned
-// (op null) and stays with the provider; a late completion of it is dropped.
+// (op null), stays with the provider and is not used again; a late completion of it is
+// dropped.
 struct ticket {
   fi_context2 ctx{};  // first: the provider's context pointer is the ticket's
   operation* op = nullptr;
@@ -162,8 +163,7 @@ private:
   std::error_code submit(operation& op);
   posted try_post(operation& op, std::error_code& ec);
   void release_mr(operation& op);
-  // The operation of a context the provider gave back; null for an abandoned ticket (then
-  // freed).
+  // The operation of a context the provider gave back; null for an abandoned ticket.
   operation* op_of(void* ctx) noexcept;
   ticket& take_ticket(operation& op);
   void free_ticket(operation& op) noexcept;

@@ -211,11 +211,11 @@ void ofi_fabric::release_mr(operation& op) {
 }
 
 operation* ofi_fabric::op_of(void* ctx) noexcept {
-  auto* t = static_cast<ticket*>(ctx);
-  if (t->op) return t->op;
-  t->next_free = free_tickets_;
-  free_tickets_ = t;
-  return nullptr;
+  // An abandoned ticket is never used again: a provider may give back a dead peer's
+  // operation twice (cancelled, and flushed with its connection), and a second return of
+  // a ticket reused meanwhile would complete another operation. A few bytes per operation
+  // that was with a dead peer.
+  return static_cast<ticket*>(ctx)->op;
 }
 
 ticket& ofi_fabric::take_ticket(operation& op) {
@@ -239,7 +239,7 @@ void ofi_fabric::free_ticket(operation& op) noexcept {
 }
 
 void ofi_fabric::abandon(operation& op) noexcept {
-  if (ticket* t = std::exchange(ticket_of(op), nullptr)) t->op = nullptr;  // op_of frees it, if it ever comes back
+  if (ticket* t = std::exchange(ticket_of(op), nullptr)) t->op = nullptr;  // never reused (op_of)
   queue_of(op).remove(op);
   release_mr(op);
 }
