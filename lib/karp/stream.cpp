@@ -125,7 +125,13 @@ struct broadcast_stream::state {
     const auto a = at(t);
     const auto k = static_cast<std::size_t>(t % slots);
     const auto j = rx_item[k];
-    if (j >= 0 && !exists(j)) rx[k].reset();  // posted before the end was known: nothing will come
+    if (j >= 0 && !exists(j)) {  // posted before the end was known: nothing will come
+      // Cancelled and awaited before its memory goes: a fabric may hand a cancelled
+      // receive back later (libfabric, from its completion queue).
+      rx[k]->cancel();
+      (void)co_await rx[k]->finished();
+      rx[k].reset();
+    }
     const bool receiving = j >= 0 && exists(j);
     const auto take = [&]() -> task<result<void>> {
       if (auto r = co_await rx[k]->finished(); !r) co_return fail(r.error());
