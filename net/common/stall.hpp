@@ -76,6 +76,10 @@ public:
     if (clock::now() - question_->asked >= verdict_wait) settle(store_silent());
   }
 
+  // The store runs in a process of its own (optcast store) or is not optcast's (a kv
+  // store): its silence then says nothing of rank 0.
+  void store_apart() noexcept { store_apart_ = true; }
+
   // The rank failed otherwise (told the root cause, or its own error): nothing to add.
   void clear() noexcept {
     pending_.clear();
@@ -111,11 +115,12 @@ private:
     });
   }
 
-  // The store runs on its own thread of rank 0 and answers within its window unless rank
-  // 0's whole process stands still: that is then the likeliest root cause.
-  static std::string store_silent() {
-    return "; the store on rank 0 did not answer within " +
-           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(verdict_wait).count()) + " ms either (rank 0 stopped?)";
+  // The store runs on its own thread of rank 0 (unless apart) and answers within its
+  // window unless that whole process stands still: that is then the likeliest root cause.
+  std::string store_silent() const {
+    const auto ms = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(verdict_wait).count());
+    return store_apart_ ? "; no verdict from the store within " + ms + " ms either"
+                        : "; the store on rank 0 did not answer within " + ms + " ms either (rank 0 stopped?)";
   }
 
   // Fails with the first deadline passed whose collective still waits.
@@ -135,6 +140,7 @@ private:
   std::function<void(const std::string&)> fail_;
   std::optional<question> question_;
   std::vector<wait> pending_;  // deadlines passed, waiting for the store's verdict
+  bool store_apart_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
