@@ -73,7 +73,8 @@ bool ofi_fabric::probe_answer(bool found, std::uint64_t tg, std::uint64_t data) 
   // rxm (1.17) gives a peeked message's CQ data without the FI_REMOTE_CQ_DATA flag (so
   // the flags are not consulted), and for some 0: a signature's hash is never 0, so 0
   // tells nothing.
-  if (found && data != 0) {
+  // A revoked communicator's messages are its sinks' to drop, whatever their calls were.
+  if (found && data != 0 && !revoked(seq_layout::id_of(p.seq))) {
     const std::uint32_t seq = tag::unpack(tg).seq;
     const std::uint64_t theirs = data;
     if (p.src < 0 && theirs != p.sig.hash()) {
