@@ -70,11 +70,11 @@ void ofi_fabric::post_control_receive(int peer, std::vector<std::byte> buf) {
 }
 
 void ofi_fabric::post_sink(std::uint32_t id, int peer) {
-  // A sink must take its message whole: rxm (1.17) never completes a rendezvous send whose
-  // receive truncated it. So every sink shares one buffer (what lands there is dropped) as
-  // large as this rank's largest receive yet, the size of a revoked call's messages, and
-  // 1 MiB at least; one grown later takes a new buffer, the old ones kept for the sinks
-  // still posted on them.
+  // A sink takes its message whole: an empty one (tried first) left rxm's rendezvous
+  // senders waiting for their deadlines. So every sink shares one buffer (what lands
+  // there is dropped) as large as this rank's largest receive yet, the size of a revoked
+  // call's messages, and 1 MiB at least; one grown later takes a new buffer, the old ones
+  // kept for the sinks still posted on them.
   const std::size_t want = std::max<std::size_t>(largest_recv_, std::size_t{1} << 20);
   if (want > discard_size_ || discard_.empty()) {
     discard_.push_back(std::make_unique<std::byte[]>(want));
