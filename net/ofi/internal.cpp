@@ -40,6 +40,7 @@ void ofi_fabric::count_received(int peer, std::size_t bytes) {
 ofi_fabric::internal_op& ofi_fabric::add_internal(internal_op::role_t role, op_kind kind, int peer, tag t, std::byte* data,
                                                   std::size_t size) {
   internal_op& io = internal_ops_.emplace_back();
+  io.at = std::prev(internal_ops_.end());
   io.fabric = this;
   io.role = role;
   io.op = operation(*this, kind, peer, t, data, size);
@@ -108,7 +109,7 @@ void ofi_fabric::internal_done(operation& op) noexcept {
 }
 
 void ofi_fabric::erase_internal(internal_op& io) noexcept {
-  internal_ops_.remove_if([&](const internal_op& o) { return &o == &io; });
+  internal_ops_.erase(io.at);
 }
 
 void ofi_fabric::control_received(operation& op) noexcept {

@@ -257,6 +257,7 @@ private:
     std::vector<std::byte> buf;   // control: the message
     std::size_t got = 0;          // control, sink: bytes that came
     std::uint32_t comm = 0;       // sink: the revoked communicator
+    std::list<internal_op>::iterator at;  // its place in internal_ops_, to erase it there
   };
   static internal_op& internal_of(operation& op) noexcept { return *static_cast<internal_op*>(op.context); }
   internal_op& add_internal(internal_op::role_t role, op_kind kind, int peer, tag t, std::byte* data, std::size_t size);
