@@ -7,7 +7,12 @@
 //
 // Each async_NAME(comm, args..., token) takes NAME's arguments (collectives.hpp) and
 // completes with void(std::error_code) (NAME returns result<void>) or
-// void(std::error_code, T) (NAME returns result<T>: summation, split). async_run(comm,
+// void(std::error_code, T) (NAME returns result<T>: summation, split). Of survive.hpp:
+// async_revoke(comm, why, token) completes with void(std::error_code) once the revocation
+// is made (from any thread: it runs on the communicator's loop), async_agree(comm[, flag],
+// token) with void(std::error_code, agreement), and async_shrink(comm, token) with
+// void(std::error_code, std::optional<communicator>) (a value when it succeeds, as
+// split's). async_run(comm,
 // task, token) does the same for any optcast task, such as a coroutine of the caller's
 // that runs several calls.
 //
@@ -29,6 +34,7 @@
 #include <new>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <system_error>
 #include <tuple>
 #include <type_traits>
@@ -45,6 +51,7 @@
 #include <asio/prefer.hpp>
 
 #include "optcast/collectives.hpp"
+#include "optcast/survive.hpp"
 
 namespace optcast {
 
@@ -117,6 +124,18 @@ void start_async(communicator& c, task<R> t, Handler handler) {
   });
 }
 
+// survive.hpp's calls in the shapes the completion tokens take (an optional communicator,
+// as split's, since a failed call has none to give).
+inline task<result<void>> revoke_on_loop(communicator& c, std::string why) {
+  revoke(c, std::move(why));
+  co_return result<void>{};
+}
+inline task<result<std::optional<communicator>>> shrink_optional(communicator& c) {
+  auto s = co_await shrink(c);
+  if (!s) co_return fail(s.error());
+  co_return std::optional<communicator>(std::move(*s));
+}
+
 // async_NAME's arguments are NAME's followed by the token: split the token off.
 template <class Make, class Tuple, std::size_t... I>
 auto async_split_token(communicator& c, Make make, Tuple args, std::index_sequence<I...>) {
@@ -162,6 +181,19 @@ OPTCAST_ASYNC_FORM(send)
 OPTCAST_ASYNC_FORM(recv)
 OPTCAST_ASYNC_FORM(split)
 OPTCAST_ASYNC_FORM(subset)
+OPTCAST_ASYNC_FORM(agree)
 #undef OPTCAST_ASYNC_FORM
+
+// revoke(c, why) made on c's loop, whichever thread calls: completes once it is made.
+template <class CompletionToken>
+auto async_revoke(communicator& c, std::string why, CompletionToken&& token) {
+  return async_run(c, detail::revoke_on_loop(c, std::move(why)), std::forward<CompletionToken>(token));
+}
+
+// shrink(c): the survivors' communicator, or nullopt with the error.
+template <class CompletionToken>
+auto async_shrink(communicator& c, CompletionToken&& token) {
+  return async_run(c, detail::shrink_optional(c), std::forward<CompletionToken>(token));
+}
 
 }  // namespace optcast

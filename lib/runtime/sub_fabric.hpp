@@ -56,6 +56,8 @@ public:
   void disarm_deadline(std::uint64_t token) noexcept override { base_->disarm_deadline(token); }
   void run_until(stop_predicate done) override { base_->run_until(done); }
   asio::io_context* borrowed_loop() const noexcept override { return base_->borrowed_loop(); }
+  // The job's loop: optcast/asio.hpp's forms work on a split's or a shrink's communicator.
+  const asio::any_io_executor* executor() const noexcept override { return base_->executor(); }
   detail::frame_arena* frames() const noexcept override { return base_->frames(); }
   void abort(std::error_code ec, std::string detail) noexcept override { base_->abort(ec, std::move(detail)); }
   // Surviving a failure: the job fabric's, in job ranks.
