@@ -24,50 +24,14 @@
 #include <asio/use_future.hpp>
 
 #include "optcast/asio.hpp"
+#include "asio_loops.hpp"
 #include "worlds.hpp"
 
 using namespace optcast;
 using namespace std::chrono_literals;
+using testing::run_on_loops;
 
 namespace {
-
-// Runs `body(io, rank)` on every rank's event loop, then runs the loops until
-// `finished(rank)` holds for all: one loop for the local world, one per rank (each on its
-// own thread) for TCP. (Not until run() returns: a fabric keeps work pending, such as
-// its listening socket's accept, for as long as it lives.)
-template <class Body, class Finished>
-void run_on_loops(testing::test_world& w, const std::string& kind, Body body, Finished finished) {
-  auto drive = [&](asio::io_context& io, auto done) {
-    io.restart();
-    while (!done()) io.run_one_for(20ms);
-  };
-  if (kind == "local") {
-    auto& io = static_cast<testing::local_test_world&>(w).world().io();
-    for (int r = 0; r < w.size(); ++r) body(io, r);
-    drive(io, [&] {
-      for (int r = 0; r < w.size(); ++r)
-        if (!finished(r)) return false;
-      return true;
-    });
-    return;
-  }
-  auto& pw = static_cast<testing::process_test_world&>(w);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < w.size(); ++r)
-    threads.emplace_back([&, r] {
-      auto& io = pw.io(r);
-      body(io, r);
-      drive(io, [&] { return finished(r); });
-    });
-  for (auto& t : threads) t.join();
-}
-
-// The local world (its loop the test runs), or TCP ranks on io_contexts of the test's.
-std::unique_ptr<testing::test_world> make_world(const std::string& kind, int p) {
-  if (kind == "local") return testing::make_world(kind, p);
-  return std::make_unique<testing::process_test_world>(kind, p, communicator_options{},
-                                                       testing::job_options{.caller_loops = true});
-}
 
 std::vector<std::int64_t> values(int r, std::size_t n) {
   std::vector<std::int64_t> v(n);
@@ -105,7 +69,7 @@ TEST_CASE("every completion token, on the local and TCP fabrics", "[local][tcp][
   INFO(kind);
   const int p = 4;
   const std::size_t n = 5000;
-  auto w = make_world(kind, p);
+  auto w = testing::make_asio_world(kind, p);
   auto& comms = w->comms();
 
   std::vector<std::int64_t> want_sum(n, 0);
@@ -242,7 +206,7 @@ TEST_CASE("a cancelled call ends with cancelled, and every rank ends, told why",
   const std::string kind = GENERATE(as<std::string>{}, "local", "tcp");
   INFO(kind);
   const int p = 3;
-  auto w = make_world(kind, p);
+  auto w = testing::make_asio_world(kind, p);
   auto& comms = w->comms();
   std::vector<std::error_code> got(p);
   std::vector<int> winner(p, -1);
@@ -282,75 +246,6 @@ TEST_CASE("a cancelled call ends with cancelled, and every rank ends, told why",
     CHECK(got[static_cast<std::size_t>(r)]);
     CHECK(took[static_cast<std::size_t>(r)] < 10s);  // not the 120 s deadline
     CHECK(comms[static_cast<std::size_t>(r)].failure_detail().find("cancelled by its caller") != std::string::npos);
-  }
-}
-
-TEST_CASE("async_revoke from another thread ends every member's call; async_agree and async_shrink go on", "[local][tcp][asio][survive]") {
-  const std::string kind = GENERATE(as<std::string>{}, "local", "tcp");
-  INFO(kind);
-  const int p = 4;
-  auto w = make_world(kind, p);
-  auto& comms = w->comms();
-  std::vector<std::error_code> pending(p), agreed_ec(p), shrunk_ec(p), sum_ec(p);
-  std::vector<bool> revoked_before(p, false);  // a loop 100 ms late: the call is a later one
-  std::vector<agreement> agreed(p);
-  std::vector<int> new_size(p, -1);
-  std::vector<std::int64_t> sum(p, -1);
-  std::vector<std::atomic<bool>> finished(p);
-  std::atomic<bool> revoked{false};
-  std::thread outsider;
-  run_on_loops(*w, kind, [&](asio::io_context& io, int r) {
-    if (r == 1)  // neither a task nor a loop's thread: a service's other thread
-      outsider = std::thread([&] {
-        std::this_thread::sleep_for(100ms);
-        async_revoke(comms[1], "revoked by another thread", asio::use_future).get();
-        revoked = true;
-      });
-    asio::co_spawn(
-        io,
-        [&, r]() -> asio::awaitable<void> {
-          auto& c = comms[static_cast<std::size_t>(r)];
-          const auto R = static_cast<std::size_t>(r);
-          if (r == 1) {
-            asio::steady_timer t(co_await asio::this_coro::executor);
-            while (!revoked) {
-              t.expires_after(5ms);
-              co_await t.async_wait(asio::use_awaitable);
-            }
-          } else {
-            std::vector<std::byte> buf(100);  // rank 1 never broadcasts: the revocation ends it
-            revoked_before[R] = c.failure() == errc::revoked;
-            std::tie(pending[R]) = co_await async_broadcast(c, std::span(buf), 1, asio::experimental::as_tuple(asio::use_awaitable));
-          }
-          std::tie(agreed_ec[R], agreed[R]) =
-              co_await async_agree(c, std::uint64_t{r == 3 ? 1u : 3u}, asio::experimental::as_tuple(asio::use_awaitable));
-          auto [ec, s] = co_await async_shrink(c, asio::experimental::as_tuple(asio::use_awaitable));
-          shrunk_ec[R] = ec;
-          if (s) {
-            new_size[R] = s->size();
-            std::int64_t v = r;
-            std::tie(sum_ec[R]) = co_await async_allreduce(*s, std::span<const std::int64_t>(&v, 1), std::span(&sum[R], 1), ops::sum,
-                                                           asio::experimental::as_tuple(asio::use_awaitable));
-            // Its fabric is c's: it ends on c's loop before the test drops c.
-          }
-          finished[R] = true;
-        },
-        asio::detached);
-  }, [&](int r) { return finished[static_cast<std::size_t>(r)].load(); });
-  outsider.join();
-  for (int r = 0; r < p; ++r) {
-    const auto R = static_cast<std::size_t>(r);
-    INFO("rank " << r << ": " << comms[R].failure_detail());
-    if (r != 1) CHECK(pending[R] == (revoked_before[R] ? errc::broken : errc::revoked));
-    CHECK(comms[R].failure() == errc::revoked);
-    CHECK(comms[R].failure_detail().find("revoked by another thread") != std::string::npos);
-    CHECK_FALSE(agreed_ec[R]);
-    CHECK(agreed[R].flag == 1);
-    CHECK(agreed[R].failed.empty());
-    CHECK_FALSE(shrunk_ec[R]);
-    CHECK(new_size[R] == p);
-    CHECK_FALSE(sum_ec[R]);
-    CHECK(sum[R] == p * (p - 1) / 2);
   }
 }
 
