@@ -32,7 +32,8 @@ TEST_CASE("async_revoke from another thread ends every member's call; async_agre
   auto w = testing::make_asio_world(kind, p);
   auto& comms = w->comms();
   std::vector<std::error_code> pending(p), agreed_ec(p), shrunk_ec(p), sum_ec(p);
-  std::vector<bool> revoked_before(p, false);  // a loop 100 ms late: the call is a later one
+  // A loop 100 ms late makes the call a later one. Not vector<bool>: ranks on threads write their own.
+  std::vector<char> revoked_before(p, 0);
   std::vector<agreement> agreed(p);
   std::vector<int> new_size(p, -1);
   std::vector<std::int64_t> sum(p, -1);

@@ -39,7 +39,7 @@ void revoke_case(const std::string& kind) {
   o.timeout = 60s;
   auto w = testing::make_world(kind, p, o);
   std::vector<std::error_code> first(p), later(p);
-  std::vector<bool> revoked_before(p, false);
+  std::vector<char> revoked_before(p, 0);  // not vector<bool>: ranks on threads write their own
   std::vector<long long> waited_ms(p, -1);
   std::vector<agreement> decided(p);
   std::vector<int> shrunk_size(p, -1), shrunk_rank(p, -1);
