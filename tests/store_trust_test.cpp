@@ -386,3 +386,51 @@ TEST_CASE("ranks the survivors excused no longer fail the job", "[store]") {
     CHECK(t.failed());
   }
 }
+
+// A replacement for an excused rank (grow): only it may take the slot, and only that
+// slot; its readiness reaches the members; until admitted its death fails nothing (the
+// members hear of it); once admitted its goodbye is needed, its death fails the job.
+TEST_CASE("a replacement takes only a failed rank's slot, and counts once admitted", "[store]") {
+  namespace p = store::proto;
+  std::vector<std::vector<p::message>> got(4);
+  p::table t(4, [&](int r, const p::message& m) { got[static_cast<std::size_t>(r)].push_back(m); });
+  for (int r = 0; r < 4; ++r) t.join(r);
+  const auto last = [&](int r) { return got[static_cast<std::size_t>(r)].empty() ? p::message{} : got[static_cast<std::size_t>(r)].back(); };
+  CHECK(t.judge_rejoin(1, true).has_value());  // alive and never failed: no replacement for it
+  CHECK_FALSE(t.judge_rejoin(1, false).has_value());
+  t.leave(2);
+  REQUIRE(t.on_message(1, {p::m_excuse, 0, 0, {}, "2"}));
+  CHECK(t.judge_rejoin(2, false).has_value());  // a plain process in the failed rank's slot
+  REQUIRE_FALSE(t.judge_rejoin(2, true).has_value());
+  REQUIRE_FALSE(t.taken(2));
+  t.join(2);
+  CHECK(t.replacing(2));
+  CHECK_FALSE(t.on_message(2, {p::m_admit, 0, 0, {}, {}}));  // not ready yet: out of protocol
+  SECTION("ready, then dead before its admission: nothing fails, the members hear") {
+    REQUIRE(t.on_message(2, {p::m_rejoin, 0, 0, {}, {}}));
+    for (int r : {0, 1, 3}) CHECK((last(r).type == p::m_rejoined && last(r).arg == 2));
+    CHECK_FALSE(t.on_message(2, {p::m_rejoin, 0, 0, {}, {}}));  // once
+    t.leave(2);
+    CHECK_FALSE(t.failed());
+    for (int r : {0, 1, 3}) CHECK((last(r).type == p::m_peer_lost && last(r).arg == 2));
+    for (int r : {0, 1, 3}) REQUIRE(t.on_message(r, {p::m_bye, 0, 0, {}, {}}));
+    CHECK(last(0).type == p::m_farewell);
+  }
+  SECTION("admitted: the job waits for its goodbye, and its death fails the job") {
+    REQUIRE(t.on_message(2, {p::m_rejoin, 0, 0, {}, {}}));
+    REQUIRE(t.on_message(2, {p::m_admit, 0, 0, {}, {}}));
+    CHECK_FALSE(t.excused(2));
+    CHECK_FALSE(t.replacing(2));
+    for (int r : {0, 1, 3}) REQUIRE(t.on_message(r, {p::m_bye, 0, 0, {}, {}}));
+    CHECK(last(0).type != p::m_farewell);
+    SECTION("its goodbye ends the job well") {
+      REQUIRE(t.on_message(2, {p::m_bye, 0, 0, {}, {}}));
+      for (int r : {0, 1, 2, 3}) CHECK(last(r).type == p::m_farewell);
+    }
+    SECTION("its death fails it") {
+      t.leave(2);
+      REQUIRE(t.failed());
+      CHECK(t.failure()->arg == 2);
+    }
+  }
+}

@@ -40,7 +40,7 @@ class any_io_executor;
 namespace optcast::store {
 
 // The protocol's name and version, the first thing a client says.
-inline constexpr std::string_view protocol = "optcast-store/5";
+inline constexpr std::string_view protocol = "optcast-store/6";
 
 // "host:port" split (optcast/net/job.hpp's store::address); the port must be given.
 result<address> parse_address(std::string_view s);
@@ -90,9 +90,11 @@ public:
   // `job_id` (nonzero): the job this rank belongs to; a store serving another job refuses
   // it before it joins, so that a second job sent to one store does not disturb the first.
   // `encrypt`: every message after the handshake sealed (needs the secret, and a store
-  // that encrypts too).
+  // that encrypts too). `rejoin`: a replacement for a rank that failed (optcast::grow),
+  // which the store admits only into the slot of a rank the survivors went on without.
   client(const asio::any_io_executor& events, const address& server, int rank, int size,
-         std::chrono::milliseconds timeout, std::string_view secret = {}, std::uint64_t job_id = 0, bool encrypt = false);
+         std::chrono::milliseconds timeout, std::string_view secret = {}, std::uint64_t job_id = 0, bool encrypt = false,
+         bool rejoin = false);
   ~client();
   client(const client&) = delete;
   client& operator=(const client&) = delete;
@@ -115,12 +117,18 @@ public:
 
   // `lost(rank)` when a rank dies; `closed(ec)` when the store itself goes away;
   // `failed(code, why)` when another rank reported the job's first failure (the text says
-  // which rank, escaped and cut).
+  // which rank, escaped and cut); `rejoined(rank)` when a replacement for a failed rank
+  // is ready to be taken in (rejoin).
   void on_events(std::function<void(int rank)> lost, std::function<void(std::error_code)> closed,
-                 std::function<void(std::uint64_t code, int rank, std::string why)> failed = nullptr);
+                 std::function<void(std::uint64_t code, int rank, std::string why)> failed = nullptr,
+                 std::function<void(int rank)> rejoined = nullptr);
   // Tells the store this rank failed (an optcast::errc value and why), which tells every
   // other rank; without waiting.
   void report_failure(std::uint32_t code, std::string why);
+  // A replacement: it listens and has published where; every other rank is told.
+  void rejoin();
+  // A replacement taken into the members' communicator: from now on a rank like the others.
+  void admitted();
   // The survivors went on without `ranks` (store_protocol.hpp, excuse).
   void excuse(const std::vector<int>& ranks);
   // This rank's collective `seq` nears its deadline waiting for `why`: the store asks
@@ -143,7 +151,8 @@ public:
 
 private:
   void handshake(const address& server, int rank, int size, std::chrono::milliseconds timeout, std::string_view secret,
-                 std::uint64_t job_id, bool encrypt);
+                 std::uint64_t job_id, bool encrypt, bool rejoin);
+  void say(std::uint8_t type);
   std::shared_ptr<impl> impl_;
 };
 

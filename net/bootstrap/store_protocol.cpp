@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include <cstring>
+#include <utility>
 
 #include "wire.hpp"
 
@@ -57,12 +58,20 @@ result<std::optional<decoded>> decode(std::span<const std::byte> in, std::uint32
 }
 
 namespace {
-// The hello's key without its sealed_mark, and whether it had one.
+// The hello's key without its sealed_mark, and whether it had one; and without its
+// rejoin_mark, which comes before it.
 std::pair<std::string_view, bool> unsealed(std::string_view key) {
-  if (key.ends_with(sealed_mark)) return {key.substr(0, key.size() - sealed_mark.size()), true};
-  return {key, false};
+  if (key.ends_with(sealed_mark)) key = key.substr(0, key.size() - sealed_mark.size());
+  else return {key.ends_with(rejoin_mark) ? key.substr(0, key.size() - rejoin_mark.size()) : key, false};
+  return {key.ends_with(rejoin_mark) ? key.substr(0, key.size() - rejoin_mark.size()) : key, true};
 }
 }  // namespace
+
+bool rejoins(const message& h) {
+  std::string_view key = h.key;
+  if (key.ends_with(sealed_mark)) key = key.substr(0, key.size() - sealed_mark.size());
+  return key.ends_with(rejoin_mark);
+}
 
 std::optional<std::string> judge_hello(const message& h, bool store_has_secret) {
   if (h.type != m_hello) return "not an optcast store client (no hello)";
@@ -82,8 +91,9 @@ std::optional<std::string> judge_hello(const message& h, bool store_has_secret) 
   return std::nullopt;
 }
 
-std::string hello_key(std::uint64_t job_id, bool sealed) {
-  return (job_id ? std::string(magic) + "#" + std::to_string(job_id) : std::string(magic)) + (sealed ? std::string(sealed_mark) : "");
+std::string hello_key(std::uint64_t job_id, bool sealed, bool rejoin) {
+  return (job_id ? std::string(magic) + "#" + std::to_string(job_id) : std::string(magic)) + (rejoin ? std::string(rejoin_mark) : "") +
+         (sealed ? std::string(sealed_mark) : "");
 }
 
 std::optional<std::string> judge_job(const message& h, std::uint64_t job_id) {
@@ -117,6 +127,8 @@ table::table(int size, sender send)
       bye_(static_cast<std::size_t>(size)),
       ever_joined_(static_cast<std::size_t>(size)),
       excused_(static_cast<std::size_t>(size)),
+      replacing_(static_cast<std::size_t>(size)),
+      ready_(static_cast<std::size_t>(size)),
       stalled_(static_cast<std::size_t>(size)),
       answered_(static_cast<std::size_t>(size)),
       call_(static_cast<std::size_t>(size)),
@@ -138,7 +150,19 @@ bool table::charge(int rank, std::size_t bytes) {
   return false;
 }
 
+std::optional<std::string> table::judge_rejoin(int rank, bool rejoin) const {
+  const auto R = static_cast<std::size_t>(rank);
+  const bool failed_slot = ever_joined_[R] && excused_[R];
+  if (rejoin && !failed_slot)
+    return "rank " + std::to_string(rank) + " comes as a replacement (OPTCAST_REJOIN), and it is not a rank the survivors went on without";
+  if (!rejoin && failed_slot)
+    return "rank " + std::to_string(rank) + " failed and the survivors went on without it: a process in its place comes as a replacement (OPTCAST_REJOIN=1)";
+  return std::nullopt;
+}
+
 void table::join(int rank) {
+  // Into a failed rank's slot only a replacement comes (judge_rejoin).
+  if (excused(rank)) replacing_[static_cast<std::size_t>(rank)] = true;
   joined_[static_cast<std::size_t>(rank)] = true;
   ever_joined_[static_cast<std::size_t>(rank)] = true;
   if (failure_) send_(rank, *failure_);
@@ -227,6 +251,17 @@ bool table::on_message(int rank, const message& m) {
       break;
     case m_excuse:
       if (!excuse(rank, m.val)) return false;
+      break;
+    case m_rejoin:  // a replacement, ready: the members may take it in
+      if (!replacing(rank) || ready_[static_cast<std::size_t>(rank)]) return false;
+      ready_[static_cast<std::size_t>(rank)] = true;
+      for (int r = 0; r < size(); ++r)
+        if (joined(r) && r != rank && !excused(r)) send_(r, {m_rejoined, 0, static_cast<std::uint32_t>(rank), {}, {}});
+      break;
+    case m_admit:  // the replacement is a member again: its death and goodbye count
+      if (!replacing(rank) || !ready_[static_cast<std::size_t>(rank)]) return false;
+      replacing_[static_cast<std::size_t>(rank)] = ready_[static_cast<std::size_t>(rank)] = false;
+      excused_[static_cast<std::size_t>(rank)] = false;
       break;
     case m_stalled:
       if (failure_) {
@@ -330,6 +365,16 @@ void table::leave(int rank) {
       return true;
     });
   std::erase_if(waiting_, [](auto& e) { return e.second.empty(); });
+  if (replacing(rank)) {
+    // A replacement not yet admitted fails nothing, but the members may be taking it in.
+    replacing_[static_cast<std::size_t>(rank)] = false;
+    const bool ready = ready_[static_cast<std::size_t>(rank)];
+    ready_[static_cast<std::size_t>(rank)] = false;
+    if (!ready) return;
+    for (int r = 0; r < size(); ++r)
+      if (joined(r) && !excused(r)) send_(r, {m_peer_lost, 0, static_cast<std::uint32_t>(rank), {}, {}});
+    return;
+  }
   if (bye_[static_cast<std::size_t>(rank)] || excused(rank)) return;
   for (int r = 0; r < size(); ++r)
     if (joined(r)) send_(r, {m_peer_lost, 0, static_cast<std::uint32_t>(rank), {}, {}});

@@ -64,10 +64,17 @@ constexpr std::size_t entry_overhead = 64;
 // ranks, comma-separated}: from then on their death, their failure and their goodbye no
 // longer count (the job's first failure is forgotten if it was one of theirs), and the
 // job has succeeded once every other rank has said bye.
+//
+// A replacement (optcast::grow) takes an excused rank's slot: its hello's key carries
+// rejoin_mark, which is refused for any other slot, as a plain hello is for an excused
+// one. Once it has published where it listens it says rejoin {}, and every other rank
+// hears rejoined {arg: its rank}. It stays excused (its death fails nothing, though the
+// others hear of it as peer_lost) until it says admit {} on being admitted to the
+// members' communicator; from then on it is a rank like any other.
 enum type : std::uint8_t {
   m_hello = 1, m_welcome, m_error, m_set, m_ok, m_get, m_value, m_bye, m_peer_lost, m_challenge, m_proof,
-  m_failed, m_job_failed, m_farewell, m_stalled, m_ping, m_pong, m_verdict, m_excuse,
-  m_last = m_excuse
+  m_failed, m_job_failed, m_farewell, m_stalled, m_ping, m_pong, m_verdict, m_excuse, m_rejoin, m_rejoined,
+  m_admit, m_last = m_admit
 };
 // How long the store waits for the answers to its ping. A rank reporting a stall waits
 // longer for the verdict (net/common/stall.hpp) before failing on its own word.
@@ -105,8 +112,11 @@ result<std::optional<decoded>> decode(std::span<const std::byte> in, std::uint32
 std::optional<std::string> judge_hello(const message& hello, bool store_has_secret);
 // The hello's key: the protocol, after '#' the job the client belongs to, if it knows,
 // and last sealed_mark if it seals its messages after the handshake (OPTCAST_ENCRYPT).
+// A replacement's hello says rejoin_mark before it.
 constexpr std::string_view sealed_mark = "+sealed";
-std::string hello_key(std::uint64_t job_id, bool sealed = false);
+constexpr std::string_view rejoin_mark = "+rejoin";
+std::string hello_key(std::uint64_t job_id, bool sealed = false, bool rejoin = false);
+bool rejoins(const message& hello);
 // After the proof: whether the client belongs to the job this store serves (a client
 // that does not say is taken to).
 std::optional<std::string> judge_job(const message& hello, std::uint64_t job_id);
@@ -127,6 +137,12 @@ public:
   // A rank's slot is taken while it is connected, and for good once it said goodbye (a
   // second process in its place must not count a second goodbye).
   bool taken(int rank) const noexcept { return joined(rank) || said_bye(rank); }
+  // Why a hello for `rank` (a replacement's or not, `rejoin`) may not take its slot, given
+  // taken(): a failed rank's slot only to a replacement, a replacement only that.
+  std::optional<std::string> judge_rejoin(int rank, bool rejoin) const;
+  // A replacement that has joined and is not yet admitted (the store keeps it connected,
+  // though its slot is excused).
+  bool replacing(int rank) const noexcept { return replacing_[static_cast<std::size_t>(rank)]; }
   bool failed() const noexcept { return failure_.has_value(); }
   const std::optional<message>& failure() const noexcept { return failure_; }
 
@@ -158,7 +174,7 @@ private:
   // every signature known for it is alike.
   std::string differing_calls() const;
   sender send_;
-  std::vector<bool> joined_, bye_, ever_joined_, excused_;
+  std::vector<bool> joined_, bye_, ever_joined_, excused_, replacing_, ready_;  // ready_: said rejoin
   struct entry {
     std::string val;
     int owner = -1;  // the rank that set it last: its share of held_

@@ -53,13 +53,16 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
 
   mutable std::mutex mu;
   std::condition_variable cv;
-  int finished = 0;  // ranks whose connection has closed (after goodbye, or dead)
-  int joined = 0;    // ranks that joined
+  int joined = 0;    // ranks' connections made (a replacement's too)
+  int open = 0;      // ranks' connections open now
+  int slots = 0;     // ranks that have joined at least once
+  std::vector<bool> ever;  // by rank: has joined (under mu)
   bool job_failed = false;  // under mu: state->failed(), for other threads
 
   void start() {
     port = acceptor.local_endpoint().port();
     ranks.assign(static_cast<std::size_t>(size), nullptr);
+    ever.assign(static_cast<std::size_t>(size), false);
     state.emplace(size, [this](int r, const message& m) {
       if (auto& c = ranks[static_cast<std::size_t>(r)]) c->send(m);
     });
@@ -67,11 +70,13 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     thread = std::thread([this] { io.run(); });
   }
 
+  // The job's state as the table has it now: a failure of a rank the survivors went on
+  // without (shrink) is forgotten there, and so here.
   void note_failure() {
-    if (!state->failed()) return;
     {
       std::lock_guard lock(mu);
-      job_failed = true;
+      if (job_failed == state->failed()) return;
+      job_failed = state->failed();
     }
     cv.notify_all();
   }
@@ -85,7 +90,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     // A rank the survivors went on without is cut off from the store as well: it is out of
     // the job (a stopped one finds so when it runs again), and rank 0 need not wait for it.
     for (int r = 0; r < size; ++r)
-      if (auto& c = ranks[static_cast<std::size_t>(r)]; c && state->excused(r)) {
+      if (auto& c = ranks[static_cast<std::size_t>(r)]; c && state->excused(r) && !state->replacing(r)) {
         std::error_code ignored;
         c->sock.shutdown(tcp::socket::shutdown_both, ignored);
       }
@@ -119,7 +124,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
   void rank_finished() {
     {
       std::lock_guard lock(mu);
-      ++finished;
+      --open;
     }
     cv.notify_all();
   }
@@ -150,7 +155,9 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     // Only now, talking to a member of the job, say more than "no".
     if (auto no = judge_job(h, self->job_id)) co_return refuse(*no);
     if (auto no = judge_sealing(h, self->encrypt)) co_return refuse(*no);
-    if (auto no = judge_member(h, self->size, [&](int r) { return self->state->taken(r); })) {
+    auto no = judge_member(h, self->size, [&](int r) { return self->state->taken(r); });
+    if (!no) no = self->state->judge_rejoin(static_cast<int>(h.arg), rejoins(h));
+    if (no) {
       // A member (it passed authentication, or there is none to pass) that counts another
       // size: the job cannot run, and its ranks would wait for their deadlines otherwise.
       if (h.id != static_cast<std::uint32_t>(self->size)) {
@@ -187,6 +194,11 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     {
       std::lock_guard lock(self->mu);
       ++self->joined;
+      ++self->open;
+      if (!self->state->said_bye(r) && !self->ever[static_cast<std::size_t>(r)]) {
+        self->ever[static_cast<std::size_t>(r)] = true;
+        ++self->slots;
+      }
     }
 
     for (;;) {
@@ -282,13 +294,14 @@ void server::expect_all_within(std::chrono::milliseconds timeout) {
 
 bool server::wait_all_done(std::chrono::milliseconds timeout) {
   std::unique_lock lock(impl_->mu);
-  return impl_->cv.wait_for(lock, timeout, [&] { return impl_->finished >= impl_->size; });
+  // Every slot joined and no connection open: a replacement counts as its slot.
+  return impl_->cv.wait_for(lock, timeout, [&] { return impl_->slots >= impl_->size && impl_->open == 0; });
 }
 
 bool server::wait_over(std::chrono::milliseconds timeout) {
   std::unique_lock lock(impl_->mu);
   return impl_->cv.wait_for(lock, timeout, [&] {
-    return impl_->finished >= impl_->size || (impl_->job_failed && impl_->finished >= impl_->joined);
+    return (impl_->slots >= impl_->size && impl_->open == 0) || (impl_->job_failed && impl_->open == 0);
   });
 }
 

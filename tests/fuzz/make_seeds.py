@@ -9,7 +9,7 @@ import struct
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = 0x123456789ABCDEF0
 HS_MAGIC, FRAME_DATA, FRAME_ABORT = 0x4354504F, 0x46444F43, 0x41444F43
-STORE = b"optcast-store/5"
+STORE = b"optcast-store/6"
 
 
 def write(target, name, data):
