@@ -293,3 +293,23 @@ TEST_CASE("a rank told an interface that does not exist fails at once, naming th
   c.host = "no-such-host.invalid";
   CHECK_THROWS_WITH(job(io.get_executor(), c), Catch::Contains("OPTCAST_HOST") && Catch::Contains("no-such-host.invalid"));
 }
+
+TEST_CASE("OPTCAST_REJOIN: a replacement over optcast's TCP store, never rank 0 hosting it", "[launcher]") {
+  const vars base = {{"OPTCAST_RANK", "2"}, {"OPTCAST_SIZE", "4"}, {"OPTCAST_STORE", "127.0.0.1:29500"}, {"OPTCAST_REJOIN", "1"}};
+  CHECK(config_of(base).rejoin);
+  auto plain = base;
+  plain.erase("OPTCAST_REJOIN");
+  CHECK_FALSE(config_of(plain).rejoin);
+  auto zero = base;
+  zero["OPTCAST_RANK"] = "0";
+  CHECK_THAT(error_of(zero), Catch::Contains("rank 0 hosts the store"));
+  zero["OPTCAST_STORE_EXTERNAL"] = "1";
+  CHECK(config_of(zero).rejoin);
+  auto file = base;
+  file["OPTCAST_STORE"] = "file:///tmp/x";
+  file["OPTCAST_JOB_ID"] = "7";
+  CHECK_THAT(error_of(file), Catch::Contains("optcast's TCP store"));
+  auto bad = base;
+  bad["OPTCAST_REJOIN"] = "yes";
+  CHECK_THAT(error_of(bad), Catch::Contains("OPTCAST_REJOIN"));
+}

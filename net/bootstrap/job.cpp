@@ -35,6 +35,8 @@ job::job(const asio::any_io_executor& events, const job_config& cfg) : cfg_(cfg)
     throw setup_error(make_error_code(errc::invalid_argument),
                       "rank " + std::to_string(cfg.rank) + " is not in a job of " + std::to_string(cfg.size));
   if (cfg.ports < 1) throw setup_error(make_error_code(errc::invalid_argument), "ports must be at least 1");
+  if (cfg.rejoin && (cfg.kv || cfg.pmix))
+    throw setup_error(make_error_code(errc::invalid_argument), "a replacement (rejoin) joins through optcast's TCP store only, not a kv store or PMIx");
   if (cfg.encrypt && cfg.secret.empty())
     throw setup_error(make_error_code(errc::invalid_argument),
                       "OPTCAST_ENCRYPT needs a job secret (OPTCAST_SECRET or OPTCAST_SECRET_FILE): the connections' keys come from it");
@@ -120,7 +122,8 @@ result<std::vector<std::string>> job::lookup_all(std::vector<std::string> keys, 
 void job::lookup(std::string key, std::function<void(result<std::string>)> done) { via_->lookup(std::move(key), std::move(done)); }
 
 void job::on_failure(std::function<void(int)> lost, std::function<void(std::string)> gone,
-                     std::function<void(std::uint64_t, int, std::string)> failed) {
+                     std::function<void(std::uint64_t, int, std::string)> failed, std::function<void(int)> rejoined) {
+  via_->on_rejoined(std::move(rejoined));
   via_->on_failure(std::move(lost), std::move(gone), std::move(failed));
 }
 

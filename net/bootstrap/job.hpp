@@ -53,13 +53,22 @@ public:
 
   // `lost(rank)` when a rank dies; `gone(why)` when the store itself goes away;
   // `failed(code, why)` when another rank reports that it failed (report_failure).
+  // `rejoined(rank)` when a replacement for failed rank `rank` is ready (optcast::grow).
   void on_failure(std::function<void(int rank)> lost, std::function<void(std::string why)> gone,
-                  std::function<void(std::uint64_t code, int rank, std::string why)> failed = nullptr);
+                  std::function<void(std::uint64_t code, int rank, std::string why)> failed = nullptr,
+                  std::function<void(int rank)> rejoined = nullptr);
   // This rank failed: every other rank hears of it through the store.
   void report_failure(int code, std::string why);
   // The survivors went on without `ranks` (rendezvous::excuse).
   void excuse(const std::vector<int>& ranks) {
     if (!left_) via_->excuse(ranks);
+  }
+  // A replacement: ready to be taken in; taken in (rendezvous::rejoin, admitted).
+  void rejoin() {
+    if (!left_) via_->rejoin();
+  }
+  void admitted() {
+    if (!left_) via_->admitted();
   }
   // This rank's collective `seq` waits on a peer near its deadline: the store finds the root cause
   // (store::client::report_stall); `nobody_stuck` when every rank answers.

@@ -148,6 +148,16 @@ job_config job_config::from_env(const getenv_fn& get) {
                         "OPTCAST_STORE_EXTERNAL is for optcast's TCP store (host:port), not a " + url->scheme + ":// store");
     c.host_store = false;
   }
+  if (env_int(get, "OPTCAST_REJOIN", 0, 0, 1)) {
+    if (scheme->takes != launcher::store_scheme::shape::address)
+      throw setup_error(make_error_code(errc::invalid_argument),
+                        "OPTCAST_REJOIN: a replacement joins through optcast's TCP store (host:port), not a " + url->scheme + ":// store");
+    if (c.rank == 0 && c.host_store)
+      throw setup_error(make_error_code(errc::invalid_argument),
+                        "OPTCAST_REJOIN: rank 0 hosts the store, so the job ended with it; a job whose rank 0 may be replaced runs "
+                        "its store apart (optcast store, OPTCAST_STORE_EXTERNAL=1)");
+    c.rejoin = true;
+  }
   c.read_rank_env(get);
   log(log_level::debug, "rank " + std::to_string(c.rank) + " of " + std::to_string(c.size) + " (from " + rank_from + "), store " +
                             store_s + (found.job_name.empty() ? std::string() : ", " + found.job_name));

@@ -56,6 +56,12 @@ public:
   // the job. Only optcast's TCP store keeps count; elsewhere the job's outcome still
   // counts them.
   virtual void excuse(const std::vector<int>& ranks) { (void)ranks; }
+  // Replacements (optcast::grow), on optcast's TCP store only: `rejoined(rank)` when one
+  // is ready, set before on_failure; a replacement says it is ready (rejoin) and, taken
+  // in, that it is a member again (admitted).
+  virtual void on_rejoined(std::function<void(int rank)> rejoined) { (void)rejoined; }
+  virtual void rejoin() {}
+  virtual void admitted() {}
   virtual void report_stall(std::uint32_t seq, std::string why, std::function<void()> nobody_stuck) = 0;
   virtual void answer_inquiries(std::function<std::string(std::uint32_t seq)>) {}
   // Once; never throws: a failure is its error, and `detail` says which rank and why.

@@ -16,6 +16,8 @@ namespace {
 class via_store final : public rendezvous {
 public:
   via_store(const asio::any_io_executor& events, const job_config& cfg) : cfg_(cfg) {
+    if (cfg.rejoin && cfg.rank == 0 && cfg.host_store)
+      throw setup_error(make_error_code(errc::invalid_argument), "a replacement for rank 0 needs a store apart from it (job_config::host_store false)");
     if (cfg.rank == 0 && cfg.host_store) host(cfg);
     // A name with addresses of both families: the family asked for (IPv4 unless 6), as
     // for the address this rank advertises, so that a job does not mix them by accident.
@@ -23,7 +25,7 @@ public:
     auto store_ip = launcher::resolve(cfg.store.host, cfg.family, &why);
     if (!store_ip) throw setup_error(store_ip.error(), "the store's host: " + why);
     client_ = std::make_unique<store::client>(events, store::address{*store_ip, cfg.store.port}, cfg.rank, cfg.size,
-                                              cfg.bootstrap_timeout, cfg.secret, cfg.job_id, cfg.encrypt);
+                                              cfg.bootstrap_timeout, cfg.secret, cfg.job_id, cfg.encrypt, cfg.rejoin);
     id_ = client_->job_id();
     if (cfg.job_id && cfg.job_id != id_)
       throw setup_error(make_error_code(errc::protocol_violation),
@@ -50,8 +52,11 @@ public:
         [gone = std::move(gone), where = where(), hosted = cfg_.host_store](std::error_code ec) {
           gone("lost the connection to the store " + where + " (" + ec.message() + ")" + (hosted ? ": rank 0 died?" : ""));
         },
-        std::move(failed));
+        std::move(failed), std::move(rejoined_));
   }
+  void on_rejoined(std::function<void(int)> rejoined) override { rejoined_ = std::move(rejoined); }
+  void rejoin() override { client_->rejoin(); }
+  void admitted() override { client_->admitted(); }
   void excuse(const std::vector<int>& ranks) override { client_->excuse(ranks); }
   void report_failure(int code, std::string why) override {
     client_->report_failure(static_cast<std::uint32_t>(code), std::move(why));
@@ -112,6 +117,7 @@ private:
   std::unique_ptr<store::client> client_;
   std::uint64_t id_ = 0;
   std::function<std::string(std::uint32_t)> call_of_;
+  std::function<void(int)> rejoined_;
 };
 
 }  // namespace

@@ -90,6 +90,9 @@ bool from_hex(const std::string& s, std::vector<unsigned char>& out) {
 }  // namespace
 
 void ofi_fabric::bootstrap() {
+  if (cfg_.rejoin)
+    throw setup_error(make_error_code(errc::invalid_argument),
+                      "libfabric: a replacement for a failed rank (OPTCAST_REJOIN) joins over the TCP fabric only");
   join_job();
 
   std::string prov = cfg_.provider, why = "no provider";

@@ -14,6 +14,8 @@
 //   OPTCAST_STORE_EXTERNAL       1: the TCP store runs apart from the ranks (`optcast store`,
 //                                or a launcher's own), so rank 0 does not host it and any
 //                                rank, rank 0 too, may die while the others go on
+//   OPTCAST_REJOIN               1: this process replaces a rank that failed, in a job
+//                                that goes on (optcast::grow; TCP store only)
 //   OPTCAST_REDIS_PASSWORD       the Redis store's password, kept out of the URL
 //   OPTCAST_HOST                 address or host name to listen on and advertise
 //   OPTCAST_IFNAME               or the interfaces to take it from: "eth0", "eth,ib"
@@ -82,6 +84,10 @@ struct job_config {
   // and OPTCAST_STORE is not set. Every rank publishes (one fence) as often as the others.
   bool pmix = false;
   int store_fd = -1;
+  // This process replaces rank `rank`, which failed, in a job whose survivors went on
+  // without it (optcast/survive.hpp's grow and admitted): it joins the job's TCP store in
+  // that rank's slot and waits to be taken into the members' communicator.
+  bool rejoin = false;
   std::string host;          // empty: chosen by ifname, else the local address toward the store
   std::string ifname;        // OPTCAST_IFNAME's language (launcher::choose_address)
   int family = 0;            // 4, 6, or 0: IPv4 when there is a choice
