@@ -41,6 +41,21 @@ public:
   void agree(std::uint32_t id, std::uint32_t n, std::vector<int> members, agreement mine, std::chrono::milliseconds timeout,
              agreement_done done) override;
 
+  // ---- replacements (optcast::grow): a process that takes a failed rank's place
+  // Whether this fabric can take one in (TCP over optcast's store).
+  virtual bool takes_replacements() const noexcept { return false; }
+  // Whether this process is one, waiting to be taken in (job_config::rejoin).
+  virtual bool replacement() const noexcept { return false; }
+  // Job ranks whose replacements are ready and that this rank has not admitted.
+  std::vector<int> joiners() const;
+  // Tells replacement `to` that it is a member of communicator `id` (job ranks `members`,
+  // ascending), and the store too where this rank is that replacement's admitter.
+  void admit_replacement(int to, std::uint32_t id, const std::vector<int>& members);
+  // On a replacement: the communicator a member admitted it to, once (nullopt until then).
+  std::optional<std::pair<std::uint32_t, std::vector<int>>> take_admission();
+  // On a replacement, once admitted: its death fails the job from now on (the store hears).
+  virtual void admitted() noexcept {}
+
   void sign(std::uint32_t seq, const call_signature& s) override;
   void unsign(std::uint32_t seq) noexcept override;
   call_signature signature_of(std::uint32_t seq) const noexcept override;
@@ -80,6 +95,9 @@ protected:
   // fail first (its connections); this revokes every communicator r is in, with `ec` and
   // `why`, and tells agreements in progress. False if r was known dead already.
   bool peer_died(int r, std::error_code ec, const std::string& why) noexcept;
+  // A replacement for dead job rank r is ready, and the transport has made room for it
+  // (fresh connections): it is alive again, a member of communicators made from now on.
+  void peer_replaced(int r);
   // The transport fails every pending operation of communicator `id` (not control
   // messages) with `ec`, drops what it holds for it, and drops what comes for it later
   // (revoked() says so).

@@ -19,7 +19,7 @@ agreement_session::agreement_session(survival& s, std::uint32_t comm, std::uint3
       dead_(members_.size()),
       contrib_(members_.size()),
       heard_(members_.size()) {
-  for (std::size_t i = 0; i < members_.size(); ++i) dead_[i] = static_cast<int>(i) != me_ && !s_.alive(members_[i]);
+  for (std::size_t i = 0; i < members_.size(); ++i) dead_[i] = static_cast<int>(i) != me_ && !s_.alive_in(comm_, members_[i]);
   ballot_ = static_cast<int>(std::find(dead_.begin(), dead_.end(), 0) - dead_.begin());
   if (timeout.count() > 0) {
     deadline_ = s_.fabric().arm_deadline(seq_layout::control_seq, timeout);

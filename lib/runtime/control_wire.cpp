@@ -56,7 +56,7 @@ std::optional<control_message> control_message::decode(std::span<const std::byte
     return std::nullopt;
   control_message m;
   const auto kind = get(in, 2, 1);
-  if (kind < revoke || kind > decide) return std::nullopt;
+  if (kind < revoke || kind > admit) return std::nullopt;
   m.kind = static_cast<kind_t>(kind);
   m.comm = static_cast<std::uint32_t>(get(in, 4, 4));
   m.n = static_cast<std::uint32_t>(get(in, 8, 4));

@@ -14,7 +14,9 @@
 namespace optcast::detail {
 
 struct control_message {
-  enum kind_t : std::uint8_t { revoke = 1, contribute = 2, decide = 3 };
+  // admit: to a replacement (optcast::grow), the communicator `comm` it is taken into, its
+  // members as bits by job rank in `failed`.
+  enum kind_t : std::uint8_t { revoke = 1, contribute = 2, decide = 3, admit = 4 };
   kind_t kind = revoke;
   std::uint32_t comm = 0;    // the communicator's id
   std::uint32_t n = 0;       // the agreement's number on it

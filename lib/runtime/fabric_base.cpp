@@ -82,6 +82,16 @@ std::error_code fabric_base::refusal(const operation& op, std::string& why) cons
   return {};
 }
 
+std::vector<int> fabric_base::joiners() const { return survival_ ? survival_->joiners() : std::vector<int>{}; }
+
+void fabric_base::admit_replacement(int to, std::uint32_t id, const std::vector<int>& members) { survival().admit(to, id, members); }
+
+std::optional<std::pair<std::uint32_t, std::vector<int>>> fabric_base::take_admission() {
+  return survival_ ? survival_->take_admission() : std::nullopt;
+}
+
+void fabric_base::peer_replaced(int r) { survival().revive(r); }
+
 void fabric_base::end_agreements(std::error_code ec, const std::string& why) noexcept {
   if (survival_) survival_->end(ec, why);
 }

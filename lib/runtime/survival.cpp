@@ -2,6 +2,7 @@
 #include "survival.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "agreement.hpp"
 
@@ -26,11 +27,40 @@ std::string printable(std::string_view s) {
   return out;
 }
 
-survival::survival(fabric_base& f) : f_(f), dead_(static_cast<std::size_t>(std::max(f.size(), 0)), 0) {}
+survival::survival(fabric_base& f)
+    : f_(f), dead_(static_cast<std::size_t>(std::max(f.size(), 0)), 0), revived_at_(dead_.size(), 0) {}
 
 survival::~survival() { *alive_ = false; }
 
 bool survival::alive(int r) const noexcept { return r >= 0 && r < static_cast<int>(dead_.size()) && !dead_[static_cast<std::size_t>(r)]; }
+
+bool survival::alive_in(std::uint32_t id, int r) const noexcept {
+  if (!alive(r)) return false;
+  const auto at = revived_at_[static_cast<std::size_t>(r)];
+  if (at == 0) return true;
+  const auto it = epoch_of_.find(id);
+  return it != epoch_of_.end() && it->second >= at;
+}
+
+void survival::revive(int r) {
+  if (r < 0 || r >= static_cast<int>(dead_.size()) || r == f_.rank() || alive(r)) return;
+  dead_[static_cast<std::size_t>(r)] = 0;
+  dead_why_.erase(r);
+  revived_at_[static_cast<std::size_t>(r)] = ++epoch_;
+  if (std::find(joiners_.begin(), joiners_.end(), r) == joiners_.end()) joiners_.push_back(r);
+}
+
+void survival::admit(int to, std::uint32_t id, const std::vector<int>& members) {
+  std::erase(joiners_, to);
+  control_message m;
+  m.kind = control_message::admit;
+  m.comm = id;
+  m.failed.assign((dead_.size() + 63) / 64, 0);
+  for (int j : members) m.failed[static_cast<std::size_t>(j) / 64] |= std::uint64_t{1} << (j % 64);
+  send(to, m);
+}
+
+std::optional<std::pair<std::uint32_t, std::vector<int>>> survival::take_admission() { return std::exchange(admission_, std::nullopt); }
 
 void survival::note(std::string why) { f_.note_error(std::move(why)); }
 
@@ -38,6 +68,7 @@ bool survival::died(int r, std::error_code ec, const std::string& why) {
   if (!alive(r) || r == f_.rank()) return false;
   dead_[static_cast<std::size_t>(r)] = 1;
   dead_why_[r] = {ec, why};
+  std::erase(joiners_, r);
   std::vector<std::uint32_t> ids{0};
   for (const auto& [id, members] : comms_)
     if (id != 0 && std::find(members.begin(), members.end(), r) != members.end()) ids.push_back(id);
@@ -80,13 +111,16 @@ void survival::enroll(std::uint32_t id, std::vector<int> members) {
   int gone = -1;
   for (int m : members)
     if (!alive(m) && m != f_.rank() && gone < 0) gone = m;
+  for (int m : members) std::erase(joiners_, m);  // taken in
   comms_[id] = std::move(members);
+  epoch_of_[id] = epoch_;
   if (gone >= 0) revoke(id, make_error_code(errc::peer_lost), death_of(gone), true);
 }
 
 void survival::retire(std::uint32_t id) noexcept {
   if (id == 0) return;
   comms_.erase(id);
+  epoch_of_.erase(id);
   revoked_.erase(id);
   finished_.erase(id);
   for (auto it = early_.begin(); it != early_.end();)
@@ -110,7 +144,7 @@ void survival::revoke(std::uint32_t id, std::error_code ec, std::string why, boo
   m.code = ec.category() == error_category() ? static_cast<std::uint32_t>(ec.value()) : static_cast<std::uint32_t>(errc::peer_lost);
   m.text = why;
   for (int r : members_of(id))
-    if (r != f_.rank() && alive(r)) send(r, m);
+    if (r != f_.rank() && alive_in(id, r)) send(r, m);
 }
 
 std::error_code survival::revoked(std::uint32_t id) const noexcept {
@@ -148,6 +182,23 @@ void survival::arrived(int src, std::span<const std::byte> bytes) {
     f_.abort(make_error_code(errc::protocol_violation), "a malformed control message from rank " + std::to_string(src));
     return;
   }
+  if (m->kind == control_message::admit) {
+    // Only a replacement waits for one; its first word stands (a member's later one for
+    // the same growth says the same).
+    if (!f_.replacement() || admission_ || m->comm == 0) return;
+    std::vector<int> members;
+    for (std::size_t j = 0; j < dead_.size() && j / 64 < m->failed.size(); ++j)
+      if (m->failed[j / 64] >> (j % 64) & 1) members.push_back(static_cast<int>(j));
+    if (std::find(members.begin(), members.end(), f_.rank()) == members.end() ||
+        std::find(members.begin(), members.end(), src) == members.end()) {
+      f_.abort(make_error_code(errc::protocol_violation), "rank " + std::to_string(src) + " admitted this rank to a communicator without it or itself");
+      return;
+    }
+    admission_.emplace(m->comm, std::move(members));
+    return;
+  }
+  // A replacement's predecessor's communicators are not its: what comes for them is stale.
+  if (!alive_in(m->comm, src)) return;
   if (m->kind == control_message::revoke) return revoke(m->comm, told_error(m->code), printable(m->text), true);
   const key k{m->comm, m->n};
   if (auto it = sessions_.find(k); it != sessions_.end()) {
@@ -197,7 +248,7 @@ void survival::agree(std::uint32_t id, std::uint32_t n, std::vector<int> members
     early_.erase(it);
     early_count_ -= std::min(early_count_, early.size());
     for (auto& [src, m] : early) {
-      if (!alive(src)) continue;
+      if (!alive_in(k.first, src)) continue;
       s->message(src, m);
       if (!*here) return;
     }

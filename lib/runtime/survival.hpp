@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <system_error>
@@ -30,6 +31,16 @@ public:
   survival& operator=(const survival&) = delete;
 
   bool alive(int r) const noexcept;
+  // Alive, and a member of communicator `id` as this process: a replacement is one only
+  // of the communicators made since it came (its predecessor's are not its).
+  bool alive_in(std::uint32_t id, int r) const noexcept;
+  // A replacement for dead rank r is ready (grow): alive again, and among joiners().
+  void revive(int r);
+  const std::vector<int>& joiners() const noexcept { return joiners_; }
+  // Tells replacement `to` it is a member of communicator `id`, of job ranks `members`.
+  void admit(int to, std::uint32_t id, const std::vector<int>& members);
+  // On a replacement: the communicator it was taken into, once told (admit), taken once.
+  std::optional<std::pair<std::uint32_t, std::vector<int>>> take_admission();
   bool died(int r, std::error_code ec, const std::string& why);
   void enroll(std::uint32_t id, std::vector<int> members);
   void retire(std::uint32_t id) noexcept;
@@ -65,6 +76,13 @@ private:
 
   fabric_base& f_;
   std::vector<char> dead_;  // by job rank
+  // Generations: a rank revived at epoch e is a member only of communicators enrolled at
+  // epoch e or later (the job's, id 0, is of epoch 0).
+  std::uint64_t epoch_ = 0;
+  std::vector<std::uint64_t> revived_at_;  // by job rank
+  std::map<std::uint32_t, std::uint64_t> epoch_of_;
+  std::vector<int> joiners_;  // revived, not yet admitted by this rank
+  std::optional<std::pair<std::uint32_t, std::vector<int>>> admission_;
   std::map<int, std::pair<std::error_code, std::string>> dead_why_;
   std::map<std::uint32_t, std::vector<int>> comms_;  // enrolled, job ranks (id 0 implicit)
   struct revocation_t {
