@@ -44,6 +44,13 @@ void job_fabric::join_job() {
         // A rank named: that one failed (or stopped answering), the others may go on.
         if (r >= 0 && r < size() && r != rank()) return lose_peer(r, told_error(code), why);
         told(told_error(code), why);
+      },
+      [this, alive = alive_](int r) {
+        if (!*alive || closing_ || failure() || !takes_replacements() || r < 0 || r >= size() || r == rank()) return;
+        // The store said r died before this (one connection, in order); a rank that
+        // missed it takes r for dead now, so that nothing of the old process stays.
+        if (peer_alive(r)) lose_peer(r, make_error_code(errc::peer_lost), "rank " + std::to_string(r) + " was replaced");
+        if (*alive && !failure()) reset_peer(r);
       });
 }
 

@@ -65,7 +65,16 @@ public:
     told(ec, why);
   }
 
+  // A replacement (optcast::grow): job_config::rejoin; admitted, the store hears.
+  bool replacement() const noexcept override { return job_settings().rejoin; }
+  void admitted() noexcept override {
+    if (job_) job_->admitted();
+  }
+
 protected:
+  // A replacement for dead job rank r is ready (the store's word): a transport that takes
+  // one in (takes_replacements) gives r fresh connections here and calls peer_replaced.
+  virtual void reset_peer(int r) noexcept { (void)r; }
   // The transport's configuration (at least the job's).
   virtual const job_config& job_settings() const noexcept = 0;
   // On the strand as close() begins, before the operations are cancelled; `failed`: this

@@ -48,6 +48,8 @@ void tcp_fabric::bootstrap() {
     throw setup_error(r.error(), job_->job_failure().empty() ? "cannot register with the store: " + r.error().message() : job_->job_failure());
   log(log_level::debug, rank_name(cfg_.rank) + " of job " + std::to_string(job_id_) + " listens on " + published);
   learn_peers();
+  // A replacement listens, and the job knows where: the members may take it in.
+  if (cfg_.rejoin) job_->rejoin();
 }
 
 void tcp_fabric::learn_peers() {
@@ -69,7 +71,8 @@ void tcp_fabric::learn_peers() {
   };
   const std::string key = "optcast/layout";
   std::string summary;
-  if (cfg_.rank == 0 || job_->via_pmix()) {
+  // A replacement reads the layout its predecessor's job made: it takes that one's place.
+  if ((cfg_.rank == 0 && !cfg_.rejoin) || job_->via_pmix()) {
     std::vector<std::string> keys;
     for (int r = 0; r < cfg_.size; ++r) keys.push_back(addr_key(r));
     auto all = job_->lookup_all(std::move(keys), cfg_.bootstrap_timeout);

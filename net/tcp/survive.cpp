@@ -5,6 +5,8 @@
 // the survivors go on over them (optcast/survive.hpp).
 #include "tcp_fabric.hpp"
 
+#include <memory>
+
 namespace optcast::tcp::impl {
 
 void tcp_fabric::out_lost(int p, int rail, const std::string& why) {
@@ -68,6 +70,30 @@ void tcp_fabric::lose_peer(int r, std::error_code ec, const std::string& why) no
   fail_out(r, ec, why);
   if (!*alive) return;
   drop_in(r, ec, why);
+}
+
+void tcp_fabric::reset_peer(int r) noexcept {
+  // A replacement takes r's place: whatever is left of the dead process's connections
+  // goes (its handlers ran when they were cut, at its death), and r starts as a peer not
+  // yet connected, whose address is looked up again.
+  if (r < 0 || r >= cfg_.size || r == cfg_.rank || failure() || closing_) return;
+  const auto lost = make_error_code(errc::peer_lost);
+  const std::string why = rank_name(r) + "'s process was replaced";
+  auto alive = alive_;
+  drop_held(peer(r), [](tag) { return true; });
+  fail_out(r, lost, why);
+  if (!*alive) return;
+  drop_in(r, lost, why);
+  if (!*alive) return;
+  const int rails = peer(r).rails;
+  std::destroy_at(&peer(r));
+  std::construct_at(&peer(r), ex_);
+  auto& pe = peer(r);
+  pe.in.resize(acceptors_.size());
+  while (pe.out.size() < acceptors_.size()) pe.out.emplace_back(ex_);
+  pe.rails = rails;
+  log(log_level::info, rank_name(cfg_.rank) + ": " + rank_name(r) + " has a replacement");
+  peer_replaced(r);
 }
 
 bool tcp_fabric::link_broken(int p) const noexcept {

@@ -259,6 +259,9 @@ private:
   // its communicators revoked; the other peers' connections stay.
   bool survives_failures() const noexcept override { return true; }
   void lose_peer(int r, std::error_code ec, const std::string& why) noexcept override;
+  // Replacements come through optcast's TCP store (job_fabric::reset_peer).
+  bool takes_replacements() const noexcept override { return !cfg_.kv && !cfg_.pmix; }
+  void reset_peer(int r) noexcept override;
   void grace_over(const std::string& why) noexcept override;
   void fail_communicator(std::uint32_t id, std::error_code ec, const std::string& why) noexcept override;
   // A connection to or from p broke, and p has not said goodbye.
