@@ -16,6 +16,7 @@
 // docs/DESIGN.md, "Surviving a failure", says how it works and what it guarantees.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -49,5 +50,26 @@ task<result<agreement>> agree(communicator& c, std::uint64_t flag = ~std::uint64
 // is told whom the survivors went on without, and its outcome counts them no more (a
 // file, Redis or PMIx job still reports the loss: a failed job).
 task<result<communicator>> shrink(communicator& c);
+
+// Growing again (the elastic case): a process started in place of a failed rank, with
+// OPTCAST_REJOIN=1 (job_config::rejoin) and that rank's OPTCAST_RANK, joins the job
+// through its store, and the members of c (usually a shrunk communicator) take it in:
+//
+//   members:      auto all = co_await grow(shrunk);                   // every member calls it
+//   replacement:  auto all = co_await admitted(world, std::chrono::seconds(30));
+//
+// grow waits up to c's deadline for `replacements` of them (ranks of the job that are
+// not members of c, ready by the store's word), agrees on them among c's members, and
+// returns a communicator of the members and the replacements, in job rank order, usable
+// for every collective (its first barrier has passed on every one of them). Fails with
+// errc::timeout when not enough came, errc::peer_lost when a member failed meanwhile
+// (shrink, then grow again), errc::invalid_argument where the fabric takes no
+// replacements (TCP over optcast's TCP store does; not libfabric, kv stores or PMIx).
+// From then on the store counts the replacement as any rank. A replacement takes its
+// predecessor's place in the job's layout: start it where that one ran, or alike.
+task<result<communicator>> grow(communicator& c, int replacements = 1);
+// On a replacement: waits up to `wait` for the members' grow, and returns the same
+// communicator as theirs. `world`: the replacement's own job communicator.
+task<result<communicator>> admitted(communicator& world, std::chrono::milliseconds wait);
 
 }  // namespace optcast
