@@ -1,0 +1,105 @@
+// Losing a rank and taking in its replacement (optcast/survive.hpp), as a job manager
+// would: every rank runs allreduces until one fails (a rank was killed), the survivors
+// shrink to a communicator of themselves, and grow again once a process started in the
+// dead rank's place (same OPTCAST_RANK, OPTCAST_REJOIN=1) has joined through the store;
+// the replacement waits to be admitted. All then check an allreduce of every job rank on
+// the grown communicator, print what they saw, and leave.
+//
+// The store must run apart from the ranks (`optcast store`, OPTCAST_STORE_EXTERNAL=1)
+// for any rank to be replaceable; with rank 0 hosting it, ranks 1 and up are.
+//   optcast store --np 4 --port 29600 &
+//   export OPTCAST_SIZE=4 OPTCAST_STORE=127.0.0.1:29600 OPTCAST_STORE_EXTERNAL=1
+//   for r in 0 1 2 3; do OPTCAST_RANK=$r grow --marker /tmp/shrunk & done
+//   kill -9 <rank 2's pid>; wait for /tmp/shrunk-*; then
+//   OPTCAST_RANK=2 OPTCAST_REJOIN=1 grow
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include <optcast/optcast.hpp>
+
+namespace {
+
+std::string members(const optcast::communicator& c) {
+  std::string s;
+  for (int r = 0; r < c.size(); ++r) s += (r ? "," : "") + std::to_string(optcast::job_rank(c, r));
+  return s;
+}
+
+// Every member's job rank, summed: right only if the communicator holds them all.
+bool check_sum(optcast::communicator& c, std::chrono::milliseconds timeout) {
+  std::int64_t v = optcast::job_rank(c, c.rank()), want = 0;
+  for (int r = 0; r < c.size(); ++r) want += optcast::job_rank(c, r);
+  auto ok = optcast::run(c, optcast::allreduce(c, std::span<const std::int64_t>(&v, 1), std::span<std::int64_t>(&v, 1), optcast::ops::sum,
+                                              {.timeout = timeout}));
+  return ok && v == want;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  CLI::App app{"Lose a rank, shrink, and grow again with its replacement.", "grow"};
+  std::string marker;
+  int timeout_ms = 20000, wait_ms = 30000;
+  app.add_option("--marker", marker, "a survivor writes MARKER-RANK once it has shrunk (for whoever starts the replacement)");
+  app.add_option("--timeout-ms", timeout_ms, "each collective's deadline, and how long grow waits for the replacement")
+      ->check(CLI::Range(1, 1 << 30));
+  app.add_option("--wait-ms", wait_ms, "how long a replacement waits to be admitted")->check(CLI::Range(1, 1 << 30));
+  CLI11_PARSE(app, argc, argv);
+  const auto timeout = std::chrono::milliseconds(timeout_ms);
+  const auto started = std::chrono::steady_clock::now();
+  const auto ms = [&] {
+    return static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count());
+  };
+  auto cfg = optcast::job_config::from_env();
+  cfg.timeout = timeout;
+  optcast::communicator world = optcast::make_communicator(optcast::tcp::connect(cfg), cfg);
+  std::optional<optcast::communicator> shrunk, grown;
+  if (cfg.rejoin) {
+    auto a = optcast::run(world, optcast::admitted(world, std::chrono::milliseconds(wait_ms)));
+    if (!a) {
+      std::fprintf(stderr, "grow: rank %d (replacement): %s\n", cfg.rank, optcast::describe(a.error(), world.last_error()).c_str());
+      return 1;
+    }
+    grown = std::move(*a);
+    std::printf("rank %d: replacement admitted after %lld ms into {%s}\n", cfg.rank, ms(), members(*grown).c_str());
+  } else {
+    long calls = 0;
+    while (check_sum(world, timeout)) ++calls;  // until a rank dies
+    auto s = optcast::run(world, optcast::shrink(world));
+    if (!s) {
+      std::fprintf(stderr, "grow: rank %d: shrink: %s\n", cfg.rank, optcast::describe(s.error(), world.last_error()).c_str());
+      return 1;
+    }
+    shrunk = std::move(*s);
+    std::printf("rank %d: after %ld allreduces a rank failed; shrunk to {%s}\n", cfg.rank, calls, members(*shrunk).c_str());
+    std::fflush(stdout);
+    if (!marker.empty()) std::ofstream(marker + "-" + std::to_string(cfg.rank)) << members(*shrunk) << "\n";
+    auto g = optcast::run(*shrunk, optcast::grow(*shrunk));
+    if (!g) {
+      std::fprintf(stderr, "grow: rank %d: grow: %s\n", cfg.rank, optcast::describe(g.error(), shrunk->last_error()).c_str());
+      return 1;
+    }
+    grown = std::move(*g);
+    std::printf("rank %d: grown to {%s} after %lld ms\n", cfg.rank, members(*grown).c_str(), ms());
+  }
+  if (!check_sum(*grown, timeout)) {
+    std::fprintf(stderr, "grow: rank %d: the allreduce on the grown communicator failed or was wrong: %s\n", cfg.rank,
+                 grown->last_error().c_str());
+    return 1;
+  }
+  std::printf("rank %d: allreduce on {%s} right\n", cfg.rank, members(*grown).c_str());
+  if (auto left = grown->leave(); !left) {
+    std::fprintf(stderr, "grow: rank %d: the job's outcome: %s\n", cfg.rank, optcast::describe(left.error(), grown->failure_detail()).c_str());
+    return 1;
+  }
+  std::printf("rank %d: the job ended well\n", cfg.rank);
+  return 0;
+} catch (const optcast::setup_error& e) {
+  std::fprintf(stderr, "grow: %s\n", e.what());
+  return 1;
+}
