@@ -55,6 +55,23 @@ public:
 // The same, with the store in `store` (started here) rather than on rank 0.
 std::vector<int> spawn_local_ranks(int np, const std::vector<std::string>& args, launcher_store& store);
 
+// A job spawned on this machine, with what a process needs to join it later: a
+// replacement for one of its ranks (optcast/survive.hpp, grow).
+struct local_job {
+  std::vector<int> pids;  // the ranks', in rank order
+  std::string store;      // host:port of the job's store
+  std::uint64_t id = 0;   // OPTCAST_JOB_ID
+  std::string secret;     // the fresh secret the ranks were given; empty: they inherited the user's
+  bool store_apart = false;  // served by a launcher_store, not by rank 0
+};
+// spawn_local_ranks, the job described; with `store` (not null) served there.
+local_job spawn_local_job(int np, const std::vector<std::string>& args, launcher_store* store = nullptr);
+// Starts `args` (args[0] the program's name; /proc/self/exe is run) as a replacement for
+// rank `rank` of `job`: its OPTCAST_RANK, the job's store, id and secret, and
+// OPTCAST_REJOIN=1. Its pid. Throws setup_error for a rank out of range, or rank 0 of a
+// job whose store rank 0 hosted (the store died with it).
+int spawn_replacement(const local_job& job, int rank, const std::vector<std::string>& args);
+
 // A socket listening on a free loopback port, for job_config::store_fd of the rank that
 // hosts the job's store (the others reach it at 127.0.0.1:port): bound before anyone
 // is told the port, so no other process can take it meanwhile. Throws setup_error.

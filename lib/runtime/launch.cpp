@@ -1,5 +1,6 @@
 #include "optcast/launch.hpp"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <csignal>
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <netinet/in.h>
 #include <random>
 #include <string>
+#include <string_view>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
@@ -73,78 +75,110 @@ bool launcher_store::failed() const { return impl_->server && impl_->server->fai
 
 namespace {
 
-std::vector<int> spawn(int np, const std::vector<std::string>& args, launcher_store* apart) {
-  auto refuse = [](const std::string& why) -> std::vector<int> { throw setup_error(make_error_code(errc::invalid_argument), why); };
-  std::vector<char*> child_args;
-  for (const auto& a : args) child_args.push_back(const_cast<char*>(a.c_str()));
-  child_args.push_back(nullptr);
+// The environment of rank `rank` of `job`: this process's, with the job's settings over
+// it. Made before fork: a child of a process with threads (a launcher_store's) may only
+// exec, since another thread may have held the allocator's lock at the fork.
+std::vector<std::string> rank_env(const local_job& job, int rank, int np, std::vector<std::string> more = {}) {
+  std::vector<std::string> mine{"OPTCAST_RANK=" + std::to_string(rank), "OPTCAST_SIZE=" + std::to_string(np), "OPTCAST_STORE=" + job.store,
+                                "OPTCAST_JOB_ID=" + std::to_string(job.id)};
+  if (!job.secret.empty()) mine.push_back("OPTCAST_SECRET=" + job.secret);
+  if (job.store_apart) mine.push_back("OPTCAST_STORE_EXTERNAL=1");
+  mine.insert(mine.end(), more.begin(), more.end());
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view v(*e);
+    const auto named = [&](const std::string& m) { return v.substr(0, v.find('=') + 1) == std::string_view(m).substr(0, m.find('=') + 1); };
+    if (std::none_of(mine.begin(), mine.end(), named)) env.emplace_back(v);
+  }
+  env.insert(env.end(), mine.begin(), mine.end());
+  return env;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& v) {
+  std::vector<char*> p;
+  for (auto& s : v) p.push_back(s.data());
+  p.push_back(nullptr);
+  return p;
+}
+
+// Forks and runs this program with `args` and `env`; the child closes `close_fd` (if not -1) first.
+pid_t start(std::vector<std::string> args, std::vector<std::string> env, int close_fd) {
+  auto argv = pointers(args), envp = pointers(env);
+  const std::string name = args.empty() ? "?" : args[0];
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  if (close_fd >= 0) ::close(close_fd);
+  ::execve("/proc/self/exe", argv.data(), envp.data());
+  // After a failed exec only what is safe in a child: write(2) and _exit.
+  const char msg[] = "optcast launcher: cannot start the program (execve of /proc/self/exe failed)\n";
+  [[maybe_unused]] auto w = ::write(2, msg, sizeof msg - 1);
+  ::_exit(127);
+}
+
+[[noreturn]] void refuse(const std::string& why) { throw setup_error(make_error_code(errc::invalid_argument), why); }
+
+}  // namespace
+
+local_job spawn_local_job(int np, const std::vector<std::string>& args, launcher_store* apart) {
   // The store's socket is bound here and handed to rank 0 (inherited: not close-on-exec),
   // or served here.
   auto [lfd, port] = listen_loopback_store();
-  const std::string store = "127.0.0.1:" + std::to_string(port);
+  local_job job;
+  job.store = "127.0.0.1:" + std::to_string(port);
   std::random_device rd;
-  const std::uint64_t job_id = (std::uint64_t{rd()} << 32 | rd()) | 1;
-  const std::string job = std::to_string(job_id);
+  job.id = (std::uint64_t{rd()} << 32 | rd()) | 1;
+  job.store_apart = apart != nullptr;
   // The ranks authenticate each other with a secret only they (and this user) can read;
   // one the user gave (OPTCAST_SECRET or OPTCAST_SECRET_FILE) is passed on instead.
-  std::string secret;
-  if (!std::getenv("OPTCAST_SECRET") && !std::getenv("OPTCAST_SECRET_FILE")) secret = auth::fresh_secret();
+  if (!std::getenv("OPTCAST_SECRET") && !std::getenv("OPTCAST_SECRET_FILE")) job.secret = auth::fresh_secret();
   // A store served here takes the user's settings as the ranks do (secret, encryption);
   // read before forking, so that a bad one fails here, not in every rank.
   job_config store_cfg;
   if (apart) store_cfg.read_rank_env([](const char* n) { return std::getenv(n); });
 
-  std::vector<int> pids;
   for (int r = 0; r < np; ++r) {
-    const pid_t pid = ::fork();
+    const bool hosts = !apart && r == 0;
+    const pid_t pid = start(args, rank_env(job, r, np, hosts ? std::vector<std::string>{"OPTCAST_STORE_FD=" + std::to_string(lfd)}
+                                                              : std::vector<std::string>{}),
+                            hosts ? -1 : lfd);
     if (pid < 0) {
-      for (pid_t p : pids) ::kill(p, SIGTERM);
+      const int e = errno;
+      for (pid_t p : job.pids) ::kill(p, SIGTERM);
       ::close(lfd);
-      return refuse(std::string("fork: ") + std::strerror(errno));
+      refuse(std::string("fork: ") + std::strerror(e));
     }
-    if (pid == 0) {
-      ::setenv("OPTCAST_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("OPTCAST_SIZE", std::to_string(np).c_str(), 1);
-      ::setenv("OPTCAST_STORE", store.c_str(), 1);
-      ::setenv("OPTCAST_JOB_ID", job.c_str(), 1);
-      if (!secret.empty()) ::setenv("OPTCAST_SECRET", secret.c_str(), 1);
-      if (apart) {
-        ::setenv("OPTCAST_STORE_EXTERNAL", "1", 1);
-        ::close(lfd);
-      } else if (r == 0) {
-        ::setenv("OPTCAST_STORE_FD", std::to_string(lfd).c_str(), 1);
-      } else {
-        ::close(lfd);
-      }
-      ::execv("/proc/self/exe", child_args.data());
-      std::fprintf(stderr, "optcast launcher: cannot start %s: %s\n", child_args[0], std::strerror(errno));
-      ::_exit(127);
-    }
-    pids.push_back(pid);
+    job.pids.push_back(pid);
   }
   if (!apart) {
     ::close(lfd);
-    return pids;
+    return job;
   }
   // Served once every rank is forked (a child of a process with threads could inherit a
   // held lock); the ranks' connections wait in the socket's backlog meanwhile.
   try {
     apart->impl_->server =
-        std::make_unique<store::server>(lfd, np, job_id, secret.empty() ? store_cfg.secret : secret, store_cfg.encrypt);
+        std::make_unique<store::server>(lfd, np, job.id, job.secret.empty() ? store_cfg.secret : job.secret, store_cfg.encrypt);
   } catch (...) {
-    for (pid_t p : pids) ::kill(p, SIGTERM);
+    for (pid_t p : job.pids) ::kill(p, SIGTERM);
     throw;
   }
   apart->impl_->server->expect_all_within(store_cfg.bootstrap_timeout);
-  return pids;
+  return job;
 }
 
-}  // namespace
+int spawn_replacement(const local_job& job, int rank, const std::vector<std::string>& args) {
+  const int np = static_cast<int>(job.pids.size());
+  if (rank < 0 || rank >= np) refuse("a replacement for rank " + std::to_string(rank) + " of a job of " + std::to_string(np) + " ranks");
+  if (rank == 0 && !job.store_apart) refuse("no replacement for rank 0: the store it hosted died with it (serve the store apart)");
+  const pid_t pid = start(args, rank_env(job, rank, np, {"OPTCAST_REJOIN=1"}), -1);
+  if (pid < 0) refuse(std::string("fork: ") + std::strerror(errno));
+  return pid;
+}
 
-std::vector<int> spawn_local_ranks(int np, const std::vector<std::string>& args) { return spawn(np, args, nullptr); }
+std::vector<int> spawn_local_ranks(int np, const std::vector<std::string>& args) { return spawn_local_job(np, args).pids; }
 
 std::vector<int> spawn_local_ranks(int np, const std::vector<std::string>& args, launcher_store& store) {
-  return spawn(np, args, &store);
+  return spawn_local_job(np, args, &store).pids;
 }
 
 std::optional<int> launch_local(int argc, char** argv) {
