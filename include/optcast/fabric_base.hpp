@@ -49,7 +49,7 @@ public:
   // Job ranks whose replacements are ready and that this rank has not admitted.
   std::vector<int> joiners() const;
   // Tells replacement `to` that it is a member of communicator `id` (job ranks `members`,
-  // ascending), and the store too where this rank is that replacement's admitter.
+  // ascending); it tells the store itself once it takes the word (admitted()).
   void admit_replacement(int to, std::uint32_t id, const std::vector<int>& members);
   // On a replacement: the communicator a member admitted it to, once (nullopt until then).
   std::optional<std::pair<std::uint32_t, std::vector<int>>> take_admission();

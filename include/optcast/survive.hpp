@@ -61,10 +61,13 @@ task<result<communicator>> shrink(communicator& c);
 // grow waits up to c's deadline for `replacements` of them (ranks of the job that are
 // not members of c, ready by the store's word), agrees on them among c's members, and
 // returns a communicator of the members and the replacements, in job rank order, usable
-// for every collective (its first barrier has passed on every one of them). Fails with
-// errc::timeout when not enough came, errc::peer_lost when a member failed meanwhile
-// (shrink, then grow again), errc::invalid_argument where the fabric takes no
-// replacements (TCP over optcast's TCP store does; not libfabric, kv stores or PMIx).
+// for every collective (its first barrier has passed). Fails alike on every member, with
+// errc::timeout when not enough came, errc::peer_lost when a member failed before the
+// agreement (shrink c, then grow again), errc::invalid_argument where the fabric takes no
+// replacements (TCP over optcast's TCP store does; not libfabric, kv stores or PMIx). A
+// member or replacement that dies after the agreement may be in the result, as in a
+// shrink's: it is then broken on every rank that learns of it; shrink it (every member
+// and replacement holds it).
 // From then on the store counts the replacement as any rank. A replacement takes its
 // predecessor's place in the job's layout: start it where that one ran, or alike.
 task<result<communicator>> grow(communicator& c, int replacements = 1);

@@ -44,6 +44,20 @@ fabric_base* growing_fabric(communicator& c, const std::shared_ptr<fabric>& base
   return fb;
 }
 
+// Everyone in, the replacements too: then the communicator works for every collective.
+// Past the agreement every member and replacement holds `out`, so a death now returns it
+// all the same (broken where that is known, as a shrink's result with a member that died
+// during it): every one of them can then shrink the same communicator. Another failure
+// (the deadline, no death known) fails.
+task<result<communicator>> first_barrier(communicator& c, communicator out, collective_options o, const char* what) {
+  auto b = co_await barrier(out, o);
+  if (b || b.error() == make_error_code(errc::peer_lost) || b.error() == make_error_code(errc::revoked) ||
+      b.error() == make_error_code(errc::broken))
+    co_return out;
+  comm_access::record_error(c, std::string(what) + ": the grown communicator's first barrier failed: " + out.last_error());
+  co_return fail(b.error());
+}
+
 }  // namespace
 
 task<result<communicator>> grow(communicator& c, int replacements) {
@@ -79,7 +93,9 @@ task<result<communicator>> grow(communicator& c, int replacements) {
   }
   collective_options o;
   o.timeout = 2 * timeout + std::chrono::seconds(1);  // rank 0 may wait out `timeout` first
-  if (auto b = co_await broadcast(c, std::span<std::int32_t>(named), 0, o); !b) co_return fail(b.error());
+  // A failed broadcast (a member died) goes on to the agreement with nothing named: every
+  // member then learns the same failure there, and fails alike (shrink, then grow again).
+  if (auto b = co_await broadcast(c, std::span<std::int32_t>(named), 0, o); !b) std::fill(named.begin(), named.end(), -1);
   std::vector<int> joining;
   for (auto j : named)
     if (j >= 0 && j < base->size() && !is_member(j) && std::find(joining.begin(), joining.end(), j) == joining.end()) joining.push_back(j);
@@ -117,14 +133,10 @@ task<result<communicator>> grow(communicator& c, int replacements) {
   all.insert(all.end(), joining.begin(), joining.end());
   std::sort(all.begin(), all.end());
   auto out = member_of(c, all, id);
-  if (c.rank() == 0)
-    for (int j : joining) fb->admit_replacement(j, id, all);
-  // Everyone in, the replacements too: the communicator works for every collective.
-  if (auto b = co_await barrier(out, o); !b) {
-    comm_access::record_error(c, "grow: the grown communicator's first barrier failed: " + out.last_error());
-    co_return fail(b.error());
-  }
-  co_return out;
+  // From every member: the word reaches the replacements while any of them lives (they
+  // take the first), so every holder of `out` can shrink it with them.
+  for (int j : joining) fb->admit_replacement(j, id, all);
+  co_return co_await first_barrier(c, std::move(out), o, "grow");
 }
 
 task<result<communicator>> admitted(communicator& world, std::chrono::milliseconds wait) {
@@ -155,11 +167,7 @@ task<result<communicator>> admitted(communicator& world, std::chrono::millisecon
   fb->admitted();  // from now on its death fails the job as any member's
   collective_options o;
   o.timeout = 2 * world.options().timeout + std::chrono::seconds(1);
-  if (auto b = co_await barrier(out, o); !b) {
-    comm_access::record_error(world, "admitted: the grown communicator's first barrier failed: " + out.last_error());
-    co_return fail(b.error());
-  }
-  co_return out;
+  co_return co_await first_barrier(world, std::move(out), o, "admitted");
 }
 
 }  // namespace optcast

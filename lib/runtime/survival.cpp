@@ -60,7 +60,10 @@ void survival::admit(int to, std::uint32_t id, const std::vector<int>& members) 
   send(to, m);
 }
 
-std::optional<std::pair<std::uint32_t, std::vector<int>>> survival::take_admission() { return std::exchange(admission_, std::nullopt); }
+std::optional<std::pair<std::uint32_t, std::vector<int>>> survival::take_admission() {
+  if (admission_) admission_taken_ = true;
+  return std::exchange(admission_, std::nullopt);
+}
 
 void survival::note(std::string why) { f_.note_error(std::move(why)); }
 
@@ -137,7 +140,9 @@ void survival::revoke(std::uint32_t id, std::error_code ec, std::string why, boo
   revoked_[id] = {ec, why};
   auto here = alive_;
   f_.fail_communicator(id, ec, why);
-  if (!*here || !tell) return;
+  // A replacement's job communicator is its predecessor's: the members drop what comes
+  // for it, and one that has not revived it yet would refuse the connection.
+  if (!*here || !tell || (id == 0 && f_.replacement())) return;
   control_message m;
   m.kind = control_message::revoke;
   m.comm = id;
@@ -183,9 +188,9 @@ void survival::arrived(int src, std::span<const std::byte> bytes) {
     return;
   }
   if (m->kind == control_message::admit) {
-    // Only a replacement waits for one; its first word stands (a member's later one for
-    // the same growth says the same).
-    if (!f_.replacement() || admission_ || m->comm == 0) return;
+    // Only a replacement waits for one; the first word stands (every member of the growth
+    // sends the same, so that it comes while any of them lives).
+    if (!f_.replacement() || admission_ || admission_taken_ || m->comm == 0) return;
     std::vector<int> members;
     for (std::size_t j = 0; j < dead_.size() && j / 64 < m->failed.size(); ++j)
       if (m->failed[j / 64] >> (j % 64) & 1) members.push_back(static_cast<int>(j));

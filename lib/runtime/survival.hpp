@@ -83,6 +83,7 @@ private:
   std::map<std::uint32_t, std::uint64_t> epoch_of_;
   std::vector<int> joiners_;  // revived, not yet admitted by this rank
   std::optional<std::pair<std::uint32_t, std::vector<int>>> admission_;
+  bool admission_taken_ = false;  // a replacement is admitted once: later words are the other members'
   std::map<int, std::pair<std::error_code, std::string>> dead_why_;
   std::map<std::uint32_t, std::vector<int>> comms_;  // enrolled, job ranks (id 0 implicit)
   struct revocation_t {

@@ -79,6 +79,7 @@ client::client(const asio::any_io_executor& events, const address& server, int r
 void client::handshake(const address& server, int rank, int size, std::chrono::milliseconds timeout,
                        std::string_view secret, std::uint64_t job_id, bool encrypt, bool rejoin) {
   auto& io = impl_->io;
+  impl_->rejoining = rejoin;
   const auto key = auth::key::from_secret(secret);
   if (encrypt && !key) throw setup_error(make_error_code(errc::invalid_argument), "OPTCAST_ENCRYPT needs a job secret (OPTCAST_SECRET)");
   const auto deadline = clock::now() + timeout;

@@ -41,6 +41,9 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
   bool events_set = false;
   std::vector<std::function<void()>> held;
   bool leaving = false;
+  // A replacement (job_config::rejoin): what it waits for in the store (the job's layout)
+  // is there already, and a member's death is the members' to deal with (they shrink).
+  bool rejoining = false;
   std::string server_name;
   // Encrypted (OPTCAST_ENCRYPT): the two directions' channels, made at the challenge;
   // what this end reads is sealed from the message after the welcome on (`sealed_in`),
@@ -110,12 +113,13 @@ struct client::impl : std::enable_shared_from_this<client::impl> {
             std::lock_guard lock(self->mu);
             if (self->job_failure.empty()) self->job_failure = wire::printable(m->val, max_failure_text);
           }
-          // A rank waiting for keys that will never come (a rank that did not join) hears
-          // why now, not at its timeout.
-          for (auto& [id, done] : std::exchange(self->pending, {})) done(fail(told_error(m->id)));
           // arg: the rank that failed (its own report, or the one a stall's inquiry found
           // silent), -1 for the job as a whole.
           const int who = m->arg == static_cast<std::uint32_t>(-1) ? -1 : static_cast<int>(m->arg);
+          // A rank waiting for keys that will never come (a rank that did not join) hears
+          // why now, not at its timeout.
+          if (!self->rejoining || who < 0)
+            for (auto& [id, done] : std::exchange(self->pending, {})) done(fail(told_error(m->id)));
           self->tell([me = self.get(), code = std::uint64_t{m->id}, who, why = wire::printable(m->val, max_failure_text)] {
             if (me->failed) me->to_rank([f = me->failed, code, who, why] { f(code, who, why); });
           });
