@@ -18,11 +18,6 @@ int model_cmd(int argc, char** argv);      // optcast-bench model
 int rounds_cmd(int argc, char** argv);     // optcast-bench rounds
 int coll_cmd(int argc, char** argv);       // optcast-bench coll
 int chaos_cmd(int argc, char** argv);      // optcast-bench chaos
-// chaos --shrink (chaos_shrink.cpp): the trials, and one rank of one.
-int shrink_trials(const char* self, const std::string& fabric, const std::string& store, int np, int trials, const std::string& mode,
-                  bool second, int victim, int timeout_ms, long ops_after, std::uint64_t seed, bool json, bool quiet);
-int shrink_rank_main(const std::string& fabric, const std::string& store, const std::string& report, std::uint64_t seed, int timeout_ms,
-                     long ops_after);
 int sim_cmd(int argc, char** argv);        // optcast-bench sim
 int flood_cmd(int argc, char** argv);      // optcast-bench flood
 

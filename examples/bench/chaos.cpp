@@ -30,6 +30,7 @@
 
 #include "bench.hpp"
 #include "chaos_calls.hpp"
+#include "chaos_shrink.hpp"
 #include <optcast/cli.hpp>
 
 namespace optcast::bench {
@@ -93,21 +94,6 @@ struct tally {
   std::vector<double> ms;  // injection to each survivor's error
   std::string first_other;  // the first error that does not name the victim
 };
-
-std::string summary(const std::vector<double>& v) {
-  if (v.empty()) return "-";
-  auto s = v;
-  std::sort(s.begin(), s.end());
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "%.1f / %.1f / %.1f / %.1f", s.front(), s[s.size() / 2], s[std::min(s.size() - 1, s.size() * 99 / 100)], s.back());
-  return buf;
-}
-
-std::string json_list(const std::vector<double>& v) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
 
 // --mode none: one job, no fault. Every rank must finish every call with the right data,
 // and its resident set at the end should be what it was after the first tenth (warm-up:
@@ -206,12 +192,18 @@ int chaos_cmd(int argc, char** argv) {
                    ? std::string()
                    : "'" + s + "' is none of file:///DIR, redis://HOST:PORT, launcher";
       });
-  bool shrinking = false, second = false;
+  bool shrinking = false, second = false, growing = false;
   long ops_after = 20, rank_shrink = -1;
+  int rank_grow = 0;
   app.add_flag("--shrink", shrinking,
                "the survivors shrink and go on: every one must end with the same membership, the victims left out "
                "(with the store rank 0 hosts, rank 0 is spared: the store dies with it)");
-  app.add_flag("--second-kill", second, "with --shrink: kill a second rank within 20 ms of the first, while the survivors shrink");
+  app.add_flag("--grow", growing,
+               "with --shrink: once the survivors have shrunk, start a replacement for the victim (OPTCAST_REJOIN=1); they grow, "
+               "and every one of them and the replacement must end with the same membership, the replacement in (TCP store only)");
+  app.add_flag("--second-kill", second,
+               "with --shrink: kill a second rank within 20 ms of the first, while the survivors shrink; with --grow, within 20 ms "
+               "of the replacement's start, while they grow");
   int first_victim = -1;
   app.add_option("--victim", first_victim, "with --shrink: always this rank first (default: a random one)")->check(CLI::Range(0, 4095));
   app.add_option("--ops-after", ops_after, "with --shrink: verified collectives on each shrunk communicator")
@@ -221,6 +213,7 @@ int chaos_cmd(int argc, char** argv) {
   app.add_flag("--quiet", quiet, "no progress line");
   // Internal: how a rank of a trial is started.
   app.add_option("--rank-shrink", rank_shrink)->group("");
+  app.add_option("--rank-grow", rank_grow)->group("");
   app.add_option("--rank-report", report_dir)->group("");
   app.add_option("--rank-timeout", rank_timeout)->group("");
   app.add_option("--rank-ops", ops)->group("");
@@ -230,10 +223,10 @@ int chaos_cmd(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  if (!report_dir.empty() && rank_shrink >= 0) return shrink_rank_main(fabric, store, report_dir, seed, rank_timeout, rank_shrink);
+  if (!report_dir.empty() && rank_shrink >= 0) return shrink_rank_main(fabric, store, report_dir, seed, rank_timeout, rank_shrink, rank_grow != 0);
   if (!report_dir.empty()) return rank_main(fabric, store, report_dir, seed, rank_timeout, ops);
-  if (second && !shrinking) {
-    std::fprintf(stderr, "optcast-bench chaos: --second-kill goes with --shrink\n");
+  if ((second || growing) && !shrinking) {
+    std::fprintf(stderr, "optcast-bench chaos: %s goes with --shrink\n", second ? "--second-kill" : "--grow");
     return 2;
   }
   if (store == "launcher" && !shrinking) {
@@ -244,7 +237,10 @@ int chaos_cmd(int argc, char** argv) {
     std::fprintf(stderr, "optcast-bench chaos: --shrink needs a fault (--mode kill, stop or both)\n");
     return 2;
   }
-  if (shrinking) return shrink_trials(argv[0], fabric, store, np, trials, mode, second, first_victim, timeout_ms, ops_after, seed, json, quiet);
+  if (shrinking)
+    return shrink_trials(argv[0], {.fabric = fabric, .store = store, .mode = mode, .np = np, .trials = trials, .victim = first_victim,
+                                   .timeout_ms = timeout_ms, .ops_after = ops_after, .seed = seed, .second = second, .grow = growing,
+                                   .json = json, .quiet = quiet});
   if (mode == "none") return soak(argv[0], fabric, store, np, soak_ops, timeout_ms, seed, json, quiet);
 
   std::mt19937_64 rng(seed);
@@ -263,7 +259,7 @@ int chaos_cmd(int argc, char** argv) {
     const std::vector<std::string> args{argv[0], "chaos", "--fabric", fabric, "--seed", std::to_string(rng()),
                                         "--rank-report", dir.string(), "--rank-timeout", std::to_string(timeout_ms), "--rank-store",
                                         files.empty() ? store : "file://" + files.string()};
-    auto pids = start_trial(np, args, dir, rng);
+    auto pids = start_trial(np, args, dir, rng).pids;
     const int victim = static_cast<int>(rng() % static_cast<std::uint64_t>(np));
     const long long injected = now_ns();
     ::kill(pids[static_cast<std::size_t>(victim)], stop ? SIGSTOP : SIGKILL);
@@ -351,7 +347,7 @@ int chaos_cmd(int argc, char** argv) {
     for (const auto& [name, x] : {std::pair<const char*, const tally*>{"kill", &kills}, std::pair<const char*, const tally*>{"stop", &stops}})
       if (x->injections)
         std::printf("%-6s %10d %9d %10d %8d %7d %6d %6d   %s\n", name, x->injections, x->survivors, x->with_cause, x->other_error, x->silent,
-                    x->wrong, x->hangs, summary(x->ms).c_str());
+                    x->wrong, x->hangs, percentiles(x->ms).c_str());
     for (const auto* x : {&kills, &stops})
       if (!x->first_other.empty()) std::printf("  first error without the cause: %s\n", x->first_other.c_str());
   }

@@ -3,7 +3,9 @@
 // that draws from the same generator. Shared by the plain trials and the shrinking ones.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -21,21 +23,37 @@ inline long long now_ns() {  // CLOCK_MONOTONIC: one clock for every process of 
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// min / median / p99 / max of `v`, one decimal ("-" for none); and `v` as a JSON list.
+inline std::string percentiles(std::vector<double> v) {
+  if (v.empty()) return "-";
+  std::sort(v.begin(), v.end());
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%.1f / %.1f / %.1f / %.1f", v.front(), v[v.size() / 2], v[std::min(v.size() - 1, v.size() * 99 / 100)],
+                v.back());
+  return buf;
+}
+
+inline std::string json_list(const std::vector<double>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
 inline std::byte pattern(std::size_t i, std::uint64_t k) { return static_cast<std::byte>((i * 131 + k * 7 + (i >> 9)) & 0xff); }
 
-// Starts a trial's ranks (spawn_local_ranks with `args`; the job's store in `store`, where
+// Starts a trial's ranks (spawn_local_job with `args`; the job's store in `store`, where
 // given, rather than on rank 0), waits until each has joined
 // (its ready file in `dir`), then 50..550 ms more, so that the fault lands in running
-// collectives rather than the bootstrap (which has its own timeout). Their pids.
-inline std::vector<int> start_trial(int np, const std::vector<std::string>& args, const std::filesystem::path& dir, std::mt19937_64& rng,
-                                    launcher_store* store = nullptr) {
-  auto pids = store ? spawn_local_ranks(np, args, *store) : spawn_local_ranks(np, args);
+// collectives rather than the bootstrap (which has its own timeout). The job.
+inline local_job start_trial(int np, const std::vector<std::string>& args, const std::filesystem::path& dir, std::mt19937_64& rng,
+                             launcher_store* store = nullptr) {
+  auto job = spawn_local_job(np, args, store);
   const auto joined_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (int r = 0; r < np; ++r)
     while (!std::filesystem::exists(dir / ("ready-" + std::to_string(r))) && std::chrono::steady_clock::now() < joined_by)
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
   std::this_thread::sleep_for(std::chrono::milliseconds(50 + static_cast<int>(rng() % 500)));
-  return pids;
+  return job;
 }
 
 // Call i on comm: 0 done and right; 1 failed (`ec` says why); 3 wrong data ("wrong ..."

@@ -1,18 +1,23 @@
 // optcast-bench chaos --shrink: the survivors go on. Each trial starts --np ranks that run
 // random verified collectives; one rank is killed (or stopped) at a random point of a
 // random collective, and with --second-kill another a few milliseconds later, while the
-// survivors shrink. Every survivor shrinks (optcast/survive.hpp) until a round on the new
-// communicator succeeds on all: a checked allreduce of the members' job ranks, --ops-after
-// random verified collectives, and an agreement that all went well (the ULFM pattern: a
-// round that failed anywhere is shrunk again everywhere). Counted: survivors that end with
+// survivors shrink (their rounds: chaos_survivors.cpp). Counted: survivors that end with
 // the same membership as the others, hangs, wrong results, failed shrinks, and the time
 // from the fault to a usable communicator (its first allreduce done).
+//
+// With --grow, once every survivor has shrunk, a replacement for the victim is started
+// (spawn_replacement: its rank, OPTCAST_REJOIN=1; a stopped victim is killed first, as a
+// job manager would) and the survivors grow; with --second-kill the second victim is a
+// survivor killed within 20 ms of the replacement's start, while they grow. Counted
+// besides: members (survivors and the replacement) that end with the same membership,
+// the replacement in; and the time from the replacement's start to the first allreduce
+// right on a communicator with it, on the last of them.
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
-#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <sstream>
@@ -25,87 +30,14 @@
 #include <optcast/optcast.hpp>
 #include <optcast/progress.hpp>
 
-#include "bench.hpp"
 #include "chaos_calls.hpp"
+#include "chaos_shrink.hpp"
 
 namespace optcast::bench {
 
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string members_of(const communicator& c) {
-  std::string s;
-  for (int r = 0; r < c.size(); ++r) s += (r ? "," : "") + std::to_string(job_rank(c, r));
-  return s;
-}
-
-}  // namespace
-
-// One rank of a shrinking trial. Its report: "fault NS WHY" when its first call fails,
-// "usable NS ROUND" once a shrunk communicator's first allreduce is right, "done NS ROUND
-// MEMBERS" once a round succeeded everywhere, "left ..." with the job's outcome; or "error
-// CODE NS WHY", or "wrong ...".
-int shrink_rank_main(const std::string& fabric, const std::string& store, const std::string& report, std::uint64_t seed, int timeout_ms,
-                     long ops_after) {
-  if (!store.empty()) ::setenv("OPTCAST_STORE", store.c_str(), 1);
-  auto job = join(fabric);
-  std::ofstream out(report + "/rank-" + std::to_string(job.rank()) + ".txt");
-  std::ofstream(report + "/ready-" + std::to_string(job.rank()));
-  const collective_options o{.timeout = std::chrono::milliseconds(timeout_ms)};
-  std::mt19937_64 rng(seed);
-  std::error_code ec;
-  for (long i = 0;; ++i) {
-    const int st = verified_call(job, rng, i, o, out, ec);
-    if (st == 3) return 3;
-    if (st == 1) break;
-  }
-  out << "fault " << now_ns() << " " << describe(ec, job.failure_detail()) << "\n" << std::flush;
-  std::deque<communicator> shrunk;  // each round's, kept: references to them stay valid
-  communicator* cur = &job;
-  bool usable = false;
-  for (int round = 1;; ++round) {
-    if (round > 8) {
-      out << "error 0 " << now_ns() << " eight rounds of shrinking did not give a communicator that works\n";
-      return 1;
-    }
-    auto s = run(*cur, shrink(*cur));
-    if (!s) {
-      out << "error " << s.error().value() << " " << now_ns() << " shrink: " << describe(s.error(), cur->last_error()) << "\n";
-      return 1;
-    }
-    shrunk.push_back(std::move(*s));
-    cur = &shrunk.back();
-    std::int64_t v = job_rank(*cur, cur->rank()), expected = 0;
-    for (int r = 0; r < cur->size(); ++r) expected += job_rank(*cur, r);
-    bool ok = static_cast<bool>(run(*cur, allreduce(*cur, std::span<const std::int64_t>(&v, 1), std::span<std::int64_t>(&v, 1), ops::sum, o)));
-    if (ok && v != expected) return out << "wrong allreduce on the shrunk communicator\n", 3;
-    if (ok && !usable) {
-      usable = true;
-      out << "usable " << now_ns() << " " << round << "\n" << std::flush;
-    }
-    std::mt19937_64 again(seed ^ (0x5eedull + static_cast<std::uint64_t>(round)));  // alike on every survivor
-    for (long i = 0; ok && i < ops_after; ++i) {
-      const int st = verified_call(*cur, again, i, o, out, ec);
-      if (st == 3) return 3;
-      ok = st == 0;
-    }
-    auto a = run(*cur, agree(*cur, ok ? 1 : 0));
-    if (!a) {
-      out << "error " << a.error().value() << " " << now_ns() << " agree: " << describe(a.error(), cur->last_error()) << "\n";
-      return 1;
-    }
-    if (a->flag == 1 && a->failed.empty()) {
-      out << "done " << now_ns() << " " << round << " " << members_of(*cur) << "\n" << std::flush;
-      break;
-    }
-  }
-  auto left = cur->leave();
-  out << "left " << (left ? std::string("ok") : describe(left.error(), cur->failure_detail())) << "\n";
-  return 0;
-}
-
-namespace {
 
 struct shrink_tally {
   int injections = 0, survivors = 0, done = 0, agreeing = 0, excluding = 0, second_in = 0, failed = 0, wrong = 0, hangs = 0, rounds_max = 0;
@@ -114,143 +46,234 @@ struct shrink_tally {
   std::string first_failure;
 };
 
-std::string percentiles(std::vector<double> v) {
-  if (v.empty()) return "-";
-  std::sort(v.begin(), v.end());
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "%.1f / %.1f / %.1f / %.1f", v.front(), v[v.size() / 2], v[std::min(v.size() - 1, v.size() * 99 / 100)],
-                v.back());
-  return buf;
+struct grow_tally {
+  int cycles = 0, members = 0, regrown = 0, agreeing = 0, with_replacement = 0, second_in = 0, failed = 0, wrong = 0, hangs = 0;
+  int rounds_max = 0, left_ok = 0;
+  std::vector<double> ms;        // the replacement's start to a usable grown communicator on every member, each cycle
+  std::vector<double> admit_ms;  // the replacement's start to its admission
+  std::string first_failure;
+};
+
+// What a rank's report says (chaos_survivors.cpp has its lines).
+struct report {
+  long long usable = 0, grow_usable = 0, admitted = 0;
+  bool done = false, regrown = false, wrong = false, left_ok = false;
+  int done_round = 0, regrown_round = 0;
+  std::string done_members, regrown_members, error;
+};
+
+report read_report(const fs::path& file) {
+  report rp;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string word, how;
+    long long at = 0;
+    words >> word;
+    if (word == "usable" && !rp.usable) words >> rp.usable;
+    else if (word == "grow-usable" && !rp.grow_usable) words >> rp.grow_usable;
+    else if (word == "admitted") words >> rp.admitted;
+    else if (word == "done") rp.done = static_cast<bool>(words >> at >> rp.done_round >> rp.done_members);
+    else if (word == "regrown") rp.regrown = static_cast<bool>(words >> at >> rp.regrown_round >> rp.regrown_members);
+    else if (word == "left") rp.left_ok = (words >> how) && how == "ok";
+    else if (word == "wrong") rp.wrong = true;
+    else if (word == "error" && rp.error.empty()) rp.error = line;
+  }
+  return rp;
 }
+
+bool among(const std::vector<int>& v, int r) { return std::find(v.begin(), v.end(), r) != v.end(); }
+
+// The processes of a trial, reaped as they end: ranks 0..np-1, and the replacement at np.
+struct trial_processes {
+  std::vector<int> pids;
+  std::vector<bool> ended;
+  void add(int pid) { pids.push_back(pid), ended.push_back(false); }
+  // Until `enough` (checked between looks) or all of `watched` ended, or `limit`.
+  void reap(const std::vector<int>& watched, std::chrono::steady_clock::time_point limit, const std::function<bool()>& enough = {}) {
+    for (;;) {
+      bool all = true;
+      for (int i : watched) {
+        const auto I = static_cast<std::size_t>(i);
+        if (ended[I]) continue;
+        if (::waitpid(pids[I], nullptr, WNOHANG) > 0) ended[I] = true;
+        else all = false;
+      }
+      if (all || (enough && enough()) || std::chrono::steady_clock::now() > limit) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  void end_all() {
+    for (std::size_t i = 0; i < pids.size(); ++i)
+      if (!ended[i]) ::kill(pids[i], SIGKILL), ::waitpid(pids[i], nullptr, 0), ended[i] = true;
+  }
+};
 
 }  // namespace
 
-int shrink_trials(const char* self, const std::string& fabric, const std::string& store, int np, int trials, const std::string& mode,
-                  bool second, int victim, int timeout_ms, long ops_after, std::uint64_t seed, bool json, bool quiet) {
-  std::mt19937_64 rng(seed);
+int shrink_trials(const char* self, const shrink_setup& su) {
+  const int np = su.np;
+  std::mt19937_64 rng(su.seed);
   std::map<std::string, shrink_tally> tallies;
-  progress_line progress(quiet || json);
+  std::map<std::string, grow_tally> grows;
+  progress_line progress(su.quiet || su.json);
   const fs::path base = fs::temp_directory_path() / ("optcast-shrink-" + std::to_string(::getpid()));
   // The store rank 0 hosts goes with rank 0: there, rank 0 is never the victim. Any rank
   // may be with another store (--store launcher: this process serves it).
-  const int lowest = store.empty() ? 1 : 0;
-  const bool served_here = store == "launcher";
-  if (np - lowest < (second ? 2 : 1) + 1) {
+  const int lowest = su.store.empty() ? 1 : 0;
+  const bool served_here = su.store == "launcher";
+  if (np - lowest < (su.second ? 2 : 1) + 1) {
     std::fprintf(stderr, "optcast-bench chaos --shrink: %d ranks leave too few survivors\n", np);
     return 2;
   }
-  if (victim >= np || (victim >= 0 && victim < lowest)) {
-    std::fprintf(stderr, "optcast-bench chaos --shrink: --victim %d is not a rank that may die here (%d to %d%s)\n", victim, lowest, np - 1,
+  if (su.victim >= np || (su.victim >= 0 && su.victim < lowest)) {
+    std::fprintf(stderr, "optcast-bench chaos --shrink: --victim %d is not a rank that may die here (%d to %d%s)\n", su.victim, lowest, np - 1,
                  lowest ? "; rank 0 hosts the store: --store launcher lets it die" : "");
     return 2;
   }
-  for (int t = 0; t < trials; ++t) {
-    const bool stop = mode == "stop" || (mode == "both" && t % 2);
-    auto& tl = tallies[stop ? "stop" : second ? "kill+kill" : "kill"];
+  if (su.grow && !su.store.empty() && !served_here) {
+    std::fprintf(stderr, "optcast-bench chaos --grow: a replacement joins through optcast's TCP store (rank 0's, or --store launcher), not %s\n",
+                 su.store.c_str());
+    return 2;
+  }
+  if (su.grow && su.fabric != "tcp") {
+    std::fprintf(stderr, "optcast-bench chaos --grow: the %s fabric takes no replacements (the TCP fabric over optcast's TCP store does)\n",
+                 su.fabric.c_str());
+    return 2;
+  }
+  const auto random_rank = [&] { return lowest + static_cast<int>(rng() % static_cast<std::uint64_t>(np - lowest)); };
+  for (int t = 0; t < su.trials; ++t) {
+    const bool stop = su.mode == "stop" || (su.mode == "both" && t % 2);
+    auto& tl = tallies[stop ? "stop" : su.second && !su.grow ? "kill+kill" : "kill"];
     const fs::path dir = base / std::to_string(t);
     fs::create_directories(dir);
-    const fs::path files = store.rfind("file://", 0) == 0 ? fs::path(store.substr(7)) / ("optcast-shrink-" + std::to_string(::getpid()) + "-" + std::to_string(t)) : fs::path();
+    const fs::path files = su.store.rfind("file://", 0) == 0
+                               ? fs::path(su.store.substr(7)) / ("optcast-shrink-" + std::to_string(::getpid()) + "-" + std::to_string(t))
+                               : fs::path();
     if (!files.empty()) fs::create_directories(files);
-    const std::vector<std::string> args{self, "chaos", "--fabric", fabric, "--seed", std::to_string(rng()), "--rank-report", dir.string(),
-                                        "--rank-timeout", std::to_string(timeout_ms), "--rank-store",
-                                        served_here ? std::string() : files.empty() ? store : "file://" + files.string(),
-                                        "--rank-shrink", std::to_string(ops_after)};
+    const std::vector<std::string> args{self, "chaos", "--fabric", su.fabric, "--seed", std::to_string(rng()), "--rank-report", dir.string(),
+                                        "--rank-timeout", std::to_string(su.timeout_ms), "--rank-store",
+                                        served_here ? std::string() : files.empty() ? su.store : "file://" + files.string(),
+                                        "--rank-shrink", std::to_string(su.ops_after), "--rank-grow", su.grow ? "1" : "0"};
     launcher_store here;
-    auto pids = start_trial(np, args, dir, rng, served_here ? &here : nullptr);
-    const int drawn = lowest + static_cast<int>(rng() % static_cast<std::uint64_t>(np - lowest));
-    std::vector<int> victims{victim >= 0 ? victim : drawn};
+    const auto job = start_trial(np, args, dir, rng, served_here ? &here : nullptr);
+    trial_processes procs;
+    for (int pid : job.pids) procs.add(pid);
+    std::vector<int> victims{su.victim >= 0 ? su.victim : random_rank()};
     const long long injected = now_ns();
-    ::kill(pids[static_cast<std::size_t>(victims[0])], stop ? SIGSTOP : SIGKILL);
-    if (second) {  // while the survivors shrink: within the next 20 ms
-      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 20000));
+    ::kill(job.pids[static_cast<std::size_t>(victims[0])], stop ? SIGSTOP : SIGKILL);
+    const auto second_victim = [&] {
       int v = 0;
-      do v = lowest + static_cast<int>(rng() % static_cast<std::uint64_t>(np - lowest));
+      do v = random_rank();
       while (v == victims[0]);
       victims.push_back(v);
-      ::kill(pids[static_cast<std::size_t>(v)], SIGKILL);
+      ::kill(job.pids[static_cast<std::size_t>(v)], SIGKILL);
+    };
+    if (su.second && !su.grow) {  // while the survivors shrink: within the next 20 ms
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 20000));
+      second_victim();
     }
     ++tl.injections;
-    const auto limit = std::chrono::steady_clock::now() + std::chrono::milliseconds(stop ? 3 * timeout_ms + 5000 : timeout_ms + 10000);
-    std::vector<bool> done(static_cast<std::size_t>(np), false);
-    for (int v : victims) done[static_cast<std::size_t>(v)] = true;
-    for (;;) {
-      bool all = true;
-      for (int r = 0; r < np; ++r) {
-        if (done[static_cast<std::size_t>(r)]) continue;
-        if (::waitpid(pids[static_cast<std::size_t>(r)], nullptr, WNOHANG) > 0) done[static_cast<std::size_t>(r)] = true;
-        else all = false;
+    std::vector<int> watched;
+    for (int r = 0; r < np; ++r)
+      if (!among(victims, r)) watched.push_back(r);
+    const auto shrink_limit = std::chrono::steady_clock::now() + std::chrono::milliseconds(stop ? 3 * su.timeout_ms + 5000 : su.timeout_ms + 10000);
+    long long spawned = 0;
+    if (!su.grow) {
+      procs.reap(watched, shrink_limit);
+    } else {
+      // Once every survivor has shrunk (or ended): the replacement, in the victim's place.
+      procs.reap(watched, shrink_limit, [&] {
+        return std::all_of(watched.begin(), watched.end(), [&](int r) { return fs::exists(dir / ("growing-" + std::to_string(r))); });
+      });
+      const auto V = static_cast<std::size_t>(victims[0]);
+      ::kill(job.pids[V], SIGKILL);  // a stopped one too: its connections go before its replacement comes
+      ::waitpid(job.pids[V], nullptr, 0);
+      procs.ended[V] = true;
+      spawned = now_ns();
+      procs.add(spawn_replacement(job, victims[0], args));
+      if (su.second) {  // while they grow
+        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 20000));
+        second_victim();
+        std::erase(watched, victims[1]);
       }
-      if (all || std::chrono::steady_clock::now() > limit) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      watched.push_back(np);
+      procs.reap(watched, std::chrono::steady_clock::now() + std::chrono::milliseconds(su.timeout_ms + 30000));
     }
-    // A membership holds no rank that was dead during its last round: that round's agreement
-    // waited for every member not found dead. The first victim must be out of every one; the
-    // second may be in where the last round ended before it died.
-    const auto holds = [](const std::string& members, int r) {
-      std::stringstream ss(members);
-      std::string m;
-      while (std::getline(ss, m, ','))
-        if (m == std::to_string(r)) return true;
-      return false;
-    };
+
+    // The shrink: every rank but the first victim (in a growing trial the second died after
+    // its shrink, which it took part in).
     std::map<std::string, int> memberships;
+    const auto fail_in = [&](auto& x, int r, const std::string& what) {
+      ++x.failed;
+      if (x.first_failure.empty()) x.first_failure = "trial " + std::to_string(t) + ", rank " + std::to_string(r) + ": " + what;
+    };
     for (int r = 0; r < np; ++r) {
       const auto R = static_cast<std::size_t>(r);
-      if (std::find(victims.begin(), victims.end(), r) != victims.end()) continue;
+      if (r == victims[0] || (!su.grow && among(victims, r))) continue;
       ++tl.survivors;
-      const auto failure = [&](const std::string& what) {
-        ++tl.failed;
-        if (tl.first_failure.empty()) tl.first_failure = "trial " + std::to_string(t) + ", rank " + std::to_string(r) + ": " + what;
-      };
-      if (!done[R]) {
-        ++tl.hangs;
-        std::fprintf(stderr, "optcast-bench chaos --shrink: trial %d: rank %d still running after rank %d was %s\n", t, r, victims[0],
-                     stop ? "stopped" : "killed");
-        ::kill(pids[R], SIGKILL);
-        continue;
-      }
-      std::ifstream in(dir / ("rank-" + std::to_string(r) + ".txt"));
-      std::string line, members;
-      bool finished = false, bad = false;
-      while (std::getline(in, line)) {
-        std::istringstream words(line);
-        std::string word;
-        words >> word;
-        if (word == "usable") {
-          long long at = 0;
-          words >> at;
-          tl.ms.push_back(static_cast<double>(at - injected) / 1e6);
-        } else if (word == "done") {
-          int round = 0;
-          long long at = 0;
-          words >> at >> round >> members;
-          tl.rounds_max = std::max(tl.rounds_max, round);
-          finished = true;
-        } else if (word == "left") {
-          std::string how;
-          words >> how;
-          tl.left_ok += how == "ok";
-        } else if (word == "wrong") {
-          bad = true;
-        } else if (word == "error") {
-          failure(line);
+      if (!procs.ended[R] && !among(victims, r)) {
+        if (!su.grow || !fs::exists(dir / ("growing-" + std::to_string(r)))) {
+          ++tl.hangs;
+          std::fprintf(stderr, "optcast-bench chaos --shrink: trial %d: rank %d still running after rank %d was %s\n", t, r, victims[0],
+                       stop ? "stopped" : "killed");
         }
       }
-      if (bad) ++tl.wrong;
-      if (!finished) {
-        if (!bad && tl.first_failure.empty()) failure("no round finished (report ends without 'done')");
+      const auto rp = read_report(dir / ("rank-" + std::to_string(r) + ".txt"));
+      if (rp.usable) tl.ms.push_back(static_cast<double>(rp.usable - injected) / 1e6);
+      if (!rp.error.empty() && !rp.done) fail_in(tl, r, rp.error);
+      if (rp.wrong && !rp.done) ++tl.wrong;
+      if (!rp.done) {
+        if (!rp.wrong && rp.error.empty() && tl.first_failure.empty()) fail_in(tl, r, "no round finished (report ends without 'done')");
         continue;
       }
+      tl.rounds_max = std::max(tl.rounds_max, rp.done_round);
+      tl.left_ok += !su.grow && rp.left_ok;
       ++tl.done;
-      ++memberships[members];
-      tl.excluding += !holds(members, victims[0]);
-      tl.second_in += victims.size() > 1 && holds(members, victims[1]);
+      ++memberships[rp.done_members];
+      tl.excluding += !holds(rp.done_members, victims[0]);
+      tl.second_in += !su.grow && victims.size() > 1 && holds(rp.done_members, victims[1]);
     }
     // Agreeing: the survivors whose membership is the one most of them ended with, when
     // every survivor that finished ended with it.
     if (memberships.size() == 1) tl.agreeing += memberships.begin()->second;
-    for (int v : victims) ::kill(pids[static_cast<std::size_t>(v)], SIGKILL);
-    for (int pid : pids) ::waitpid(pid, nullptr, 0);
+
+    if (su.grow) {  // the growth: the survivors of both faults, and the replacement
+      auto& gt = grows[su.second ? "grow+kill" : "grow"];
+      ++gt.cycles;
+      std::map<std::string, int> grown;
+      long long last_usable = 0;
+      bool all_usable = true;
+      for (int r : watched) {
+        const bool rep = r == np;
+        const int rank = rep ? victims[0] : r;
+        ++gt.members;
+        if (!procs.ended[static_cast<std::size_t>(r)]) {
+          ++gt.hangs;
+          std::fprintf(stderr, "optcast-bench chaos --grow: trial %d: %s %d still running after the replacement's start\n", t,
+                       rep ? "the replacement of rank" : "rank", rank);
+        }
+        const auto rp = read_report(dir / ((rep ? "replacement-" : "rank-") + std::to_string(rank) + ".txt"));
+        if (rep && rp.admitted) gt.admit_ms.push_back(static_cast<double>(rp.admitted - spawned) / 1e6);
+        all_usable = all_usable && rp.grow_usable;
+        last_usable = std::max(last_usable, rp.grow_usable);
+        if (rp.wrong) ++gt.wrong;
+        if (!rp.regrown) {
+          fail_in(gt, rank, !rp.error.empty() ? rp.error : rp.wrong ? "a wrong result" : "no round after the growth finished");
+          continue;
+        }
+        ++gt.regrown;
+        gt.rounds_max = std::max(gt.rounds_max, rp.regrown_round);
+        gt.left_ok += rp.left_ok;
+        ++grown[rp.regrown_members];
+        gt.with_replacement += holds(rp.regrown_members, victims[0]);
+        gt.second_in += victims.size() > 1 && holds(rp.regrown_members, victims[1]);
+      }
+      if (grown.size() == 1) gt.agreeing += grown.begin()->second;
+      if (all_usable) gt.ms.push_back(static_cast<double>(last_usable - spawned) / 1e6);
+    }
+    procs.end_all();
     if (std::getenv("OPTCAST_CHAOS_KEEP")) {  // for a look at the ranks' reports
       std::fprintf(stderr, "optcast-bench chaos --shrink: trial %d's reports kept in %s\n", t, dir.c_str());
       continue;
@@ -258,30 +281,33 @@ int shrink_trials(const char* self, const std::string& fabric, const std::string
     fs::remove_all(dir);
     if (!files.empty()) fs::remove_all(files);
     if (progress.on())
-      progress.show("chaos --shrink: trial " + std::to_string(t + 1) + " of " + std::to_string(trials) + ": " + std::to_string(tl.hangs) +
+      progress.show("chaos --shrink: trial " + std::to_string(t + 1) + " of " + std::to_string(su.trials) + ": " + std::to_string(tl.hangs) +
                     " hangs, " + std::to_string(tl.failed) + " failed so far");
   }
   progress.clear();
   if (!std::getenv("OPTCAST_CHAOS_KEEP")) fs::remove_all(base);
-  bool clean = true;
-  if (json) {
-    std::string s = "{\"fabric\":\"" + fabric + "\",\"store\":\"" + (store.empty() ? "tcp" : store) + "\",\"np\":" + std::to_string(np) +
-                    ",\"timeout_ms\":" + std::to_string(timeout_ms) + ",\"ops_after\":" + std::to_string(ops_after);
-    for (const auto& [name, x] : tallies) {
-      std::string ms = "[";
-      for (std::size_t i = 0; i < x.ms.size(); ++i) ms += (i ? "," : "") + std::to_string(x.ms[i]);
+  if (su.json) {
+    std::string s = "{\"fabric\":\"" + su.fabric + "\",\"store\":\"" + (su.store.empty() ? "tcp" : su.store) + "\",\"np\":" + std::to_string(np) +
+                    ",\"timeout_ms\":" + std::to_string(su.timeout_ms) + ",\"ops_after\":" + std::to_string(su.ops_after);
+    for (const auto& [name, x] : tallies)
       s += ",\"" + name + "\":{\"injections\":" + std::to_string(x.injections) + ",\"survivors\":" + std::to_string(x.survivors) +
            ",\"done\":" + std::to_string(x.done) + ",\"same_membership\":" + std::to_string(x.agreeing) +
            ",\"victim_left_out\":" + std::to_string(x.excluding) + ",\"second_victim_kept\":" + std::to_string(x.second_in) +
-           ",\"failed\":" + std::to_string(x.failed) +
-           ",\"wrong_results\":" + std::to_string(x.wrong) + ",\"hangs\":" + std::to_string(x.hangs) +
-           ",\"rounds_max\":" + std::to_string(x.rounds_max) + ",\"left_ok\":" + std::to_string(x.left_ok) +
-           ",\"ms_to_usable\":" + ms + "]}";
-    }
+           ",\"failed\":" + std::to_string(x.failed) + ",\"wrong_results\":" + std::to_string(x.wrong) + ",\"hangs\":" + std::to_string(x.hangs) +
+           ",\"rounds_max\":" + std::to_string(x.rounds_max) + ",\"left_ok\":" + std::to_string(x.left_ok) + ",\"ms_to_usable\":" + json_list(x.ms) +
+           "}";
+    for (const auto& [name, x] : grows)
+      s += ",\"" + name + "\":{\"cycles\":" + std::to_string(x.cycles) + ",\"members\":" + std::to_string(x.members) +
+           ",\"regrown\":" + std::to_string(x.regrown) + ",\"same_membership\":" + std::to_string(x.agreeing) +
+           ",\"replacement_in\":" + std::to_string(x.with_replacement) + ",\"second_victim_kept\":" + std::to_string(x.second_in) +
+           ",\"failed\":" + std::to_string(x.failed) + ",\"wrong_results\":" + std::to_string(x.wrong) + ",\"hangs\":" + std::to_string(x.hangs) +
+           ",\"rounds_max\":" + std::to_string(x.rounds_max) + ",\"left_ok\":" + std::to_string(x.left_ok) + ",\"ms_to_grown\":" + json_list(x.ms) +
+           ",\"ms_to_admitted\":" + json_list(x.admit_ms) + "}";
     std::printf("%s}\n", s.c_str());
   } else {
-    std::printf("chaos --shrink over %s, %d ranks per job, deadline %d ms, store %s, %ld verified calls after each shrink\n", fabric.c_str(),
-                np, timeout_ms, store.empty() ? "rank 0's (rank 0 spared)" : served_here ? "the benchmark's own (any rank a victim)" : store.c_str(), ops_after);
+    std::printf("chaos --shrink%s over %s, %d ranks per job, deadline %d ms, store %s, %ld verified calls after each shrink\n",
+                su.grow ? " --grow" : "", su.fabric.c_str(), np, su.timeout_ms,
+                su.store.empty() ? "rank 0's (rank 0 spared)" : served_here ? "the benchmark's own (any rank a victim)" : su.store.c_str(), su.ops_after);
     std::printf("%-9s %10s %9s %6s %9s %9s %7s %7s %6s %6s %6s   %s\n", "fault", "injections", "survivors", "done", "same set", "left out",
                 "kept 2nd", "failed", "wrong", "hangs", "rounds", "ms to usable: min / median / p99 / max");
     for (const auto& [name, x] : tallies)
@@ -289,11 +315,27 @@ int shrink_trials(const char* self, const std::string& fabric, const std::string
                   x.excluding, x.second_in, x.failed, x.wrong, x.hangs, x.rounds_max, percentiles(x.ms).c_str());
     std::printf("  same set: survivors whose final membership is every other survivor's; left out: without the (first) victim;\n"
                 "  kept 2nd: with the second victim, whose death came after their last round\n");
+    if (!grows.empty()) {
+      std::printf("%-9s %10s %9s %7s %9s %8s %7s %7s %6s %6s %6s   %s\n", "growth", "cycles", "members", "regrown", "same set", "replaced",
+                  "kept 2nd", "failed", "wrong", "hangs", "rounds", "ms to grown: min / median / p99 / max");
+      for (const auto& [name, x] : grows)
+        std::printf("%-9s %10d %9d %7d %9d %8d %7d %7d %6d %6d %6d   %s\n", name.c_str(), x.cycles, x.members, x.regrown, x.agreeing,
+                    x.with_replacement, x.second_in, x.failed, x.wrong, x.hangs, x.rounds_max, percentiles(x.ms).c_str());
+      for (const auto& [name, x] : grows)
+        std::printf("  %s: the replacement admitted, ms from its start: %s\n", name.c_str(), percentiles(x.admit_ms).c_str());
+      std::printf("  members: the survivors and the replacement; replaced: ending with the replacement in; ms to grown: from the\n"
+                  "  replacement's start to the first allreduce right on a communicator with it, on the last member\n");
+    }
     for (const auto& [name, x] : tallies)
       if (!x.first_failure.empty()) std::printf("  %s, first failure: %s\n", name.c_str(), x.first_failure.c_str());
+    for (const auto& [name, x] : grows)
+      if (!x.first_failure.empty()) std::printf("  %s, first failure: %s\n", name.c_str(), x.first_failure.c_str());
   }
+  bool clean = true;
   for (const auto& [name, x] : tallies)
     clean = clean && x.hangs == 0 && x.wrong == 0 && x.failed == 0 && x.agreeing == x.survivors && x.excluding == x.survivors;
+  for (const auto& [name, x] : grows)
+    clean = clean && x.hangs == 0 && x.wrong == 0 && x.failed == 0 && x.agreeing == x.members && x.with_replacement == x.members;
   return clean ? 0 : 1;
 }
 
