@@ -5,7 +5,9 @@
 // is looked into as the TCP store does it, through keys: the rank that reports it first
 // opens an inquiry, every rank's worker answers it from its rank's event loop (a stopped
 // process answers nothing), and after the store's inquiry window the opener names the
-// ranks that neither answered, nor wait in the same collective, nor have left.
+// ranks that neither answered, nor wait in the same collective, nor have left: each is
+// written down as lost, and every rank's worker tells its fabric, which goes on without
+// it where it can (optcast/survive.hpp), as the TCP store's word of a dead rank does.
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -13,6 +15,7 @@
 #include <mutex>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <thread>
 
 #include <asio/any_io_executor.hpp>
@@ -38,6 +41,11 @@ const std::string k_inquiries = "optcast/inquiries";  // the count, taken with a
 std::string inquiry_key(std::int64_t k) { return "optcast/inquiry/" + std::to_string(k); }
 std::string answer_key(std::int64_t k, int r) { return "optcast/inquiry/" + std::to_string(k) + "/answer/" + std::to_string(r); }
 std::string stalled_key(std::int64_t k, int r) { return "optcast/inquiry/" + std::to_string(k) + "/stalled/" + std::to_string(r); }
+// Ranks an inquiry found silent, the k-th "RANK CODE WHY": each names one rank, taken for
+// lost on every rank (as optcast's TCP store names a dead one), so that the others may
+// go on without it (optcast/survive.hpp) rather than the job failing as a whole.
+const std::string k_losses = "optcast/losses";  // the count, taken with add
+std::string loss_key(std::int64_t k) { return "optcast/loss/" + std::to_string(k); }
 // How often the worker looks for the job's failure and for inquiries: an inquiry's
 // answers must be in within its window, well before the deadline.
 constexpr auto look_every = std::chrono::milliseconds(50);
@@ -73,6 +81,9 @@ struct worker_side {
   // so far (collective -> inquiry), and those this rank opened, each decided when due.
   std::function<std::string(std::uint32_t)> call_of;
   std::int64_t inquiries_seen = 0;
+  std::int64_t losses_seen = 0;
+  std::set<std::string> loss_whys;  // of the losses seen: a job failure that is one of them is no job-wide one
+  bool failure_was_loss = false;
   std::map<std::uint32_t, std::vector<std::int64_t>> open_for;
   struct opened {
     std::int64_t k;
@@ -119,21 +130,30 @@ struct worker_side {
         continue;
       }
       if (closing) return;
-      if (failed && !told && !reported) {
+      if (failed && !told && !reported && !failure_was_loss) {
+        auto lost = failed;
         lock.unlock();
         result<std::string> v = fail(errc::timeout);
         guarded([&] { v = kv->get(k_failure, std::chrono::milliseconds(0)); });
+        // A named loss is written before the job's failure it causes: seen now, if so.
+        if (v) guarded([&] { look_for_losses(lost); });
         lock.lock();
         if (v && failed && !told && !reported) {
-          told = true;
           auto [code, why] = parse_failure(*v);
-          asio::post(events, [f = failed, code, why] { f(code, -1, why); });
+          if (loss_whys.count(why)) {
+            failure_was_loss = true;  // the job's outcome, at leave(); the ranks named are lost, the rest go on
+          } else {
+            told = true;
+            asio::post(events, [f = failed, code, why] { f(code, -1, why); });
+          }
         }
       }
       if (!told && !reported) {
         auto answer = call_of;
+        auto lost = failed;
         lock.unlock();
         guarded([&] { look_into_stalls(answer); });
+        if (lost) guarded([&] { look_for_losses(lost); });
         lock.lock();
       }
     }
@@ -164,6 +184,25 @@ struct worker_side {
     }
   }
 
+  // The ranks found silent since the last look, told to this rank's loop (k + 1 looked
+  // for too: a rank that died between counting and writing leaves a hole).
+  void look_for_losses(const std::function<void(std::uint64_t, int, std::string)>& lost) {
+    for (int found = 1; found;) {
+      found = 0;
+      for (std::int64_t k = losses_seen + 1; k <= losses_seen + 2 && !found; ++k) {
+        auto v = kv->get(loss_key(k), std::chrono::milliseconds(0));
+        if (!v) continue;
+        found = 1;
+        losses_seen = k;
+        int r = -1, at = 0;
+        unsigned long long code = 0;
+        if (std::sscanf(v->c_str(), "%d %llu %n", &r, &code, &at) < 2 || r < 0 || r >= size || at <= 0) continue;
+        loss_whys.insert(v->substr(static_cast<std::size_t>(at)));
+        asio::post(events, [lost, r, code = std::uint64_t{code}, why = v->substr(static_cast<std::size_t>(at))] { lost(code, r, why); });
+      }
+    }
+  }
+
   // The inquiries opened since the last look (each answered from this rank's loop, with
   // `answer`), into open_for.
   void discover(const std::function<std::string(std::uint32_t)>& answer) {
@@ -190,8 +229,9 @@ struct worker_side {
     }
   }
 
-  // The ranks that neither answered inquiry k, nor reported it, nor have left: the job
-  // fails naming them, and this rank is told as every other will be. Else nobody is stuck.
+  // The ranks that neither answered inquiry k, nor reported it, nor have left: each is
+  // named lost, to every rank (this one at its next look), which goes on without it
+  // where its fabric can (a fabric that cannot fails). Else nobody is stuck.
   void decide(const opened& o) {
     // Every inquiry into the same collective counts: two ranks may open one at once.
     const auto& ks = open_for[o.seq];
@@ -214,12 +254,14 @@ struct worker_side {
                             " stopped responding: no answer in the job's store within " + std::to_string(store::proto::inquiry_window.count()) +
                             " ms while rank" + (waiting.find(',') == std::string::npos ? " " : "s ") + waiting + " waited in collective " +
                             std::to_string(o.seq) + " near its deadline (stopped, hung, or not calling it)";
-    if (auto n = kv->add(k_failures, 1); n && *n == 1) (void)kv->set(k_failure, std::to_string(code) + " " + why);
-    std::lock_guard l(mu);
-    if (failed && !told) {
-      told = true;
-      asio::post(events, [f = failed, code, why] { f(code, -1, why); });
+    for (std::size_t at = 0; at < silent.size();) {
+      const auto comma = std::min(silent.find(", ", at), silent.size());
+      const std::string r = silent.substr(at, comma - at);
+      at = comma + 2;
+      if (auto n = kv->add(k_losses, 1); n) (void)kv->set(loss_key(*n), r + " " + std::to_string(code) + " " + why);
     }
+    // The job's outcome: a file, Redis or program's store still counts the loss a failure.
+    if (auto n = kv->add(k_failures, 1); n && *n == 1) (void)kv->set(k_failure, std::to_string(code) + " " + why);
   }
 
   // A stall of this rank's in collective seq: into the inquiry another opened for it, or a
