@@ -275,6 +275,33 @@ def check_async(rank, p):
     same(chained.wait(), torch.full((4,), 2.0 * p), "a future's callback")
 
 
+def check_failure_raises(rank, p):
+    # A call that fails after it started (here the ranks disagree on its size, which only
+    # their messages tell) raises where torch waits for it, in a synchronous call and on a
+    # work alike: torch's own future-made work would return as if it had succeeded.
+    g = dist.new_group(backend="optcast")
+    try:
+        dist.all_reduce(torch.ones(4 if rank == 0 else 5), group=g)
+    except RuntimeError as e:
+        if "optcast" not in str(e):
+            raise AssertionError(f"a failed all_reduce: unclear error: {e}")
+    else:
+        raise AssertionError("an all_reduce the ranks called with different sizes returned as if it had succeeded")
+    w = dist.all_reduce(torch.ones(3), group=g, async_op=True)  # on the broken group
+    try:
+        w.wait()
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("the work of a call on a broken group waited without raising")
+    if w.is_success():
+        raise AssertionError("a failed work says it succeeded")
+    # Every rank has raised before any destroys the broken group (a group destroyed at once
+    # after its failure may not have told the others yet: docs/DESIGN.md, the torch backend).
+    dist.barrier()
+    dist.destroy_process_group(g)
+
+
 def check_groups(rank, p):
     if p < 3:
         return

@@ -20,6 +20,7 @@
 #include <optcast/net/tcp.hpp>
 
 #include "tensors.hpp"
+#include "work.hpp"
 
 namespace optcast::torch_backend {
 
@@ -56,7 +57,7 @@ collective_settings settings_for(const c10::intrusive_ptr<c10d::Store>& store) {
 
 process_group::process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                              std::chrono::milliseconds timeout)
-    : ProcessGroup(rank, size), io_(std::make_unique<asio::io_context>()), timeout_(timeout) {
+    : ProcessGroup(rank, size), loop_(std::make_shared<event_loop>()), timeout_(timeout) {
   job_config cfg;
   cfg.rank = rank;
   cfg.size = size;
@@ -82,18 +83,30 @@ process_group::process_group(const c10::intrusive_ptr<c10d::Store>& store, int r
       cfg.secret.assign(v.begin(), v.end());
     }
   }
-  loop_ = std::thread([io = io_.get()] {
+  comm_ = std::make_unique<communicator>(make_communicator(tcp::connect(*loop_->io, cfg), cfg, settings_for(store)));
+  comm_->options().timeout = timeout;
+}
+
+process_group::process_group(std::shared_ptr<event_loop> loop, communicator comm, std::chrono::milliseconds timeout)
+    : ProcessGroup(comm.rank(), comm.size()), loop_(std::move(loop)), comm_(std::make_unique<communicator>(std::move(comm))), timeout_(timeout) {
+  comm_->options().timeout = timeout;
+}
+
+event_loop::event_loop() : io(std::make_unique<asio::io_context>()) {
+  thread = std::thread([io = io.get()] {
     auto guard = asio::make_work_guard(*io);
     io->run();
   });
-  try {
-    comm_ = std::make_unique<communicator>(make_communicator(tcp::connect(*io_, cfg), cfg, settings_for(store)));
-  } catch (...) {
-    io_->stop();
-    loop_.join();
-    throw;
+}
+
+event_loop::~event_loop() {
+  io->stop();
+  if (thread.get_id() == std::this_thread::get_id()) {  // the last group went from a call's end on the loop
+    thread.detach();
+    (void)io.release();
+    return;
   }
-  comm_->options().timeout = timeout;
+  thread.join();
 }
 
 process_group::~process_group() {
@@ -102,7 +115,7 @@ process_group::~process_group() {
   // hold it while it waits for the loop.
   std::optional<pybind11::gil_scoped_release> nogil;
   if (Py_IsInitialized() && PyGILState_Check()) nogil.emplace();
-  const bool on_loop = loop_.get_id() == std::this_thread::get_id();
+  const bool on_loop = loop_->thread.get_id() == std::this_thread::get_id();
   bool drained = true;
   if (!on_loop) {
     std::unique_lock lock(mu_);
@@ -113,13 +126,11 @@ process_group::~process_group() {
     // loop, for the rest of the process, rather than be freed under them.
     if (!drained) log(log_level::warn, "a torch process group was destroyed with calls still unfinished after its timeout; they keep it");
     (void)comm_.release();
-    (void)io_.release();
-    loop_.detach();
+    (void)new std::shared_ptr<event_loop>(std::move(loop_));
     return;
   }
-  comm_.reset();  // says goodbye: the fabric is closed on its strand while the loop runs
-  io_->stop();
-  loop_.join();
+  comm_.reset();  // says goodbye (the last communicator of the fabric): closed on its strand while the loop runs
+  loop_.reset();
 }
 
 std::optional<std::chrono::milliseconds> process_group::deadline(std::chrono::milliseconds t) const {
@@ -128,7 +139,7 @@ std::optional<std::chrono::milliseconds> process_group::deadline(std::chrono::mi
 
 c10::intrusive_ptr<c10d::Work> process_group::enqueue(call c) {
   c.future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
-  auto work = c10d::Work::create_from_future(c.future);
+  auto work = c10::make_intrusive<future_work>(c.future);
   bool start = false;
   {
     std::lock_guard lock(mu_);
@@ -136,18 +147,18 @@ c10::intrusive_ptr<c10d::Work> process_group::enqueue(call c) {
     start = !std::exchange(running_, true);
     ++outstanding_;
   }
-  if (start) asio::post(*io_, [this] { start_next(); });
+  if (start) asio::post(*loop_->io, [this] { start_next(); });
   return work;
 }
 
 c10::intrusive_ptr<c10d::Work> process_group::start_now(call c) {
   if (!c.future) c.future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
-  auto work = c10d::Work::create_from_future(c.future);
+  auto work = c10::make_intrusive<future_work>(c.future);
   {
     std::lock_guard lock(mu_);
     ++outstanding_;
   }
-  asio::post(*io_, [this, c = std::move(c)]() mutable {
+  asio::post(*loop_->io, [this, c = std::move(c)]() mutable {
     auto t = c.make();
     async_run(*comm_, std::move(t), [this, c = std::move(c)](std::error_code ec) mutable {
       finish(c, ec ? result<void>(fail(ec)) : result<void>());

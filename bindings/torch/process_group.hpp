@@ -58,10 +58,32 @@ private:
   std::string last_error_;
 };
 
+// The event loop of a group's communicator and the thread that runs it, shared with the
+// groups shrunk from it (their communicators are on the same fabric). The last owner
+// stops it.
+struct event_loop {
+  event_loop();
+  ~event_loop();
+  event_loop(const event_loop&) = delete;
+  event_loop& operator=(const event_loop&) = delete;
+  std::unique_ptr<asio::io_context> io;
+  std::thread thread;
+};
+
 class process_group final : public c10d::ProcessGroup {
 public:
   process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout);
+  // A group of `comm`, a communicator on `loop`'s fabric (a shrunk one).
+  process_group(std::shared_ptr<event_loop> loop, communicator comm, std::chrono::milliseconds timeout);
   ~process_group() override;
+
+  // After a failure (a rank died, a call failed): every surviving rank calls it, and gets
+  // a group of the survivors, ranks renumbered in order (optcast::shrink), on the same
+  // connections. Waits for this group's calls to end first (a broken communicator fails
+  // them at once). Throws std::runtime_error with the reason.
+  c10::intrusive_ptr<process_group> shrink();
+  // The members' ranks in this group's job (the group that bootstrapped), in order.
+  std::vector<int> members() const;
 
   const std::string getBackendName() const override { return "optcast"; }
 
@@ -117,9 +139,8 @@ private:
   void finish(call& c, result<void> r);
   std::optional<std::chrono::milliseconds> deadline(std::chrono::milliseconds t) const;
 
-  std::unique_ptr<asio::io_context> io_;
+  std::shared_ptr<event_loop> loop_;
   std::unique_ptr<communicator> comm_;
-  std::thread loop_;
   std::chrono::milliseconds timeout_;
   std::mutex mu_;
   std::condition_variable idle_;
