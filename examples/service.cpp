@@ -4,7 +4,8 @@
 // takes a configuration blob broadcast by the leader (rank 0). Each replica also runs a
 // client that measures its request latency, first with the collectives paused, then
 // with them running. When a replica dies (--kill-rank, kill -9 of itself), the others
-// report the lost peer and keep serving.
+// report the lost peer, keep serving, shrink to a communicator of themselves and go on
+// agreeing on their totals.
 //
 //   optcast-service --np 4 --duration-ms 4000
 //   optcast-service --np 4 --kill-rank 3 --kill-after-ms 2500
@@ -18,6 +19,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,7 +55,8 @@ struct replica_state {
   std::atomic<bool> lost{false};        // the collectives failed: a peer is gone
   std::atomic<bool> synced{false};      // the collectives' loop has ended (agreed, or lost)
   std::atomic<std::int64_t> served_at_loss{0};
-  std::atomic<int> rounds{0}, inconsistent{0};
+  std::atomic<int> rounds{0}, inconsistent{0}, rounds_after{0};  // rounds_after: after the loss, among the others
+  std::atomic<bool> regrouped{false};  // shrunk to the survivors after the loss
   std::mutex mu;
   std::string why;  // of the loss
 };
@@ -84,44 +87,67 @@ asio::awaitable<void> accept_loop(tcp::acceptor& acc, int rank, replica_state& s
 // every replica (max and min of it), and every fifth round the leader's configuration.
 // When to stop is agreed in the same allreduce (any replica past stop_at): every replica
 // makes the same calls, and none leaves while another still waits for it in a round.
-asio::awaitable<void> sync_loop(optcast::communicator& comm, replica_state& st, std::chrono::milliseconds period,
+// When a round fails (a replica died), the others shrink to a communicator of themselves
+// (optcast::async_shrink, on the same loop and connections) and go on with the rounds.
+asio::awaitable<void> sync_loop(optcast::communicator& job, replica_state& st, std::chrono::milliseconds period,
                                 clock_type::time_point start_at, clock_type::time_point stop_at) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   timer.expires_at(start_at);
   co_await timer.async_wait(asio::use_awaitable);
-  try {
-    for (int round = 0;; ++round) {
+  std::deque<optcast::communicator> shrunk;  // kept: the loop's reference stays valid
+  optcast::communicator* comm = &job;
+  for (int round = 0;; ++round) {
+    std::error_code failed;
+    try {
       const std::int64_t mine = st.served.load();
       std::int64_t total = 0;
-      co_await optcast::async_allreduce(comm, std::span<const std::int64_t>(&mine, 1), std::span(&total, 1),
+      co_await optcast::async_allreduce(*comm, std::span<const std::int64_t>(&mine, 1), std::span(&total, 1),
                                         optcast::ops::sum, asio::use_awaitable);
       const std::array<std::int64_t, 3> both{total, -total, clock_type::now() >= stop_at ? 1 : 0};
       std::array<std::int64_t, 3> most{};
-      co_await optcast::async_allreduce(comm, std::span<const std::int64_t>(both), std::span<std::int64_t>(most), optcast::ops::max,
+      co_await optcast::async_allreduce(*comm, std::span<const std::int64_t>(both), std::span<std::int64_t>(most), optcast::ops::max,
                                         asio::use_awaitable);
       if (most[0] != -most[1]) ++st.inconsistent;  // some replica saw another total
       st.total = total;
       if (round % 5 == 0) {
         std::array<char, 64> blob{};
-        if (comm.rank() == 0) std::snprintf(blob.data(), blob.size(), "config version %d", round / 5 + 1);
-        co_await optcast::async_broadcast(comm, std::span<char>(blob), 0, asio::use_awaitable);
+        if (comm->rank() == 0) std::snprintf(blob.data(), blob.size(), "config version %d", round / 5 + 1);
+        co_await optcast::async_broadcast(*comm, std::span<char>(blob), 0, asio::use_awaitable);
         int version = 0;
         if (std::sscanf(blob.data(), "config version %d", &version) == 1) st.config = version;
       }
       ++st.rounds;
+      if (st.lost) ++st.rounds_after;
       if (most[2]) break;
-      timer.expires_after(period);
-      co_await timer.async_wait(asio::use_awaitable);
+    } catch (const std::system_error& e) {
+      failed = e.code();
     }
-  } catch (const std::system_error& e) {
-    st.served_at_loss = st.served.load();
-    {
-      std::lock_guard lock(st.mu);
-      st.why = optcast::describe(e.code(), comm.failure_detail());
+    if (failed) {  // a coroutine awaits nothing inside a handler: the shrink comes here
+      if (!st.lost) st.served_at_loss = st.served.load();
+      {
+        std::lock_guard lock(st.mu);
+        st.why = optcast::describe(failed, comm->failure_detail());
+      }
+      st.lost = true;
+      std::printf("replica %d: collectives stopped (%s); still serving, shrinking\n", job.rank(), st.why.c_str());
+      std::fflush(stdout);
+      auto [ec, s] = co_await optcast::async_shrink(*comm, asio::experimental::as_tuple(asio::use_awaitable));
+      if (ec || !s) {
+        std::printf("replica %d: could not shrink (%s); serving without collectives\n", job.rank(),
+                    optcast::describe(ec, comm->last_error()).c_str());
+        break;
+      }
+      shrunk.push_back(std::move(*s));
+      comm = &shrunk.back();
+      std::string members;
+      for (int r = 0; r < comm->size(); ++r) members += (r ? "," : "") + std::to_string(optcast::job_rank(*comm, r));
+      std::printf("replica %d: going on with replicas {%s}\n", job.rank(), members.c_str());
+      std::fflush(stdout);
+      st.regrouped = true;
+      continue;  // the next round at once
     }
-    st.lost = true;
-    std::printf("replica %d: collectives stopped (%s); still serving\n", comm.rank(), st.why.c_str());
-    std::fflush(stdout);
+    timer.expires_after(period);
+    co_await timer.async_wait(asio::use_awaitable);
   }
   st.synced = true;
 }
@@ -217,9 +243,10 @@ int main(int argc, char** argv) {
                 static_cast<long long>(percentile(busy_us, 0.99)), st.rounds.load(), st.inconsistent.load(),
                 static_cast<long long>(st.config.load()));
     if (st.lost) {
-      std::printf("replica %d: served %lld requests after losing a peer\n", rank, static_cast<long long>(after_loss));
+      std::printf("replica %d: served %lld requests after losing a peer; %d rounds among the others after it\n", rank,
+                  static_cast<long long>(after_loss), st.rounds_after.load());
       std::fflush(stdout);
-      return after_loss > 0 ? 0 : 1;  // it kept serving
+      if (!st.regrouped) return after_loss > 0 ? 0 : 1;  // it kept serving
     }
     std::fflush(stdout);
     auto left = comm.leave();
@@ -227,7 +254,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "replica %d: %s\n", rank, optcast::describe(left.error(), comm.failure_detail()).c_str());
       return 1;
     }
-    return st.inconsistent.load() == 0 && st.rounds.load() > 0 ? 0 : 1;
+    std::printf("replica %d: the job ended well\n", rank);
+    std::fflush(stdout);
+    return st.inconsistent.load() == 0 && st.rounds.load() > 0 && (!st.lost || (after_loss > 0 && st.rounds_after > 0)) ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "optcast-service: %s\n", e.what());
     return 1;
