@@ -31,8 +31,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const auto& m : messages)
     if (auto d = detail::control_message::decode(m)) FUZZ_REQUIRE(d->encode() == m);
 
-  bool any_well_formed = false;
-  for (const auto& m : messages) any_well_formed = any_well_formed || detail::control_message::decode(m).has_value();
+  // Admissions (grow) are for replacements: to these members they are nothing at all.
+  bool any_heeded = false, any_garbage = false;
+  for (const auto& m : messages) {
+    const auto d = detail::control_message::decode(m);
+    any_heeded = any_heeded || (d && d->kind != detail::control_message::admit);
+    any_garbage = any_garbage || !d;
+  }
   int done = 0;
   std::vector<std::optional<result<agreement>>> got(4);
   {
@@ -60,13 +65,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     io.run();
     FUZZ_REQUIRE(done == 3);  // nobody hangs
   }
-  if (!any_well_formed) {
-    // Garbage only: a rank that got some refused it (and failed, to the others its death);
-    // the rest decided alike, rank 1 among the failed.
+  if (!any_heeded) {
+    // Garbage and admissions only: a rank that got garbage refused it (and failed, to the
+    // others its death); the rest decided alike, rank 1 among the failed.
     std::optional<agreement> first;
     for (int r : {0, 2, 3}) {
       const auto& g = *got[static_cast<std::size_t>(r)];
       if (!g) {
+        FUZZ_REQUIRE(any_garbage);  // admissions alone fail nobody
         FUZZ_REQUIRE(g.error() == errc::protocol_violation || g.error() == errc::peer_lost);
         continue;
       }

@@ -118,10 +118,16 @@ def framed(*messages):
     return b"".join(struct.pack("<H", len(m)) + m for m in messages)
 
 
-REVOKE, CONTRIBUTE, DECIDE = 1, 2, 3
+REVOKE, CONTRIBUTE, DECIDE, ADMIT = 1, 2, 3, 4
 write("control", "contribution", framed(control(CONTRIBUTE, flag=1, failed=[0])))
 write("control", "decision", framed(control(DECIDE, ballot=1, flag=7, failed=[0b1000])))
 write("control", "revocation", framed(control(REVOKE, comm=0, code=12, text=b"rank 1 revoked it")))
 write("control", "other_agreement", framed(control(CONTRIBUTE, comm=5, n=3, words=[1, 2]), control(DECIDE, n=9)))
 write("control", "garbage", framed(b"OC\x07\x01" + bytes(40), b"not a control message", b""))
 write("control", "too_short", framed(control(DECIDE)[:20]))
+# Admissions (grow) come to a replacement only: to a member they are nothing, whatever
+# they name (the members as bits by job rank in `failed`).
+write("control", "admission", framed(control(ADMIT, comm=7, failed=[0b1111])))
+write("control", "admission_to_world", framed(control(ADMIT, comm=0, failed=[0b0011])))
+write("control", "admission_without_sender", framed(control(ADMIT, comm=9, failed=[0b1101]), control(ADMIT, comm=9, failed=[1 << 63] * 3)))
+write("control", "admission_then_decision", framed(control(ADMIT, comm=7, failed=[0b0110]), control(DECIDE, ballot=1, flag=3, failed=[0b0010])))
