@@ -10,7 +10,9 @@ root=$(cd "$here/../.." && pwd)
 runs=10000000
 build="$root/build-fuzz"
 json=false
-targets=(tcp_hello tcp_frame store_stream store_session auth_frame)
+# The targets as tests/fuzz/meson.build lists them.
+targets=($(sed -n "s/^fuzz_targets = \[\(.*\)\]/\1/p" "$here/meson.build" | tr -d "',"))
+[ ${#targets[@]} -gt 0 ] || { echo "bench.sh: no fuzz_targets in $here/meson.build" >&2; exit 1; }
 usage() {
   cat <<EOF
 usage: tests/fuzz/bench.sh [--runs N] [--build DIR] [--target NAME]... [--json]
@@ -21,6 +23,7 @@ Fuzzes the decoders and judgements of everything optcast reads from the wire:
   store_stream   the store's message stream (before and after the handshake)
   store_session  the store's whole protocol: hellos, joins, messages, departures
   auth_frame     proofs and encrypted frames from a party without the key
+  control        the survival layer's revocations, agreements and admissions from a member
 Each target runs N inputs (default 10^7, libFuzzer -runs, seed 1) from a copy of its
 seed corpus (tests/fuzz/corpus/TARGET). Needs clang++ and libclang-rt-14-dev (installed
 with apt when missing and run as root). Exit status: 0 with no crash, 1 with any.

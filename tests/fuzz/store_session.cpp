@@ -1,12 +1,15 @@
 // The store's protocol as a whole: clients that connect, say hello, join, send any
 // message, and disconnect, in any order, driven through the same judgement and table the
 // store runs. Properties: only a hello that names this protocol, the job's security and
-// a rank in range that is neither connected nor done joins; nothing is sent to a rank that has not joined (or has
-// left); a get answers the latest set; farewell goes out only once every rank has said
-// goodbye with no failure, and never together with a failure; the job's first failure is
-// kept, except that a death gives way to a reported reason; a stall inquiry never names a
-// rank that answered its ping or reported the stall itself, and tells "nobody is stuck"
-// only to ranks that reported one.
+// a rank in range that is neither connected nor done joins, and into the slot of a rank
+// the survivors went on without (excuse) only a replacement, a replacement only there;
+// nothing is sent to a rank that has not joined (or has left); a get answers the latest
+// set; farewell goes out only once every rank has said goodbye or is excused, with no
+// failure, and never together with a failure; the job's first failure is kept, except
+// that a death gives way to a reported reason and an excused rank's failure is
+// forgotten; an excused rank's death fails nothing, an admitted replacement counts again;
+// a stall inquiry never names a rank that answered its ping or reported the stall itself,
+// and tells "nobody is stuck" only to ranks that reported one.
 #include <map>
 
 #include "fuzz.hpp"
@@ -19,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const int n = 1 + in.byte() % 8;
   const bool secret = in.byte() & 1;
   std::vector<std::vector<message>> got(static_cast<std::size_t>(n));
-  std::vector<bool> member(static_cast<std::size_t>(n));
+  std::vector<bool> member(static_cast<std::size_t>(n)), ever(static_cast<std::size_t>(n));  // ever: has joined
   std::map<std::string, std::string> latest;
   bool farewell = false;
   std::vector<bool> alive(static_cast<std::size_t>(n)), stalled(static_cast<std::size_t>(n));  // in the open inquiry
@@ -40,20 +43,29 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       in.rest = in.rest.subspan((*d)->used);
       const message& h = (*d)->msg;
       if (judge_hello(h, secret)) continue;
-      FUZZ_REQUIRE(h.type == m_hello && h.key == magic && h.val.size() == (secret ? 32u : 0u));
+      FUZZ_REQUIRE(h.type == m_hello && h.key.starts_with(magic) && h.val.size() == (secret ? 32u : 0u));
+      // As the store's server judges it: a member of the job, and into a failed rank's
+      // slot only a replacement, a replacement only there.
       if (judge_member(h, n, [&](int x) { return t.taken(x); })) continue;
       const int who = static_cast<int>(h.arg);
+      if (t.judge_rejoin(who, rejoins(h))) continue;
       FUZZ_REQUIRE(h.id == static_cast<std::uint32_t>(n) && who >= 0 && who < n && !t.joined(who) && !t.said_bye(who));
-      member[static_cast<std::size_t>(who)] = true;
+      const bool failed_slot = ever[static_cast<std::size_t>(who)] && t.excused(who);
+      FUZZ_REQUIRE(rejoins(h) == failed_slot);
+      member[static_cast<std::size_t>(who)] = ever[static_cast<std::size_t>(who)] = true;
       t.join(who);
+      FUZZ_REQUIRE(t.replacing(who) == failed_slot);
       if (t.failed()) FUZZ_REQUIRE(!got[static_cast<std::size_t>(who)].empty() && got[static_cast<std::size_t>(who)].back().type == m_job_failed);
     } else if ((what >> 3) % 4 == 1) {  // a connection closes
       if (r >= n || !t.joined(r)) continue;
       member[static_cast<std::size_t>(r)] = false;
-      const bool bye = t.said_bye(r);
+      const bool bye = t.said_bye(r), excused = t.excused(r);
       const auto before = t.failure();
       t.leave(r);
-      if (!bye) FUZZ_REQUIRE(t.failed() && (!before || t.failure() == before));
+      // A death fails the job, unless the survivors went on without the rank (or it is a
+      // replacement not yet admitted): then it fails nothing.
+      if (excused) FUZZ_REQUIRE(t.failure() == before);
+      else if (!bye) FUZZ_REQUIRE(t.failed() && (!before || t.failure() == before));
     } else if ((what >> 3) % 4 == 3) {  // the store's inquiry window passes
       t.conclude();
     } else {  // a message from a joined rank
@@ -78,7 +90,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const message& a = got[static_cast<std::size_t>(r)].back();
         FUZZ_REQUIRE(a.type == m_value && a.id == m.id && a.val == latest[m.key]);
       }
-      if (before && before->id != lost_code) FUZZ_REQUIRE(t.failure() == before);  // the first reason stays
+      if (m.type == m_admit) FUZZ_REQUIRE(!t.excused(r) && !t.replacing(r));  // a member again
+      if (m.type == m_excuse && before && t.failure() != before)  // the failure was an excused rank's: forgotten
+        FUZZ_REQUIRE(!t.failed() && before->arg < static_cast<std::uint32_t>(n) && t.excused(static_cast<int>(before->arg)));
+      else if (before && before->id != lost_code) FUZZ_REQUIRE(t.failure() == before);  // the first reason stays
     }
     // An inquiry that ended in a failure names a rank that neither answered nor stalled.
     if (was_inquiring && !t.inquiry() && !reported && t.failure() != failure_before && t.failure()->id == timeout_code)
@@ -92,7 +107,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (m.type == m_farewell) farewell = true;
     if (farewell) {
       FUZZ_REQUIRE(!t.failed());
-      for (int x = 0; x < n; ++x) FUZZ_REQUIRE(t.said_bye(x));
+      for (int x = 0; x < n; ++x) FUZZ_REQUIRE(t.said_bye(x) || t.excused(x));
     }
   }
   return 0;
