@@ -10,11 +10,11 @@
 // void(std::error_code, T) (NAME returns result<T>: summation, split). Of survive.hpp:
 // async_revoke(comm, why, token) completes with void(std::error_code) once the revocation
 // is made (from any thread: it runs on the communicator's loop), async_agree(comm[, flag],
-// token) with void(std::error_code, agreement), and async_shrink(comm, token) with
+// token) with void(std::error_code, agreement), and async_shrink(comm, token),
+// async_grow(comm[, replacements], token) and async_admitted(world, wait, token) with
 // void(std::error_code, std::optional<communicator>) (a value when it succeeds, as
-// split's). async_run(comm,
-// task, token) does the same for any optcast task, such as a coroutine of the caller's
-// that runs several calls.
+// split's). async_run(comm, task, token) does the same for any optcast task, such as a
+// coroutine of the caller's that runs several calls.
 //
 // The call runs on the communicator's event loop (fabric::executor()); its handler is
 // invoked on the handler's associated executor (by default that event loop), never
@@ -30,6 +30,7 @@
 // The communicator's deadline still applies.
 #pragma once
 
+#include <chrono>
 #include <exception>
 #include <new>
 #include <optional>
@@ -130,8 +131,8 @@ inline task<result<void>> revoke_on_loop(communicator& c, std::string why) {
   revoke(c, std::move(why));
   co_return result<void>{};
 }
-inline task<result<std::optional<communicator>>> shrink_optional(communicator& c) {
-  auto s = co_await shrink(c);
+inline task<result<std::optional<communicator>>> as_optional(task<result<communicator>> t) {
+  auto s = co_await std::move(t);
   if (!s) co_return fail(s.error());
   co_return std::optional<communicator>(std::move(*s));
 }
@@ -193,7 +194,25 @@ auto async_revoke(communicator& c, std::string why, CompletionToken&& token) {
 // shrink(c): the survivors' communicator, or nullopt with the error.
 template <class CompletionToken>
 auto async_shrink(communicator& c, CompletionToken&& token) {
-  return async_run(c, detail::shrink_optional(c), std::forward<CompletionToken>(token));
+  return async_run(c, detail::as_optional(shrink(c)), std::forward<CompletionToken>(token));
+}
+
+// grow(c[, replacements]) on every member: the communicator with the replacements, or
+// nullopt with the error.
+template <class CompletionToken>
+auto async_grow(communicator& c, int replacements, CompletionToken&& token) {
+  return async_run(c, detail::as_optional(grow(c, replacements)), std::forward<CompletionToken>(token));
+}
+template <class CompletionToken>
+auto async_grow(communicator& c, CompletionToken&& token) {
+  return async_grow(c, 1, std::forward<CompletionToken>(token));
+}
+
+// admitted(world, wait) on a replacement: the members' grown communicator, or nullopt
+// with the error.
+template <class CompletionToken>
+auto async_admitted(communicator& world, std::chrono::milliseconds wait, CompletionToken&& token) {
+  return async_run(world, detail::as_optional(admitted(world, wait)), std::forward<CompletionToken>(token));
 }
 
 }  // namespace optcast
