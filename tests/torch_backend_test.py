@@ -10,6 +10,7 @@ have (functions of rank and check), so nothing is taken from the code under test
 Exits 77 (skipped) with the reason where torch or the optcast_torch module is missing.
 """
 import argparse
+import datetime
 import os
 import shutil
 import socket
@@ -296,10 +297,31 @@ def check_failure_raises(rank, p):
         raise AssertionError("the work of a call on a broken group waited without raising")
     if w.is_success():
         raise AssertionError("a failed work says it succeeded")
-    # Every rank has raised before any destroys the broken group (a group destroyed at once
-    # after its failure may not have told the others yet: docs/DESIGN.md, the torch backend).
-    dist.barrier()
+    # Destroyed at once, with the others perhaps still in the failed call: they must hear
+    # of the failure all the same (the barrier on the world group would wait otherwise).
     dist.destroy_process_group(g)
+    dist.barrier()
+
+
+def check_failure_then_destroy(rank, p):
+    # Rank 0 broadcasts where the others allreduce: rank 0 finds the mismatch in the
+    # first message it gets and destroys the group at once; every other rank, still
+    # waiting in its call, must raise (told by rank 0 before it went), not wait for the
+    # group's timeout (60 s here).
+    g = dist.new_group(backend="optcast", timeout=datetime.timedelta(seconds=60))
+    t = torch.ones(16)
+    try:
+        if rank == 0:
+            dist.broadcast(t, 0, group=g)
+        else:
+            dist.all_reduce(t, group=g)
+    except RuntimeError as e:
+        if "called the collective differently" not in str(e):
+            raise AssertionError(f"a mismatched call: unclear error: {e}")
+    else:
+        raise AssertionError("a broadcast met by allreduces returned as if it had succeeded")
+    dist.destroy_process_group(g)
+    dist.barrier()
 
 
 def check_groups(rank, p):
