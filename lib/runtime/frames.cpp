@@ -131,7 +131,11 @@ void frame_free(void* p, std::size_t n) noexcept {
   frame_arena* from = *reinterpret_cast<frame_arena**>(b);
   const std::size_t total = rounded(n + header);
   if (!from) {
+#if defined(__cpp_sized_deallocation)
     ::operator delete(b, total);
+#else  // clang before 19 declares the sized form only with -fsized-deallocation
+    ::operator delete(b);
+#endif
     return;
   }
   if (from == current) from->recycle(b, total);
