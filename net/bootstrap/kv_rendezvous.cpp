@@ -139,7 +139,9 @@ struct worker_side {
         if (v) guarded([&] { look_for_losses(lost); });
         lock.lock();
         if (v && failed && !told && !reported) {
-          auto [code, why] = parse_failure(*v);
+          auto parsed = parse_failure(*v);  // not a structured binding: clang 14 cannot capture one
+          auto code = parsed.first;
+          auto why = std::move(parsed.second);
           if (loss_whys.count(why)) {
             failure_was_loss = true;  // the job's outcome, at leave(); the ranks named are lost, the rest go on
           } else {

@@ -293,7 +293,8 @@ std::vector<std::string> rail_addresses(std::string_view spec, const std::string
         if (matches(iface, n)) take(iface);
   } else {
     for (const auto& [iface, addr] : address_of) {
-      if (exclude && std::any_of(names.begin(), names.end(), [&](const auto& n) { return matches(iface, n); })) continue;
+      const auto& name = iface;  // a structured binding: clang 14 cannot capture one
+      if (exclude && std::any_of(names.begin(), names.end(), [&](const auto& n) { return matches(name, n); })) continue;
       if (kind_of(iface) == kind_of(at->name)) take(iface);
     }
   }

@@ -358,10 +358,10 @@ void table::conclude() {
 void table::leave(int rank) {
   joined_[static_cast<std::size_t>(rank)] = false;
   stalled_[static_cast<std::size_t>(rank)] = false;
-  for (auto& [key, list] : waiting_)
-    std::erase_if(list, [&](auto& e) {
+  for (auto& w : waiting_)  // not a structured binding: clang 14 cannot capture one
+    std::erase_if(w.second, [&](auto& e) {
       if (e.first != rank) return false;
-      refund(rank, key.size() + entry_overhead);
+      refund(rank, w.first.size() + entry_overhead);
       return true;
     });
   std::erase_if(waiting_, [](auto& e) { return e.second.empty(); });
