@@ -8,6 +8,8 @@
 
 #include <algorithm>
 
+#include "optcast/fabric.hpp"
+
 namespace optcast::detail {
 
 namespace {
@@ -59,6 +61,7 @@ std::optional<control_message> control_message::decode(std::span<const std::byte
   if (kind < revoke || kind > admit) return std::nullopt;
   m.kind = static_cast<kind_t>(kind);
   m.comm = static_cast<std::uint32_t>(get(in, 4, 4));
+  if (m.comm >= seq_layout::reserved_id) return std::nullopt;  // no communicator has such an id
   m.n = static_cast<std::uint32_t>(get(in, 8, 4));
   m.ballot = static_cast<std::uint32_t>(get(in, 12, 4));
   m.code = static_cast<std::uint32_t>(get(in, 16, 4));

@@ -37,7 +37,8 @@ struct control_message {
   bool operator==(const control_message&) const = default;
   // Fields past their limits are cut to them.
   std::vector<std::byte> encode() const;
-  // Nothing unless `bytes` is exactly one well-formed message.
+  // Nothing unless `bytes` is exactly one well-formed message (of a communicator id below
+  // seq_layout::reserved_id).
   static std::optional<control_message> decode(std::span<const std::byte> bytes);
 };
 

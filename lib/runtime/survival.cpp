@@ -183,7 +183,7 @@ void survival::send(int to, const control_message& m) {
 void survival::arrived(int src, std::span<const std::byte> bytes) {
   if (!alive(src)) return;  // a dead peer's word counts no more
   auto m = control_message::decode(bytes);
-  if (!m || m->comm >= seq_layout::reserved_id) {
+  if (!m) {
     f_.abort(make_error_code(errc::protocol_violation), "a malformed control message from rank " + std::to_string(src));
     return;
   }
