@@ -434,3 +434,20 @@ TEST_CASE("a replacement takes only a failed rank's slot, and counts once admitt
     }
   }
 }
+
+// The survivors may go on without a rank that never joined the store (found by fuzzing:
+// such a rank then joined as a plain process, yet the store took it for an unadmitted
+// replacement whose death failed nothing). Its slot is a failed rank's like any other.
+TEST_CASE("a rank excused before it ever joined comes back only as a replacement", "[store]") {
+  namespace p = store::proto;
+  p::table t(3, [](int, const p::message&) {});
+  t.join(0);
+  t.join(1);
+  REQUIRE(t.on_message(0, {p::m_excuse, 0, 0, {}, "2"}));
+  const auto plain = t.judge_rejoin(2, false);
+  REQUIRE(plain.has_value());
+  CHECK(plain->find("comes as a replacement (OPTCAST_REJOIN=1)") != std::string::npos);
+  REQUIRE_FALSE(t.judge_rejoin(2, true).has_value());
+  t.join(2);
+  CHECK(t.replacing(2));
+}

@@ -151,8 +151,8 @@ bool table::charge(int rank, std::size_t bytes) {
 }
 
 std::optional<std::string> table::judge_rejoin(int rank, bool rejoin) const {
-  const auto R = static_cast<std::size_t>(rank);
-  const bool failed_slot = ever_joined_[R] && excused_[R];
+  // Excused: the survivors went on without it, whether it died or never came.
+  const bool failed_slot = excused_[static_cast<std::size_t>(rank)];
   if (rejoin && !failed_slot)
     return "rank " + std::to_string(rank) + " comes as a replacement (OPTCAST_REJOIN), and it is not a rank the survivors went on without";
   if (!rejoin && failed_slot)
