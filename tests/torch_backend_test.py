@@ -10,7 +10,6 @@ have (functions of rank and check), so nothing is taken from the code under test
 Exits 77 (skipped) with the reason where torch or the optcast_torch module is missing.
 """
 import argparse
-import datetime
 import os
 import shutil
 import socket
@@ -276,54 +275,6 @@ def check_async(rank, p):
     same(chained.wait(), torch.full((4,), 2.0 * p), "a future's callback")
 
 
-def check_failure_raises(rank, p):
-    # A call that fails after it started (here the ranks disagree on its size, which only
-    # their messages tell) raises where torch waits for it, in a synchronous call and on a
-    # work alike: torch's own future-made work would return as if it had succeeded.
-    g = dist.new_group(backend="optcast")
-    try:
-        dist.all_reduce(torch.ones(4 if rank == 0 else 5), group=g)
-    except RuntimeError as e:
-        if "optcast" not in str(e):
-            raise AssertionError(f"a failed all_reduce: unclear error: {e}")
-    else:
-        raise AssertionError("an all_reduce the ranks called with different sizes returned as if it had succeeded")
-    w = dist.all_reduce(torch.ones(3), group=g, async_op=True)  # on the broken group
-    try:
-        w.wait()
-    except RuntimeError:
-        pass
-    else:
-        raise AssertionError("the work of a call on a broken group waited without raising")
-    if w.is_success():
-        raise AssertionError("a failed work says it succeeded")
-    # Destroyed at once, with the others perhaps still in the failed call: they must hear
-    # of the failure all the same (the barrier on the world group would wait otherwise).
-    dist.destroy_process_group(g)
-    dist.barrier()
-
-
-def check_failure_then_destroy(rank, p):
-    # Rank 0 broadcasts where the others allreduce: rank 0 finds the mismatch in the
-    # first message it gets and destroys the group at once; every other rank, still
-    # waiting in its call, must raise (told by rank 0 before it went), not wait for the
-    # group's timeout (60 s here).
-    g = dist.new_group(backend="optcast", timeout=datetime.timedelta(seconds=60))
-    t = torch.ones(16)
-    try:
-        if rank == 0:
-            dist.broadcast(t, 0, group=g)
-        else:
-            dist.all_reduce(t, group=g)
-    except RuntimeError as e:
-        if "called the collective differently" not in str(e):
-            raise AssertionError(f"a mismatched call: unclear error: {e}")
-    else:
-        raise AssertionError("a broadcast met by allreduces returned as if it had succeeded")
-    dist.destroy_process_group(g)
-    dist.barrier()
-
-
 def check_groups(rank, p):
     if p < 3:
         return
@@ -438,6 +389,9 @@ def check_ddp(rank, p):
         if not torch.allclose(q.detach(), r - 0.1 * g, rtol=1e-5, atol=1e-6):
             raise AssertionError("a DDP step differs from the same step computed in one process")
 
+
+# The failure paths' checks, in a file of their own (found in globals() as the rest).
+from torch_failure_checks import check_failure_raises, check_failure_then_destroy  # noqa: E402,F401
 
 CHECKS = {name[len("check_"):]: f for name, f in sorted(globals().items()) if name.startswith("check_")}
 
