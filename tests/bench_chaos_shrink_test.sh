@@ -5,7 +5,8 @@
 # verified collectives, an agreement that all went well), all of them to the same
 # membership, without the victim; none may hang, fail or hold wrong data; and each
 # one's leave() must succeed (the store no longer counts the ranks they excused). Then
-# rank 0 is the victim, the store served apart from the ranks (--store launcher).
+# rank 0 is the victim, the store served apart from the ranks (--store launcher); and
+# the ranks meet in a file store.
 #   tests/bench_chaos_shrink_test.sh OPTCAST_BENCH [ofi]
 # With `ofi`, the same over libfabric's tcp;ofi_rxm (exit 77 where it is missing).
 set -euo pipefail
@@ -45,5 +46,14 @@ check "$out" stop
 out=$("$bench" chaos --fabric "$fabric" --np 5 --trials 2 --mode both --shrink --store launcher --victim 0 --ops-after 10 --timeout-ms 1000 --json --quiet)
 check "$out" kill
 check "$out" stop
+# Meeting in a file store, which knows nothing of who is alive: the survivors' excusal
+# is written there too, and their job ends well.
+if [ "$fabric" = tcp ]; then
+  dir=$(mktemp -d)
+  trap 'rm -rf "$dir"' EXIT
+  out=$("$bench" chaos --np 5 --trials 2 --mode both --shrink --store "file://$dir" --ops-after 10 --timeout-ms 1000 --json --quiet)
+  check "$out" kill
+  check "$out" stop
+fi
 out=$("$bench" chaos --fabric "$fabric" --np 5 --trials 3 --mode kill --shrink --second-kill --ops-after 10 --timeout-ms 1000 --json --quiet)
 check "$out" kill+kill

@@ -69,7 +69,7 @@ TEST_CASE("through the program's store, a stall is looked into: the rank whose l
       CHECK(nobody[1] == 1);
       CHECK(told[0].empty());
       CHECK(told[1].empty());
-      CHECK_FALSE(store->get("optcast/failure", 0ms));
+      CHECK_FALSE(store->get("optcast/failure/1", 0ms));
     }
     for (auto& j : jobs) j->leave(0ms, false);
   }

@@ -53,7 +53,7 @@ public:
                           std::function<void(std::uint64_t code, int rank, std::string why)> failed) = 0;
   virtual void report_failure(int code, std::string why) = 0;
   // The survivors went on without `ranks` (optcast::shrink): their loss no longer fails
-  // the job. Only optcast's TCP store keeps count; elsewhere the job's outcome still
+  // the job. optcast's TCP store and the kv stores keep count; PMIx's outcome still
   // counts them.
   virtual void excuse(const std::vector<int>& ranks) { (void)ranks; }
   // Replacements (optcast::grow), on optcast's TCP store only: `rejoined(rank)` when one
