@@ -12,15 +12,7 @@
 set -euo pipefail
 bench=$1
 fabric=${2:-tcp}
-if [ "$fabric" = ofi ]; then
-  # fi_info (libfabric-bin) where it is installed; else libfabric itself, which has tcp and rxm built in.
-  if command -v fi_info >/dev/null; then
-    fi_info -p 'tcp;ofi_rxm' >/dev/null 2>&1 || { echo "skipped: libfabric's tcp;ofi_rxm is missing (fi_info -p 'tcp;ofi_rxm')"; exit 77; }
-  elif ! ldconfig -p | grep -q 'libfabric\.so\.1 '; then
-    echo "skipped: libfabric (libfabric.so.1) is not installed"; exit 77
-  fi
-  export FI_PROVIDER='tcp;ofi_rxm'
-fi
+[ "$fabric" = ofi ] && . "$(dirname "$0")/ofi_rxm.sh"
 check() {
   python3 - "$1" "$2" <<'PY'
 import json, sys

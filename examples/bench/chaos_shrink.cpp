@@ -137,8 +137,8 @@ int shrink_trials(const char* self, const shrink_setup& su) {
                  su.store.c_str());
     return 2;
   }
-  if (su.grow && su.fabric != "tcp") {
-    std::fprintf(stderr, "optcast-bench chaos --grow: the %s fabric takes no replacements (the TCP fabric over optcast's TCP store does)\n",
+  if (su.grow && su.fabric != "tcp" && su.fabric != "ofi") {
+    std::fprintf(stderr, "optcast-bench chaos --grow: the %s fabric takes no replacements (TCP and libfabric's tcp;ofi_rxm over optcast's TCP store do)\n",
                  su.fabric.c_str());
     return 2;
   }

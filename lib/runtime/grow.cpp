@@ -38,7 +38,7 @@ fabric_base* growing_fabric(communicator& c, const std::shared_ptr<fabric>& base
   auto* fb = dynamic_cast<fabric_base*>(base.get());
   if (!fb || !fb->takes_replacements() || !base->executor()) {
     comm_access::record_error(c, std::string(what) + ": this fabric (" + std::string(base->name()) +
-                                     ") takes no replacements (the TCP fabric over optcast's TCP store does)");
+                                     ") takes no replacements (TCP and libfabric's tcp;ofi_rxm over optcast's TCP store do)");
     return nullptr;
   }
   return fb;

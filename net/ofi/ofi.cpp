@@ -90,9 +90,6 @@ bool from_hex(const std::string& s, std::vector<unsigned char>& out) {
 }  // namespace
 
 void ofi_fabric::bootstrap() {
-  if (cfg_.rejoin)
-    throw setup_error(make_error_code(errc::invalid_argument),
-                      "libfabric: a replacement for a failed rank (OPTCAST_REJOIN) joins over the TCP fabric only");
   join_job();
 
   std::string prov = cfg_.provider, why = "no provider";
@@ -114,6 +111,9 @@ void ofi_fabric::bootstrap() {
   // rxm answers FI_PEEK; shm (1.17) takes the peek and never answers it.
   peek_works_ = provider_.find("ofi_rxm") != std::string::npos;
   survives_ = provider_.find("ofi_rxm") != std::string::npos;
+  if (cfg_.rejoin && !survives_)
+    throw setup_error(make_error_code(errc::invalid_argument),
+                      "libfabric provider " + provider_ + " takes no replacements (OPTCAST_REJOIN): a peer's loss fails it (tcp;ofi_rxm survives one)");
   register_ = cfg_.register_always || (info_->domain_attr->mr_mode & FI_MR_LOCAL);
   max_msg_ = info_->ep_attr->max_msg_size;
 
@@ -168,6 +168,8 @@ void ofi_fabric::bootstrap() {
   insert_all_peers();
   for (int r = 0; r < cfg_.size && survives_; ++r)
     if (r != cfg_.rank) post_control_receive(r, {});
+  // A replacement's endpoint is in the store, and it listens: the members may take it in.
+  if (cfg_.rejoin) job_->rejoin();
   log(log_level::debug, rank_name(cfg_.rank) + " on libfabric provider " + provider_ +
                             (wait_.is_open() ? " (progress on the CQ's wait fd)" : " (progress by polling)"));
   arm();
@@ -186,23 +188,12 @@ void ofi_fabric::insert_all_peers() {
     throw setup_error(names.error(), "cannot learn the ranks' endpoints from the store (" + names.error().message() + ")");
   std::vector<std::vector<unsigned char>> bytes(static_cast<std::size_t>(cfg_.size));
   std::vector<std::size_t> length(static_cast<std::size_t>(cfg_.size));
-  for (int r = 0; r < cfg_.size; ++r) {
-    const std::string* v = &(*names)[static_cast<std::size_t>(r)];
-    auto& name = bytes[static_cast<std::size_t>(r)];
-    const auto bar = v->find('|');
-    std::string why;
-    if (bar == std::string::npos || !from_hex(v->substr(bar + 1), name))
-      why = "malformed endpoint name for " + rank_name(r);
-    else if (v->substr(0, bar) != provider_)
-      why = rank_name(r) + " uses libfabric provider " + v->substr(0, bar) + ", this rank " + provider_ +
-            " (set FI_PROVIDER or OPTCAST_OFI_PROVIDER alike on every rank)";
-    if (!why.empty()) throw setup_error(make_error_code(errc::protocol_violation), why);
-    length[static_cast<std::size_t>(r)] = name.size();
-    // Providers may read a fixed address length rather than the name's own (shm's
-    // names are strings, its AV copies its maximum name length): zeros past the end.
-    name.resize(std::max<std::size_t>(name.size(), 512), 0);
-  }
+  for (int r = 0; r < cfg_.size; ++r)
+    if (auto why = endpoint_of(r, (*names)[static_cast<std::size_t>(r)], bytes[static_cast<std::size_t>(r)], length[static_cast<std::size_t>(r)]);
+        !why.empty())
+      throw setup_error(make_error_code(errc::protocol_violation), why);
   addrs_.assign(static_cast<std::size_t>(cfg_.size), FI_ADDR_UNSPEC);
+  abandoned_recvs_.assign(static_cast<std::size_t>(cfg_.size), 0);
   const auto insert = [&](int r) {
     fi_addr_t addr = FI_ADDR_UNSPEC;
     if (int n = fi_av_insert(av_.get(), bytes[static_cast<std::size_t>(r)].data(), 1, &addr, 0, nullptr); n != 1)
@@ -243,6 +234,19 @@ void ofi_fabric::insert_all_peers() {
     if (auto it = std::find(addrs_.begin(), addrs_.begin() + r, addrs_[static_cast<std::size_t>(r)]); it != addrs_.begin() + r)
       throw setup_error(make_error_code(errc::protocol_violation),
                         rank_name(r) + " and " + rank_name(static_cast<int>(it - addrs_.begin())) + " have the same libfabric endpoint");
+}
+
+std::string ofi_fabric::endpoint_of(int r, const std::string& published, std::vector<unsigned char>& name, std::size_t& length) const {
+  const auto bar = published.find('|');
+  if (bar == std::string::npos || !from_hex(published.substr(bar + 1), name)) return "malformed endpoint name for " + rank_name(r);
+  if (published.substr(0, bar) != provider_)
+    return rank_name(r) + " uses libfabric provider " + published.substr(0, bar) + ", this rank " + provider_ +
+           " (set FI_PROVIDER or OPTCAST_OFI_PROVIDER alike on every rank)";
+  length = name.size();
+  // Providers may read a fixed address length rather than the name's own (shm's names
+  // are strings, its AV copies its maximum name length): zeros past the end.
+  name.resize(std::max<std::size_t>(name.size(), 512), 0);
+  return {};
 }
 
 }  // namespace impl

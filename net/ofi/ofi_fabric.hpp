@@ -95,6 +95,7 @@ struct ticket {
   fi_context2 ctx{};  // first: the provider's context pointer is the ticket's
   operation* op = nullptr;
   ticket* next_free = nullptr;
+  int abandoned_from = -1;  // a receive from this dead peer, cancelled, not yet given back
 };
 inline ticket*& ticket_of(operation& op) { return *reinterpret_cast<ticket**>(&op.fabric_ctx[0]); }
 
@@ -114,6 +115,9 @@ public:
   // message from a source the receiver has not inserted could not match a directed
   // receive (shm, rxm).
   void insert_all_peers();
+  // Rank r's published endpoint (PROVIDER|HEX) into `name`, padded for the address vector;
+  // else why not.
+  std::string endpoint_of(int r, const std::string& published, std::vector<unsigned char>& name, std::size_t& length) const;
 
   std::string_view name() const noexcept override { return "ofi"; }
   const std::string& provider() const noexcept { return provider_; }
@@ -136,6 +140,13 @@ public:
   bool survives_failures() const noexcept override { return survives_; }
   void lose_peer(int r, std::error_code ec, const std::string& why) noexcept override;
   void retire(std::uint32_t id) noexcept override;
+  // Replacements (optcast::grow) come through optcast's TCP store, where a peer's loss
+  // leaves the endpoint usable (survives_): the replacement's endpoint is looked up and
+  // inserted in the dead one's place (survive.cpp).
+  bool takes_replacements() const noexcept override { return survives_ && !cfg_.kv && !cfg_.pmix; }
+  void reset_peer(int r) noexcept override;
+  void refuse_replacement(int r, const std::string& why);
+  void insert_replacement(int r, std::vector<unsigned char> name, std::chrono::steady_clock::time_point until);
 
 private:
   const job_config& job_settings() const noexcept override { return cfg_; }
@@ -269,6 +280,9 @@ private:
   config cfg_;
   // Before the provider's objects: it may hold tickets until its endpoint closes.
   std::deque<ticket> tickets_;
+  // Per rank, its abandoned receives the provider has not given back: they name its
+  // address vector entry, which its replacement's may reuse (reset_peer waits for none).
+  std::vector<int> abandoned_recvs_;
   ticket* free_tickets_ = nullptr;
   std::string provider_;
   bool register_ = false;

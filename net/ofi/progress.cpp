@@ -215,7 +215,9 @@ operation* ofi_fabric::op_of(void* ctx) noexcept {
   // operation twice (cancelled, and flushed with its connection), and a second return of
   // a ticket reused meanwhile would complete another operation. A few bytes per operation
   // that was with a dead peer.
-  return static_cast<ticket*>(ctx)->op;
+  auto* t = static_cast<ticket*>(ctx);
+  if (!t->op && t->abandoned_from >= 0) --abandoned_recvs_[static_cast<std::size_t>(std::exchange(t->abandoned_from, -1))];
+  return t->op;
 }
 
 ticket& ofi_fabric::take_ticket(operation& op) {
@@ -239,7 +241,16 @@ void ofi_fabric::free_ticket(operation& op) noexcept {
 }
 
 void ofi_fabric::abandon(operation& op) noexcept {
-  if (ticket* t = std::exchange(ticket_of(op), nullptr)) t->op = nullptr;  // never reused (op_of)
+  if (ticket* t = std::exchange(ticket_of(op), nullptr)) {
+    t->op = nullptr;  // never reused (op_of)
+    // A receive stays posted on the dead peer's address vector entry until given back;
+    // a later insert may reuse the entry, and the receive would match its messages.
+    if (op.kind == op_kind::recv && op.peer >= 0 && ep_) {
+      t->abandoned_from = op.peer;
+      ++abandoned_recvs_[static_cast<std::size_t>(op.peer)];
+      if (op.fabric_state == st_posted) fi_cancel(&ep_->fid, &t->ctx);  // else cancelled already
+    }
+  }
   queue_of(op).remove(op);
   release_mr(op);
 }

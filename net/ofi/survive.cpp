@@ -2,7 +2,7 @@
 // a communicator it was in, is taken back from the provider before it ends (the memory
 // stays the provider's until it gives the operation back), and the survival layer
 // (fabric_base) revokes those communicators; the endpoint stays, so the survivors go on
-// over it (optcast/survive.hpp).
+// over it (optcast/survive.hpp), and a replacement takes a dead peer's place (grow).
 #include "ofi_fabric.hpp"
 
 namespace optcast::ofi::impl {
@@ -98,6 +98,61 @@ void ofi_fabric::lose_peer(int r, std::error_code ec, const std::string& why) no
   }
   std::erase_if(probes_, [r](const probe& p) { return p.src == r; });
   complete_all(now, ec, why);
+}
+
+void ofi_fabric::reset_peer(int r) noexcept {
+  // A replacement takes r's place. The dead process's operations were given up and its
+  // address removed when it was lost (lose_peer, which the store's word of the
+  // replacement runs first where it had not): the replacement's endpoint, published
+  // before the store said it is ready, goes into the address vector, and r is a peer
+  // again once it is there.
+  if (r < 0 || r >= cfg_.size || r == cfg_.rank || failure() || closing_ || !ep_ || !survives_) return;
+  job_->lookup(addr_key(r), [this, alive = alive_, r](result<std::string> v) {
+    if (!*alive || failure() || closing_ || !ep_ || peer_alive(r)) return;
+    if (!v) return refuse_replacement(r, "its endpoint is not in the store (" + v.error().message() + ")");
+    std::vector<unsigned char> name;
+    std::size_t length = 0;
+    if (auto why = endpoint_of(r, *v, name, length); !why.empty()) return refuse_replacement(r, why);
+    insert_replacement(r, std::move(name), std::chrono::steady_clock::now() + cfg_.bootstrap_timeout);
+  });
+}
+
+void ofi_fabric::refuse_replacement(int r, const std::string& why) {
+  // Not taken in here: the members' growth then fails alike (a replacement not ready on
+  // every member), and they go on without it.
+  log(log_level::warn, rank_name(cfg_.rank) + ": " + rank_name(r) + "'s replacement is not taken in: " + why);
+}
+
+void ofi_fabric::insert_replacement(int r, std::vector<unsigned char> name, std::chrono::steady_clock::time_point until) {
+  if (failure() || closing_ || !ep_ || peer_alive(r)) return;
+  // Not while a receive of the dead process's is with the provider: it names the address
+  // vector entry the replacement's insert may reuse, and would take its messages into
+  // memory that is gone. They were cancelled at the loss; the provider gives them back.
+  if (abandoned_recvs_[static_cast<std::size_t>(r)] > 0) {
+    if (std::chrono::steady_clock::now() >= until)
+      return refuse_replacement(r, std::to_string(abandoned_recvs_[static_cast<std::size_t>(r)]) +
+                                       " receives from the dead process were not given back by the provider");
+    progress_soon();
+    auto t = std::make_shared<asio::steady_timer>(ex_, std::chrono::milliseconds(1));
+    t->async_wait([this, alive = alive_, t, r, name = std::move(name), until](std::error_code) mutable {
+      if (*alive) insert_replacement(r, std::move(name), until);
+    });
+    return;
+  }
+  {
+    fi_addr_t& addr = addrs_[static_cast<std::size_t>(r)];
+    if (addr != FI_ADDR_UNSPEC) {
+      (void)fi_av_remove(av_.get(), &addr, 1, 0);
+      addr = FI_ADDR_UNSPEC;
+    }
+    fi_addr_t fresh = FI_ADDR_UNSPEC;
+    if (const int n = fi_av_insert(av_.get(), name.data(), 1, &fresh, 0, nullptr); n != 1)
+      return refuse_replacement(r, "fi_av_insert: " + fi_error(n < 0 ? n : -FI_EINVAL));
+    addr = fresh;
+  }
+  log(log_level::info, rank_name(cfg_.rank) + ": " + rank_name(r) + " has a replacement");
+  peer_replaced(r);
+  post_control_receive(r, {});
 }
 
 void ofi_fabric::grace_over(const std::string& why) noexcept {
