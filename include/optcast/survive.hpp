@@ -64,7 +64,7 @@ task<result<communicator>> shrink(communicator& c);
 // for every collective (its first barrier has passed). Fails alike on every member, with
 // errc::timeout when not enough came, errc::peer_lost when a member failed before the
 // agreement (shrink c, then grow again), errc::invalid_argument where the fabric takes no
-// replacements (TCP over optcast's TCP store does; not libfabric, kv stores or PMIx). A
+// replacements (TCP and libfabric's tcp;ofi_rxm over optcast's TCP store do; not shm, kv stores or PMIx). A
 // member or replacement that dies after the agreement may be in the result, as in a
 // shrink's: it is then broken on every rank that learns of it; shrink it (every member
 // and replacement holds it).
