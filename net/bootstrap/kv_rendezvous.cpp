@@ -69,14 +69,28 @@ public:
   void lookup(std::string key, std::function<void(result<std::string>)> done) override {
     w_.push([s = &w_, key = std::move(key), done = std::move(done)] {
       auto v = s->get_until(key, std::chrono::steady_clock::now() + s->bootstrap_timeout);
-      asio::post(s->events, [done, v = std::move(v)] { done(v); });
+      // A store that fails (not a key that is missing: a timeout) fails this rank as a
+      // whole, in the store's words, first: the rank whose entry was asked for is not
+      // the one to blame (it was, as lost, when rank 0's torch TCPStore went with rank 0).
+      std::function<void(std::string)> gone;
+      if (!v && v.error() != errc::timeout && !s->stopping) {
+        std::lock_guard l(s->mu);
+        gone = s->gone;
+      }
+      const std::string why = gone ? "the job's store failed: " + store_says(*s->kv, v.error()) : std::string();
+      asio::post(s->events, [done, gone, why, v = std::move(v)] {
+        if (gone) gone(why);
+        done(v);
+      });
     });
   }
 
-  // No store connection to lose, no store to say who died.
-  void on_failure(std::function<void(int)>, std::function<void(std::string)>, std::function<void(std::uint64_t, int, std::string)> failed) override {
+  // No store connection to lose, no store to say who died: a failing store is said
+  // (gone) where a lookup finds it.
+  void on_failure(std::function<void(int)>, std::function<void(std::string)> gone, std::function<void(std::uint64_t, int, std::string)> failed) override {
     std::lock_guard l(w_.mu);
     w_.failed = std::move(failed);
+    w_.gone = std::move(gone);
   }
 
   void report_failure(int code, std::string why) override {

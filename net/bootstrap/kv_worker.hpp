@@ -106,6 +106,7 @@ struct worker_side {
   bool closing = false;               // drain the tasks, then stop
   std::atomic<bool> stopping{false};  // lookups give up
   std::function<void(std::uint64_t, int, std::string)> failed;
+  std::function<void(std::string)> gone;  // the store failed
   bool reported = false;  // this rank failed: it is not told of the job's failure
   bool told = false;
   std::thread worker;
@@ -335,6 +336,7 @@ struct worker_side {
       std::lock_guard l(mu);
       closing = true;
       failed = nullptr;
+      gone = nullptr;
     }
     stopping = true;  // a lookup still waiting is for a fabric that is closing
     cv.notify_all();
