@@ -20,17 +20,9 @@ import socket
 import sys
 import time
 
-try:
-    import torch.distributed as dist
-    import torch.multiprocessing as mp
-except ImportError as e:
-    print(f"skipped: torch is not installed for {sys.executable} ({e}; Debian: python3-torch)")
-    sys.exit(77)
-try:
-    import optcast_torch  # noqa: F401  (registers backend "optcast")
-except ImportError as e:
-    print(f"skipped: optcast_torch was not built ({e}; needs libtorch-dev and pybind11-dev, meson -Dtorch)")
-    sys.exit(77)
+import torch_or_skip  # noqa: F401  (exits 77 where torch or optcast_torch is missing)
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
 DEADLINE_S = 30  # the group's timeout: an error must come well before it
 
