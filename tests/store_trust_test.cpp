@@ -448,6 +448,18 @@ TEST_CASE("a rank excused before it ever joined comes back only as a replacement
   REQUIRE(plain.has_value());
   CHECK(plain->find("comes as a replacement (OPTCAST_REJOIN=1)") != std::string::npos);
   REQUIRE_FALSE(t.judge_rejoin(2, true).has_value());
+  SECTION("its not joining fails nothing: the survivors went on without it") {
+    t.missing_after(std::chrono::milliseconds(100));
+    CHECK_FALSE(t.failed());
+  }
+  SECTION("a rank neither joined nor excused still fails the job") {
+    p::table u(3, [](int, const p::message&) {});
+    u.join(0);
+    u.join(1);
+    u.missing_after(std::chrono::milliseconds(100));
+    REQUIRE(u.failed());
+    CHECK(u.failure()->val.find("rank 2 did not join") != std::string::npos);
+  }
   t.join(2);
   CHECK(t.replacing(2));
 }

@@ -175,8 +175,10 @@ void table::misfit(std::uint32_t rank, const std::string& why) {
 void table::missing_after(std::chrono::milliseconds waited) {
   std::string names;
   int n = 0;
+  // An excused rank is not missing: the survivors went on without it.
   for (int r = 0; r < size(); ++r)
-    if (!ever_joined_[static_cast<std::size_t>(r)] && ++n <= 8) names += (names.empty() ? "" : ", ") + std::to_string(r);
+    if (!ever_joined_[static_cast<std::size_t>(r)] && !excused_[static_cast<std::size_t>(r)] && ++n <= 8)
+      names += (names.empty() ? "" : ", ") + std::to_string(r);
   if (n == 0) return;
   if (n > 8) names += " and " + std::to_string(n - 8) + " more";
   fail_job(-1,
