@@ -7,6 +7,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "optcast/log.hpp"
+
 namespace optcast::pmix {
 
 namespace {
@@ -16,6 +18,38 @@ bool ready = false;
 pmix_proc_t me;
 
 std::string says(pmix_status_t rc) { return std::string(PMIx_Error_string(rc)); }
+
+// Deaths, from PMIx's event notification (on_death).
+std::mutex death_mu;
+std::function<void(int, std::string)> death_to;
+bool death_registered = false;
+
+void death_event(size_t, pmix_status_t status, const pmix_proc_t* source, pmix_info_t info[], size_t ninfo, pmix_info_t*, size_t,
+                 pmix_event_notification_cbfunc_fn_t done, void* done_data) {
+  const pmix_proc_t* who = source;
+  int exit_code = 0;
+  bool has_exit = false;
+  for (size_t i = 0; i < ninfo; ++i) {
+    if (PMIX_CHECK_KEY(&info[i], PMIX_EVENT_AFFECTED_PROC) && info[i].value.type == PMIX_PROC) who = info[i].value.data.proc;
+    if (PMIX_CHECK_KEY(&info[i], PMIX_EXIT_CODE) && info[i].value.type == PMIX_INT) {
+      exit_code = info[i].value.data.integer;
+      has_exit = true;
+    }
+  }
+  // One of this job's ranks, not this one; a rank's rank, not a wildcard.
+  if (who && PMIX_CHECK_NSPACE(who->nspace, me.nspace) && who->rank != me.rank && who->rank < PMIX_RANK_VALID) {
+    std::function<void(int, std::string)> f;
+    {
+      std::lock_guard l(death_mu);
+      f = death_to;
+    }
+    const int r = static_cast<int>(who->rank);
+    if (f)
+      f(r, "rank " + std::to_string(r) + " ended abnormally, says the launcher's PMIx server (" + says(status) +
+               (has_exit ? ", exit code " + std::to_string(exit_code) : std::string()) + ")");
+  }
+  if (done) done(PMIX_EVENT_ACTION_COMPLETE, nullptr, 0, nullptr, nullptr, done_data);
+}
 
 }  // namespace
 
@@ -97,6 +131,24 @@ result<std::string> get(const std::string& key, std::string* why) {
   else if (v->type == PMIX_STRING && v->data.string) out = v->data.string;
   PMIX_VALUE_RELEASE(v);
   return out;
+}
+
+void on_death(std::function<void(int, std::string)> died) {
+  {
+    std::lock_guard l(death_mu);
+    death_to = std::move(died);
+    if (death_registered || !death_to) return;
+    death_registered = true;
+  }
+  // Once per process: a rank that ended abnormally, in each of PMIx's words for it.
+  pmix_status_t codes[] = {PMIX_ERR_PROC_ABORTED, PMIX_ERR_PROC_ABORTING, PMIX_ERR_PROC_ABORTED_BY_SIG, PMIX_ERR_PROC_TERM_WO_SYNC};
+  pmix_info_t name;
+  PMIX_INFO_CONSTRUCT(&name);
+  PMIX_INFO_LOAD(&name, PMIX_EVENT_HDLR_NAME, "optcast: a rank's death", PMIX_STRING);
+  // Without a callback the registration completes before it returns (its id, or an error).
+  const pmix_status_t rc = PMIx_Register_event_handler(codes, sizeof codes / sizeof codes[0], &name, 1, death_event, nullptr, nullptr);
+  PMIX_INFO_DESTRUCT(&name);
+  if (rc < 0) log(log_level::info, "PMIx: no event handler for ranks' deaths (" + says(rc) + "): they are found by the data connections");
 }
 
 }  // namespace optcast::pmix

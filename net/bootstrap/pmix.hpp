@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 
 #include "optcast/error.hpp"
@@ -28,5 +29,11 @@ place init();
 result<void> publish(const std::string& key, const std::string& value, std::chrono::milliseconds timeout, std::string* why);
 // A key some rank published (after the fence that collected it).
 result<std::string> get(const std::string& key, std::string* why);
+
+// `died(rank, why)`, on PMIx's progress thread, when the launcher's PMIx server says a rank
+// of this job ended abnormally (PMIx's event notification: aborted, killed by a signal,
+// ended without finalizing, as PRRTE does with --enable-recovery); null: no more. A
+// launcher that delivers no such event (Debian 12's mpirun and srun) leaves it uncalled.
+void on_death(std::function<void(int rank, std::string why)> died);
 
 }  // namespace optcast::pmix

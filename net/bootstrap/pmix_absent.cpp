@@ -12,5 +12,6 @@ place init() {
 }
 result<void> publish(const std::string&, const std::string&, std::chrono::milliseconds, std::string*) { return fail(errc::invalid_argument); }
 result<std::string> get(const std::string&, std::string*) { return fail(errc::invalid_argument); }
+void on_death(std::function<void(int, std::string)>) {}
 
 }  // namespace optcast::pmix

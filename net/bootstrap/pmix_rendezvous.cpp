@@ -1,12 +1,13 @@
 // Meeting through the PMIx server of the launcher that started the ranks (mpirun,
 // prterun, srun --mpi=pmix; pmix.hpp): what each rank publishes is collected by a fence
 // every rank reaches as often as the others, and one more fence collects the goodbyes.
-// Nobody tells a rank of another's death or failure (the data connections and the
-// launcher find them) and nobody looks into a stall. PMIx's own event notification
-// would be the place for deaths, but Debian 12's mpirun (Open MPI 4.1.4 with PMIx 4.2.2)
-// delivers none: with --enable-recovery its server logs BAD-PARAM in
+// A rank's death comes through PMIx's own event notification where the launcher sends
+// it (PRRTE with --enable-recovery does; tests/pmix_launcher.cpp does, as PRRTE would),
+// else through the data connections: Debian 12's mpirun (Open MPI 4.1.4 with PMIx 4.2.2)
+// delivers none (with --enable-recovery its server logs BAD-PARAM in
 // pmix_event_notification.c and the clients' handlers hear nothing of a rank killed;
-// without it mpirun ends the job itself.
+// without it mpirun ends the job itself), nor does Slurm's mpi/pmix plugin (it never
+// calls PMIx_Notify_event). Nobody looks into a stall.
 #include <asio/any_io_executor.hpp>
 #include <asio/post.hpp>
 #include <optional>
@@ -56,7 +57,14 @@ public:
     asio::post(events_, [done = std::move(done), v = std::move(v)] { done(v); });
   }
 
-  void on_failure(std::function<void(int)>, std::function<void(std::string)>, std::function<void(std::uint64_t, int, std::string)>) override {}
+  // A rank's death, where the launcher's PMIx server tells of it (pmix::on_death): named
+  // to the fabric as the TCP store's word of a dead rank is.
+  void on_failure(std::function<void(int)>, std::function<void(std::string)>, std::function<void(std::uint64_t, int, std::string)> failed) override {
+    pmix::on_death([events = events_, failed = std::move(failed)](int r, std::string why) {
+      asio::post(events, [failed, r, why = std::move(why)] { failed(static_cast<std::uint64_t>(errc::peer_lost), r, why); });
+    });
+  }
+  ~via_pmix() override { pmix::on_death(nullptr); }
 
   // Said in its goodbye, for the job's outcome.
   void report_failure(int code, std::string why) override {
