@@ -6,7 +6,6 @@ namespace optcast::store {
 using namespace proto;
 using namespace io;
 using asio::ip::tcp;
-using clock = std::chrono::steady_clock;
 
 namespace {
 

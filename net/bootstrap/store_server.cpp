@@ -6,7 +6,6 @@ namespace optcast::store {
 using namespace proto;
 using namespace io;
 using asio::ip::tcp;
-using clock = std::chrono::steady_clock;
 
 result<address> parse_address(std::string_view s) {
   const auto colon = s.rfind(':');
