@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A rank's death told by PMIx's event notification: 3 ranks over TCP under
-# tests/pmix_launcher (a PMIx server that notifies, as PRRTE does with --enable-recovery),
+# tests/pmix_launcher (a PMIx server that notifies, as PRRTE documents with --enable-recovery),
 # rank 2 killed before any collective (no data connection to it exists). Ranks 0 and 1
 # must take it for dead within 5 s, named by the PMIx server's word.
 #   tests/pmix_death_test.sh PMIX_LAUNCHER PMIX_DEATH_RANK

@@ -3,7 +3,7 @@
 // (PMIx_server_setup_fork), completes their fences (one host: what the server library
 // collected is everyone's), and when a rank ends without finalizing while others still
 // run, tells them through PMIx's event notification (PMIX_ERR_PROC_TERM_WO_SYNC, the
-// rank as PMIX_EVENT_AFFECTED_PROC), as PRRTE does with --enable-recovery. Debian 12's
+// rank as PMIX_EVENT_AFFECTED_PROC), as PRRTE documents with --enable-recovery. Debian 12's
 // mpirun and srun send no such event, so this is how the ranks' handling of one is run.
 //
 //   pmix_launcher NP PROGRAM [ARGS...]
@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
   // one (gds/ds21) the ranks' PMIx_Get of what the others published failed NOT-FOUND
   // under this server's few job-level keys.
   ::setenv("PMIX_MCA_gds", "hash", 1);
-  char tmp[] = "/tmp/pmix-launcher-XXXXXX";
+  char tmp[] = "/tmp/pmix-launcher-XXXXXX";  // mkdtemp replaces the Xs
   if (!::mkdtemp(tmp)) {
     std::perror("pmix_launcher: mkdtemp");
     return 2;

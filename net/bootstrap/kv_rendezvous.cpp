@@ -148,11 +148,7 @@ private:
     }
     const auto until = std::chrono::steady_clock::now() + wait;
     for (std::int64_t seen = 0;;) {
-      std::optional<std::pair<std::uint64_t, std::string>> job_failed;
-      w_.scan_numbered(seen, failure_key, [&](std::int64_t n, const std::string& v) {
-        if (!job_failed && !w_.about_excused(n)) job_failed = parse_failure(v);
-      });
-      if (job_failed) {
+      if (auto job_failed = w_.next_job_failure(seen)) {
         detail = job_failed->second;
         return fail(told_error(job_failed->first));
       }

@@ -147,10 +147,7 @@ struct worker_side {
           // A named loss is written before the failure it causes: seen first. Such a
           // failure is the job's outcome, at leave(); the ranks named are lost, the rest go on.
           look_for_losses(lost);
-          scan_numbered(failures_seen, failure_key, [&](std::int64_t n, const std::string& v) {
-            auto f = parse_failure(v);
-            if (!job_failed && !loss_whys.count(f.second) && !about_excused(n)) job_failed = std::move(f);
-          });
+          job_failed = next_job_failure(failures_seen, &loss_whys);
         });
         lock.lock();
         if (job_failed && failed && !told && !reported) {
@@ -282,6 +279,17 @@ struct worker_side {
       (void)kv->set(failure_about_key(*n), about);
       (void)kv->set(failure_key(*n), std::to_string(code) + " " + why);
     }
+  }
+
+  // The job's failure among those written since `seen`: the first not about excused ranks
+  // alone (nor, with `losses`, a named loss's, which fails only the rank it names).
+  std::optional<std::pair<std::uint64_t, std::string>> next_job_failure(std::int64_t& seen, const std::set<std::string>* losses = nullptr) {
+    std::optional<std::pair<std::uint64_t, std::string>> out;
+    scan_numbered(seen, failure_key, [&](std::int64_t n, const std::string& v) {
+      auto f = parse_failure(v);
+      if (!out && !(losses && losses->count(f.second)) && !about_excused(n)) out = std::move(f);
+    });
+    return out;
   }
 
   // Failure n is about excused ranks alone.

@@ -32,8 +32,9 @@ result<std::string> get(const std::string& key, std::string* why);
 
 // `died(rank, why)`, on PMIx's progress thread, when the launcher's PMIx server says a rank
 // of this job ended abnormally (PMIx's event notification: aborted, killed by a signal,
-// ended without finalizing, as PRRTE does with --enable-recovery); null: no more. A
-// launcher that delivers no such event (Debian 12's mpirun and srun) leaves it uncalled.
+// ended without finalizing: PRRTE documents it with --enable-recovery, not run here);
+// null: no more. A launcher that delivers no such event (Debian 12's mpirun and srun:
+// Slurm's mpi/pmix plugin does not even import PMIx_Notify_event) leaves it uncalled.
 void on_death(std::function<void(int rank, std::string why)> died);
 
 }  // namespace optcast::pmix

@@ -2,12 +2,12 @@
 // prterun, srun --mpi=pmix; pmix.hpp): what each rank publishes is collected by a fence
 // every rank reaches as often as the others, and one more fence collects the goodbyes.
 // A rank's death comes through PMIx's own event notification where the launcher sends
-// it (PRRTE with --enable-recovery does; tests/pmix_launcher.cpp does, as PRRTE would),
+// it (tests/pmix_launcher.cpp does; PRRTE documents it with --enable-recovery, not run here),
 // else through the data connections: Debian 12's mpirun (Open MPI 4.1.4 with PMIx 4.2.2)
 // delivers none (with --enable-recovery its server logs BAD-PARAM in
 // pmix_event_notification.c and the clients' handlers hear nothing of a rank killed;
-// without it mpirun ends the job itself), nor does Slurm's mpi/pmix plugin (it never
-// calls PMIx_Notify_event). Nobody looks into a stall.
+// without it mpirun ends the job itself), nor does Slurm's mpi/pmix plugin (it does not
+// import PMIx_Notify_event). Nobody looks into a stall.
 #include <asio/any_io_executor.hpp>
 #include <asio/post.hpp>
 #include <optional>
