@@ -1,11 +1,11 @@
-// The table of fabrics a process joins by name (optcast/fabrics.hpp), and join() on it.
+// The table of fabrics a process joins by name (optcast/fabrics.hpp); join() on it is
+// lib/membership/join.cpp's.
 // A new fabric: its folder beside tcp/ and ofi/, and one row below.
 #include "optcast/fabrics.hpp"
 
 #include <algorithm>
 #include <cstdlib>
 
-#include "optcast/join.hpp"
 #include "optcast/net/ofi.hpp"
 #include "optcast/net/tcp.hpp"
 
@@ -40,23 +40,6 @@ const fabric_entry table[] = {
      [](const fabric& f) { return ofi::provider(f); }, [] { return ofi::available(); }},
 };
 
-// The row named, else OPTCAST_FABRIC's, else the first.
-const fabric_entry& fabric_named(std::string_view given) {
-  std::string name(given);
-  if (name.empty()) {
-    const char* e = std::getenv("OPTCAST_FABRIC");
-    name = e && *e ? e : std::string(table[0].name);
-  }
-  if (const auto* f = find_fabric(name)) return *f;
-  throw setup_error(make_error_code(errc::invalid_argument), "unknown fabric '" + name + "' (" + fabric_names_text() + ")");
-}
-
-communicator join_on(asio::io_context* io, std::string_view name) {
-  const auto& f = fabric_named(name);
-  const auto cfg = job_config::from_env();
-  return make_communicator(f.connect(io, cfg, {}), cfg);
-}
-
 }  // namespace
 
 std::span<const fabric_entry> fabric_table() noexcept { return table; }
@@ -76,26 +59,6 @@ std::string fabric_names_text() {
   std::string out;
   const std::size_t n = std::size(table);
   for (std::size_t i = 0; i < n; ++i) out += (i == 0 ? "" : i + 1 == n ? " or " : ", ") + std::string(table[i].name);
-  return out;
-}
-
-communicator join(std::string_view fabric_name) { return join_on(nullptr, fabric_name); }
-communicator join(asio::io_context& io, std::string_view fabric_name) { return join_on(&io, fabric_name); }
-
-namespace tcp {
-communicator join() { return join_on(nullptr, "tcp"); }
-communicator join(asio::io_context& io) { return join_on(&io, "tcp"); }
-}  // namespace tcp
-
-namespace ofi {
-communicator join() { return join_on(nullptr, "ofi"); }
-communicator join(asio::io_context& io) { return join_on(&io, "ofi"); }
-}  // namespace ofi
-
-std::string fabric_description(const communicator& c) {
-  std::string out(c.get_fabric().name());
-  if (const auto* f = find_fabric(out))
-    if (auto d = f->detail(c.get_fabric()); !d.empty()) out += " (" + d + ")";
   return out;
 }
 

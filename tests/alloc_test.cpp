@@ -13,7 +13,7 @@
 
 #include "optcast/asio.hpp"
 #include "optcast/net/sim.hpp"
-#include "runtime/frame_arena.hpp"
+#include "core/frame_arena.hpp"
 #include "worlds.hpp"
 
 #include "counting_new.hpp"

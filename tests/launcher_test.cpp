@@ -1,4 +1,4 @@
-// Where a job comes from (optcast/net/launcher.hpp, job_config::from_env): the launchers'
+// Where a job comes from (net/bootstrap/launcher_detect.hpp, job_config::from_env): the launchers'
 // variables in their order and under OPTCAST_*'s, Slurm's host lists, store URLs, the
 // interface and address a rank advertises, and the errors for setups that cannot work.
 #include <catch2/catch.hpp>
@@ -10,7 +10,7 @@
 
 #include "bootstrap/file_store.hpp"
 #include "bootstrap/job.hpp"
-#include "bootstrap/launcher.hpp"
+#include "bootstrap/launcher_detect.hpp"
 #include "bootstrap/redis_store.hpp"
 #include "worlds.hpp"
 

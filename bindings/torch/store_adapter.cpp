@@ -2,7 +2,6 @@
 // process group meet.
 #include <mutex>
 
-#include "net/bootstrap/poll.hpp"
 #include "process_group.hpp"
 
 namespace optcast::torch_backend {
@@ -35,7 +34,7 @@ result<void> store_adapter::set(const std::string& key, const std::string& value
 }
 
 result<std::string> store_adapter::get(const std::string& key, std::chrono::milliseconds timeout) {
-  if (auto r = detail::poll_until([&] { return has({key}); }, timeout); !r) return fail(r.error());
+  if (auto r = poll_until([&] { return has({key}); }, timeout); !r) return fail(r.error());
   return guarded([&] {
     auto v = store_->get(key);
     return std::string(v.begin(), v.end());
@@ -47,7 +46,7 @@ result<std::int64_t> store_adapter::add(const std::string& key, std::int64_t del
 }
 
 result<void> store_adapter::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  return detail::poll_until([&] { return has(keys); }, timeout);
+  return poll_until([&] { return has(keys); }, timeout);
 }
 
 std::string store_adapter::last_error() const {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "optcast/algorithm.hpp"
-#include "optcast/net/sim.hpp"
+#include "optcast/cost_model.hpp"
 
 namespace optcast {
 

@@ -22,11 +22,16 @@
 namespace optcast {
 
 namespace detail {
-class survival;  // lib/runtime/survival.hpp: dead peers, revocations, agreements
+class survival;  // lib/core/survival.hpp: dead peers, revocations, agreements
 }
 
 class fabric_base : public fabric {
 public:
+  // The longest control message there is: a transport that must post a buffer for one
+  // before it arrives (libfabric) posts this many bytes (lib/core/control_wire.hpp's
+  // limits; it checks the two agree).
+  static constexpr std::size_t max_control_bytes = 36 + 8 * (64 + 1024) + 1024;
+
   fabric_base();
   ~fabric_base() override;
 
@@ -42,7 +47,8 @@ public:
              agreement_done done) override;
 
   // ---- replacements (optcast::grow): a process that takes a failed rank's place
-  // Whether this fabric can take one in (TCP over optcast's store).
+  // Whether this fabric can take one in (TCP and libfabric's tcp;ofi_rxm, over
+  // optcast's TCP store).
   virtual bool takes_replacements() const noexcept { return false; }
   // Whether this process is one, waiting to be taken in (job_config::rejoin).
   virtual bool replacement() const noexcept { return false; }

@@ -22,7 +22,7 @@
 #include "optcast/algorithm.hpp"
 #include "optcast/bounds.hpp"
 #include "optcast/fabric.hpp"
-#include "optcast/net/sim.hpp"
+#include "optcast/cost_model.hpp"
 #include "optcast/reduction.hpp"
 
 namespace optcast::detail {

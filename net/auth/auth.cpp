@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "../bootstrap/wire.hpp"
+#include "core/little_endian.hpp"
 #include "optcast/error.hpp"
 
 namespace optcast::auth {

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <thread>
 
-#include "poll.hpp"
 
 namespace optcast {
 
@@ -109,7 +108,7 @@ result<void> file_kv_store::set(const std::string& key, const std::string& value
 result<std::string> file_kv_store::get(const std::string& key, std::chrono::milliseconds timeout) {
   const std::string path = path_of(key);
   std::string value;
-  auto r = detail::poll_until(
+  auto r = poll_until(
       [&]() -> result<bool> {
         auto v = read_file(path);
         if (v) {
@@ -146,7 +145,7 @@ result<void> file_kv_store::wait(const std::vector<std::string>& keys, std::chro
   std::vector<std::string> paths;
   for (const auto& k : keys) paths.push_back(path_of(k));
   std::size_t next = 0;  // the keys before it are there
-  return detail::poll_until(
+  return poll_until(
       [&]() -> result<bool> {
         for (; next < paths.size(); ++next) {
           struct stat st{};

@@ -7,7 +7,7 @@
 
 #include <asio/any_io_executor.hpp>
 
-#include "launcher.hpp"
+#include "launcher_detect.hpp"
 #include "optcast/log.hpp"
 
 namespace optcast {

@@ -1,5 +1,5 @@
 // A job's settings from the environment (job_config::from_env): the launcher that
-// started the process (launcher.cpp) and every OPTCAST_* variable, each checked, with a
+// started the process (launcher_detect.cpp) and every OPTCAST_* variable, each checked, with a
 // message that says what to fix.
 #include "optcast/net/job.hpp"
 
@@ -15,7 +15,7 @@
 #include <random>
 #include <sstream>
 
-#include "launcher.hpp"
+#include "launcher_detect.hpp"
 #include "optcast/log.hpp"
 #include "pmix.hpp"
 

@@ -5,7 +5,6 @@
 #include <cerrno>
 #include <thread>
 
-#include "poll.hpp"
 
 namespace optcast {
 
@@ -116,7 +115,7 @@ result<void> redis_kv_store::set(const std::string& key, const std::string& valu
 result<std::string> redis_kv_store::get(const std::string& key, std::chrono::milliseconds timeout) {
   const std::string k = key_of(key);
   std::string value;
-  auto r = detail::poll_until(
+  auto r = poll_until(
       [&]() -> result<bool> {
         std::lock_guard l(mu_);
         auto a = call({"GET", k});
@@ -152,7 +151,7 @@ result<void> redis_kv_store::wait(const std::vector<std::string>& keys, std::chr
   std::vector<std::string> ks;
   for (const auto& k : keys) ks.push_back(key_of(k));
   std::size_t next = 0;  // the keys before it are there
-  return detail::poll_until(
+  return poll_until(
       [&]() -> result<bool> {
         std::lock_guard l(mu_);
         for (; next < ks.size(); ++next) {

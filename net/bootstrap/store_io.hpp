@@ -35,7 +35,7 @@
 #include "optcast/fabric_base.hpp"
 #include "optcast/log.hpp"
 #include "store_protocol.hpp"
-#include "wire.hpp"
+#include "core/little_endian.hpp"
 
 namespace optcast::store::io {
 

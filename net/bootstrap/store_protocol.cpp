@@ -7,7 +7,7 @@
 #include <cstring>
 #include <utility>
 
-#include "wire.hpp"
+#include "core/little_endian.hpp"
 
 namespace optcast::store::proto {
 

@@ -4,7 +4,7 @@
 // the store looks into a stall.
 #include <asio/any_io_executor.hpp>
 
-#include "launcher.hpp"
+#include "launcher_detect.hpp"
 #include "optcast/log.hpp"
 #include "rendezvous.hpp"
 #include "store.hpp"

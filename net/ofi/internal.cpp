@@ -3,8 +3,6 @@
 // that take a revoked communicator's messages.
 #include "ofi_fabric.hpp"
 
-#include "../../lib/runtime/control_wire.hpp"
-
 namespace optcast::ofi::impl {
 
 bool ofi_fabric::count_send(const operation& op, std::string& why) {
@@ -60,7 +58,7 @@ void ofi_fabric::post_internal(op_kind kind, int peer, std::uint64_t value) {
 }
 
 void ofi_fabric::post_control_receive(int peer, std::vector<std::byte> buf) {
-  buf.resize(detail::control_message::max_bytes);
+  buf.resize(max_control_bytes);
   internal_op& io = add_internal(internal_op::control, op_kind::recv, peer, tag{seq_layout::control_seq, 0}, nullptr, buf.size());
   io.buf = std::move(buf);
   io.op.data = io.buf.data();

@@ -16,13 +16,13 @@
 #include "optcast/task.hpp"
 #include "../common/buffer_pool.hpp"
 #include "../common/op_queue.hpp"
-#include "runtime/frame_arena.hpp"
+#include "core/frame_arena.hpp"
 
 namespace optcast::sim {
 
 constexpr std::uint32_t none = 0xffffffffu;
 
-// Where an operation is, in op.fabric_state.
+// Where an operation is, in op.transport.state.
 enum : std::uintptr_t { st_idle = 0, st_posted, st_bound, st_sending, st_ready };
 
 // One message from send to delivery.
@@ -327,7 +327,7 @@ struct world_state {
 
   void make_ready(operation& op, std::error_code ec) {
     op.ec = ec;
-    op.fabric_state = st_ready;
+    op.transport.state = st_ready;
     ready.push_back(op);
   }
 

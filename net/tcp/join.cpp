@@ -6,7 +6,7 @@
 #include <chrono>
 #include <thread>
 
-#include "../bootstrap/launcher.hpp"
+#include "../bootstrap/launcher_detect.hpp"
 #include "../bootstrap/parse_number.hpp"
 
 namespace optcast::tcp::impl {

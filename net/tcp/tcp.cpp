@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "../common/owned_loop.hpp"
-#include "../bootstrap/launcher.hpp"
+#include "../bootstrap/launcher_detect.hpp"
 
 namespace optcast::tcp {
 
@@ -18,7 +18,7 @@ bool tcp_fabric::start(operation& op) noexcept {
   if (failure()) return fail_now(op, failure(), failure_detail());
   std::string why;
   if (auto ec = refusal(op, why)) return fail_now(op, ec, why);
-  op.fabric_state = st_none;
+  op.transport.state = st_none;
   if (op.peer == any_peer) return start_recv_any(op);
   auto& pe = peer(op.peer);
   return op.kind == op_kind::send ? start_send(op, pe) : start_recv(op, pe);
@@ -26,20 +26,20 @@ bool tcp_fabric::start(operation& op) noexcept {
 
 void tcp_fabric::cancel(operation& op, std::error_code ec) noexcept {
   if (op.finished) return;
-  if (op.fabric_state == st_failing) {  // failing already: now
+  if (op.transport.state == st_failing) {  // failing already: now
     failing_.remove(op);
-    op.fabric_state = st_none;
+    op.transport.state = st_none;
     op.complete(ec);
     return;
   }
-  if (op.fabric_state == st_posted_any) {  // no peer yet
+  if (op.transport.state == st_posted_any) {  // no peer yet
     any_posted_.remove(op);
-    op.fabric_state = st_none;
+    op.transport.state = st_none;
     op.complete(ec);
     return;
   }
   auto& pe = peer(op.peer);
-  switch (op.fabric_state) {
+  switch (op.transport.state) {
     case st_queued:
       pe.out[static_cast<std::size_t>(rail_of(op))].queue.remove(op);
       break;
@@ -51,21 +51,21 @@ void tcp_fabric::cancel(operation& op, std::error_code ec) noexcept {
       // receipt comes (the receiver copies what it is sent at once, posted or not), or its
       // connection fails. It ends then, with `ec`.
       op.ec = ec;
-      op.fabric_ctx[2] = reinterpret_cast<void*>(std::uintptr_t{1});
+      op.transport.ctx[2] = reinterpret_cast<void*>(std::uintptr_t{1});
       return;
     case st_writing:
     case st_reading:
       // Part of its frame is on the wire: cutting it short would end a connection the
       // survivors of a failure still need. It ends once its bytes have passed (or its
       // connection fails), with `ec`.
-      if (op.fabric_state == st_writing) pe.out[static_cast<std::size_t>(rail_of(op))].cancelled = ec;
+      if (op.transport.state == st_writing) pe.out[static_cast<std::size_t>(rail_of(op))].cancelled = ec;
       for (auto& c : pe.in)
         if (c && c->target == &op) c->cancelled = ec;
       return;
     default:
       return;
   }
-  op.fabric_state = st_none;
+  op.transport.state = st_none;
   if (!op.finished) op.complete(ec);
 }
 
@@ -134,7 +134,7 @@ bool tcp_fabric::start_send(operation& op, peer_state& pe) {
   if (out.st == out_conn::state::failed && !loss_pending_)
     return fail_now(op, make_error_code(errc::peer_lost), "the connection to " + rank_name(op.peer) + " failed");
   if (out.st == out_conn::state::failed) {  // waits for the cause, with those already queued
-    op.fabric_state = st_queued;
+    op.transport.state = st_queued;
     out.queue.push_back(op);
     return false;
   }
@@ -145,7 +145,7 @@ bool tcp_fabric::start_send(operation& op, peer_state& pe) {
     std::error_code ec;
     const std::size_t n = out.sock.write_some(frame_buffers(out, 0), ec);
     if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
-      op.fabric_state = st_queued;
+      op.transport.state = st_queued;
       out.queue.push_back(op);
       out_lost(op.peer, rail, "writing to " + rank_name(op.peer) + ": " + ec.message());
       return false;
@@ -157,11 +157,11 @@ bool tcp_fabric::start_send(operation& op, peer_state& pe) {
     }
     out.writing = &op;
     out.written = n;
-    op.fabric_state = st_writing;
+    op.transport.state = st_writing;
     continue_write(op.peer, rail);
     return false;
   }
-  op.fabric_state = st_queued;
+  op.transport.state = st_queued;
   out.queue.push_back(op);
   if (out.st == out_conn::state::idle) open_out(op.peer, rail);
   return false;
@@ -179,7 +179,7 @@ bool tcp_fabric::fill_header(out_conn& out, operation& op) noexcept {
   std::size_t len = op.size;
   if (out.lending) {
     const std::uint64_t token = ++tokens_;
-    op.fabric_ctx[1] = reinterpret_cast<void*>(static_cast<std::uintptr_t>(token));
+    op.transport.ctx[1] = reinterpret_cast<void*>(static_cast<std::uintptr_t>(token));
     wire::put_u64(out.ref.data(), reinterpret_cast<std::uintptr_t>(op.data));
     wire::put_u64(out.ref.data() + 8, token);
     body = out.ref.data();
@@ -207,8 +207,8 @@ std::array<asio::const_buffer, 2> tcp_fabric::frame_buffers(const out_conn& out,
 }
 
 void tcp_fabric::lend(operation& op) {
-  op.fabric_ctx[2] = nullptr;  // not cancelled (cancel() marks it)
-  op.fabric_state = st_lent;
+  op.transport.ctx[2] = nullptr;  // not cancelled (cancel() marks it)
+  op.transport.state = st_lent;
   peer(op.peer).lent.push_back(op);
 }
 
@@ -225,17 +225,17 @@ void tcp_fabric::continue_write(int p, int rail) {
                         // A reference is out: it ends at its receipt, as cancel() has a lent one.
                         lend(*op);
                         op->ec = cancelled;
-                        op->fabric_ctx[2] = reinterpret_cast<void*>(std::uintptr_t{1});
+                        op->transport.ctx[2] = reinterpret_cast<void*>(std::uintptr_t{1});
                         op = nullptr;
                       } else if (op && cancelled) {
-                        op->fabric_state = st_none;
+                        op->transport.state = st_none;
                         op->complete(cancelled);
                         if (!*alive) return;
                         op = nullptr;
                       }
                       if (ec) {
                         if (op) {  // waits for the cause, first in the queue
-                          op->fabric_state = st_queued;
+                          op->transport.state = st_queued;
                           o.queue.push_front(*op);
                         }
                         out_lost(p, rail, "writing to " + rank_name(p) + ": " + ec.message());
@@ -245,7 +245,7 @@ void tcp_fabric::continue_write(int p, int rail) {
                         if (o.lending) {
                           lend(*op);
                         } else {
-                          op->fabric_state = st_none;
+                          op->transport.state = st_none;
                           op->complete({});
                         }
                       }
@@ -259,7 +259,7 @@ void tcp_fabric::write_next(int p, int rail) {
   operation* op = nullptr;
   auto alive = alive_;
   while ((op = out.queue.pop_front()) && !fill_header(out, *op)) {
-    op->fabric_state = st_none;
+    op->transport.state = st_none;
     note_error("no memory to encrypt the message: " + describe_op(*op));
     op->complete(make_error_code(errc::limit_exceeded));
     if (!*alive || out.writing) return;  // its waiter may have closed the fabric or sent again
@@ -267,7 +267,7 @@ void tcp_fabric::write_next(int p, int rail) {
   if (!op) return;
   out.writing = op;
   out.written = 0;
-  op->fabric_state = st_writing;
+  op->transport.state = st_writing;
   continue_write(p, rail);
 }
 

@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "../auth/auth.hpp"
-#include "../bootstrap/wire.hpp"
+#include "core/little_endian.hpp"
 #include "optcast/fabric.hpp"
 
 namespace optcast::tcp::impl {

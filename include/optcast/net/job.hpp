@@ -4,7 +4,7 @@
 // optcast/join.hpp's.
 //
 // Environment (job_config::from_env). Rank, size, store and job id come from the
-// launcher that started the program (net/bootstrap/launcher.hpp: PMIx, as under mpirun;
+// launcher that started the program (net/bootstrap/launcher_detect.hpp: PMIx, as under mpirun;
 // torchrun's variables; Slurm's srun), each overridden by its OPTCAST_* variable:
 //   OPTCAST_RANK, OPTCAST_SIZE   this process's rank and the job's size
 //   OPTCAST_STORE                where the ranks meet: host:port or tcp://host:port (the

@@ -20,6 +20,7 @@
 // deadline, which every live rank's thread answers (it looks every 50 ms).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -27,6 +28,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "optcast/error.hpp"
@@ -64,5 +66,25 @@ private:
   std::condition_variable cv_;
   std::map<std::string, std::string, std::less<>> kv_;
 };
+
+// For an implementation whose store cannot tell anyone when a key arrives (a directory,
+// Redis without subscriptions, a client that blocks): get and wait look again, often at
+// first and then less. Polls `ready` (a result<bool>: false while what it waits for is
+// missing) until it holds, it fails (its error), or `timeout` passes (errc::timeout; a
+// zero timeout looks once): 1 ms at first, backing off to 20 ms.
+template <class Ready>
+result<void> poll_until(Ready ready, std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(1);
+  for (;;) {
+    auto r = ready();
+    if (!r) return fail(r.error());
+    if (*r) return {};
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until) return fail(errc::timeout);
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, until - now));
+    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+  }
+}
 
 }  // namespace optcast

@@ -66,51 +66,10 @@
 #include <string_view>
 #include <vector>
 
+#include "optcast/cost_model.hpp"
 #include "optcast/fabric.hpp"
 
 namespace optcast::sim {
-
-enum class model_kind { rounds, postal, logp, loggp };
-
-struct model {
-  model_kind kind = model_kind::rounds;
-  double L = 1, o = 0, g = 1, G = 0;
-  int ports = 1;
-  // Choosing receivers (Karp et al. 3.5's modified model; not under rounds): arrived
-  // messages wait in the receiver's buffer, and a free incoming channel takes the one
-  // whose receive was posted first, not the one that arrived first.
-  bool choose = false;
-  // Under a layout (world_options::layout): the link between two ranks of one host.
-  // None: the network's parameters there too (but still not through the rails).
-  std::optional<loggp_link> host;
-  model choosing() const {
-    model c = *this;
-    c.choose = true;
-    return c;
-  }
-
-  static model rounds(int ports = 1) { return {model_kind::rounds, 1, 0, 1, 0, ports}; }
-  static model postal(double L, int ports = 1) { return {model_kind::postal, L, 0, 1, 0, ports}; }
-  static model logp(double L, double o, double g, int ports = 1) {
-    return {model_kind::logp, L, o, g, 0, ports};
-  }
-  static model loggp(double L, double o, double g, double G, int ports = 1) {
-    return {model_kind::loggp, L, o, g, G, ports};
-  }
-
-  // "rounds", "postal:L", "logp:L,o,g" or "loggp:L,o,g,G"; errc::invalid_argument with
-  // `why` filled in otherwise (negative or non-finite parameters, L < 1 for postal, ...).
-  static result<model> parse(std::string_view spec, int ports, std::string* why = nullptr);
-  // The host link in the same notation (postal, logp or loggp; not rounds).
-  static result<loggp_link> parse_link(std::string_view spec, std::string* why = nullptr);
-  // The same notation back, e.g. "logp:6,2,4 (1 port)", with ", within a host loggp:..."
-  // when the host link is given.
-  std::string describe() const;
-};
-
-// A model time as reports and pictures print it: integers as integers, else six
-// significant digits.
-std::string format_time(double t);
 
 struct rank_stats {
   double finish = 0;  // when the rank's last operation completed

@@ -7,7 +7,7 @@
 #include "optcast/collectives.hpp"
 
 #include "runtime/comm_access.hpp"
-#include "runtime/membership.hpp"
+#include "membership/membership.hpp"
 
 namespace optcast {
 

@@ -1,6 +1,6 @@
 // Coroutine frames: from the heap, or from the frame_arena of the frame_scope this
 // thread is in (task.hpp, runtime/frame_arena.hpp).
-#include "runtime/frame_arena.hpp"
+#include "core/frame_arena.hpp"
 
 #include <sys/mman.h>
 

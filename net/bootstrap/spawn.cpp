@@ -16,8 +16,8 @@
 #include <unistd.h>
 #include <vector>
 
-#include "../../net/auth/auth.hpp"
-#include "../../net/bootstrap/store.hpp"
+#include "../auth/auth.hpp"
+#include "store.hpp"
 #include "optcast/net/job.hpp"
 #include "optcast/error.hpp"
 

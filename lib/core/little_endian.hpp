@@ -1,4 +1,4 @@
-// Little-endian encoding helpers shared by the store and the TCP fabric's wire formats.
+// Little-endian encoding helpers for the wire formats: the store's, the TCP fabric's, the call signatures.
 #pragma once
 
 #include <cstddef>

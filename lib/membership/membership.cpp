@@ -1,5 +1,5 @@
 // What shrink and grow share (membership.hpp).
-#include "runtime/membership.hpp"
+#include "membership/membership.hpp"
 
 #include <coroutine>
 #include <mutex>
@@ -8,7 +8,7 @@
 #include "optcast/collectives.hpp"
 
 #include "runtime/comm_access.hpp"
-#include "runtime/sub_fabric.hpp"
+#include "membership/sub_fabric.hpp"
 
 namespace optcast::detail {
 

@@ -1,4 +1,4 @@
-#include "launcher.hpp"
+#include "launcher_detect.hpp"
 #include "parse_number.hpp"
 
 #include <arpa/inet.h>

@@ -6,7 +6,7 @@
 
 #include "optcast/collectives.hpp"
 #include "runtime/comm_access.hpp"
-#include "runtime/sub_fabric.hpp"
+#include "membership/sub_fabric.hpp"
 
 namespace optcast {
 

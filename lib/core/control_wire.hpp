@@ -1,7 +1,7 @@
 // The control messages fabric_base's survival layer sends (revocations and agreements),
 // on the wire: one layout, checked field by field on arrival (a peer's bytes are trusted
 // no further than their authentication, and a wrong one must not crash a survivor).
-// Not installed; tests/fuzz/control_fuzz.cpp feeds decode() arbitrary bytes.
+// Not installed; tests/fuzz/control.cpp feeds decode() arbitrary bytes.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +10,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include "optcast/fabric_base.hpp"
 
 namespace optcast::detail {
 
@@ -33,6 +35,7 @@ struct control_message {
   static constexpr std::size_t max_text = 1024;
   // The longest encode() makes: a transport that must post a buffer for one (libfabric) posts this.
   static constexpr std::size_t max_bytes = header_bytes + 8 * (max_words + max_failed_words) + max_text;
+  static_assert(max_bytes == fabric_base::max_control_bytes, "fabric_base's control buffers must hold every message");
 
   bool operator==(const control_message&) const = default;
   // Fields past their limits are cut to them.

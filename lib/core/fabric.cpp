@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "../../net/bootstrap/wire.hpp"
+#include "little_endian.hpp"
 #include "optcast/algorithm.hpp"
 #include "optcast/reduction.hpp"
 #include "optcast/when_all.hpp"

@@ -6,10 +6,32 @@
 #include <fstream>
 
 #include "optcast/calibrate.hpp"
+#include "optcast/fabrics.hpp"
 #include "optcast/log.hpp"
 #include "optcast/trace.hpp"
 
 namespace optcast {
+
+namespace {
+
+// The row named, else OPTCAST_FABRIC's, else the first.
+const fabric_entry& fabric_named(std::string_view given) {
+  std::string name(given);
+  if (name.empty()) {
+    const char* e = std::getenv("OPTCAST_FABRIC");
+    name = e && *e ? e : std::string(fabric_table()[0].name);
+  }
+  if (const auto* f = find_fabric(name)) return *f;
+  throw setup_error(make_error_code(errc::invalid_argument), "unknown fabric '" + name + "' (" + fabric_names_text() + ")");
+}
+
+communicator join_on(asio::io_context* io, std::string_view name) {
+  const auto& f = fabric_named(name);
+  const auto cfg = job_config::from_env();
+  return make_communicator(f.connect(io, cfg, {}), cfg);
+}
+
+}  // namespace
 
 collective_settings collective_settings::from_env() {
   collective_settings s;
@@ -79,6 +101,26 @@ void start_trace(communicator& c, const std::string& dir) {
     }
   }
   c.get_fabric().set_trace(std::move(log));
+}
+
+communicator join(std::string_view fabric_name) { return join_on(nullptr, fabric_name); }
+communicator join(asio::io_context& io, std::string_view fabric_name) { return join_on(&io, fabric_name); }
+
+namespace tcp {
+communicator join() { return join_on(nullptr, "tcp"); }
+communicator join(asio::io_context& io) { return join_on(&io, "tcp"); }
+}  // namespace tcp
+
+namespace ofi {
+communicator join() { return join_on(nullptr, "ofi"); }
+communicator join(asio::io_context& io) { return join_on(&io, "ofi"); }
+}  // namespace ofi
+
+std::string fabric_description(const communicator& c) {
+  std::string out(c.get_fabric().name());
+  if (const auto* f = find_fabric(out))
+    if (auto d = f->detail(c.get_fabric()); !d.empty()) out += " (" + d + ")";
+  return out;
 }
 
 }  // namespace optcast
