@@ -2,13 +2,15 @@
 //
 // What a program sees of a fabric, and what the collectives are written against. The
 // machinery a fabric's writer uses (checking calls' signatures, the job's outcome) is
-// optcast/fabric_base.hpp's.
+// optcast/fabric_base.hpp's. What the contract speaks of has a header each: one send or
+// receive (operation.hpp), a message's tag and the numbering of calls in it (tags.hpp),
+// a call's signature (call_signature.hpp), the cost models (cost_model.hpp).
 //
 // A fabric moves tagged messages between ranks. Collectives are written against this
 // interface only, so the same round loop runs over TCP, libfabric, the in-process
 // fabric and the virtual-time simulator.
 //
-// Contract (every fabric, tested by tests/fabric_conformance.cpp):
+// Contract (every fabric, tested by tests/fabric_conformance_test.cpp):
 //  - send(peer, tag, bytes) finishes when `bytes` may be reused. It never waits for the
 //    matching receive to be posted: a fabric buffers a message that arrives before its
 //    receive ("unexpected message") and hands it over when the receive is posted.
@@ -42,8 +44,12 @@
 #include <utility>
 #include <vector>
 
+#include "optcast/call_signature.hpp"
+#include "optcast/cost_model.hpp"
 #include "optcast/error.hpp"
+#include "optcast/operation.hpp"
 #include "optcast/scratch.hpp"
+#include "optcast/tags.hpp"
 #include "optcast/topology.hpp"
 
 namespace asio {
@@ -54,202 +60,11 @@ class io_context;
 namespace optcast {
 
 namespace detail {
-class frame_arena;  // lib/runtime/frame_arena.hpp: see fabric::frames()
+class frame_arena;  // lib/core/frame_arena.hpp: see fabric::frames()
 }
-
-// One kind of link's LogGP parameters: latency L, overhead o, gap g, gap per byte G.
-struct loggp_link {
-  double L = 0, o = 0, g = 0, G = 0;
-  bool operator==(const loggp_link&) const = default;
-};
-
-// The LogGP parameters of a fabric (Alexandrov et al.; LogP when G = 0): latency L,
-// overhead o, gap g, gap per byte G, in the fabric's time unit.
-struct loggp_params {
-  double L = 0, o = 0, g = 0, G = 0;
-  // Not LogGP: the time per byte to combine a received operand into one's own (the
-  // reductions' compute). The simulator charges none; a live fabric's is measured by
-  // calibrate. It decides between reductions that move the same bytes but combine more
-  // or fewer of them (the combining broadcast against the circulant pair).
-  double gamma = 0;
-  // Not LogGP either: on a real network, the bandwidth a pipelined schedule loses when its
-  // links change partners every round (Träff's circulant graph, the Fibonacci trees, the
-  // k-port trees). Ranks drift apart by a fraction of a round; a rank a round ahead then
-  // sends into a link still busy with another rank's block, and the two share it. Such
-  // schedules are predicted at G (1 + sharing); those whose links keep their partners (a
-  // tree that sends each rank the data once, the ring) are not. 0 in the simulator, whose
-  // rounds are exact; calibrate measures it (a circulant against a ring broadcast).
-  double sharing = 0;
-  // Where ranks share hosts (fabric::layout()): the link between two ranks of one host
-  // (shared memory, loopback); L, o, g, G above are then the network's, one rail's.
-  // None: the network's everywhere.
-  std::optional<loggp_link> host;
-  // Not LogGP: the least time of a round of a round-based schedule with every rank
-  // exchanging at once (calibrate's loaded round); 0: none beyond LogGP's.
-  double round = 0;
-  bool operator==(const loggp_params&) const = default;
-
-  // The parameters of a message between two ranks of one host.
-  loggp_params within_host() const noexcept {
-    loggp_params p = *this;
-    if (host) {
-      p.L = host->L;
-      p.o = host->o;
-      p.g = host->g;
-      p.G = host->G;
-    }
-    return p;
-  }
-};
-
-// (collective sequence number, step within the collective).
-struct tag {
-  std::uint32_t seq = 0;
-  std::uint32_t step = 0;
-
-  constexpr std::uint64_t packed() const noexcept {
-    return (static_cast<std::uint64_t>(seq) << 32) | step;
-  }
-  static constexpr tag unpack(std::uint64_t v) noexcept {
-    return {static_cast<std::uint32_t>(v >> 32), static_cast<std::uint32_t>(v)};
-  }
-  friend constexpr bool operator==(tag, tag) = default;
-};
-
-// How a communicator's calls are numbered in a tag's seq, so that calls on
-// different communicators of one fabric never match each other: the top bit says
-// point-to-point (then the low bits are the user's tag), the next 11 bits are the
-// communicator's id (0: the job's own; a sub-communicator's is one that none of its
-// members uses for another), and the low 20 bits number its collectives, wrapping after
-// 2^20 calls (messages between two ranks with equal tags match in order, so only a rank
-// more than a million calls ahead of another could be confused).
-namespace seq_layout {
-inline constexpr std::uint32_t p2p_bit = 0x80000000u;
-inline constexpr int id_shift = 20;
-inline constexpr std::uint32_t ids = 1u << 11;
-inline constexpr std::uint32_t reserved_id = ids - 1;  // the fabrics' own traffic (libfabric's credits)
-inline constexpr std::uint32_t number_mask = (1u << id_shift) - 1;
-inline constexpr std::uint32_t max_user_tag = number_mask;
-constexpr std::uint32_t collective(std::uint32_t id, std::uint32_t n) noexcept { return id << id_shift | (n & number_mask); }
-constexpr std::uint32_t p2p(std::uint32_t id, std::uint32_t user_tag) noexcept {
-  return p2p_bit | id << id_shift | (user_tag & number_mask);
-}
-// The communicator a seq belongs to.
-constexpr std::uint32_t id_of(std::uint32_t seq) noexcept { return (seq >> id_shift) & (ids - 1); }
-// The seq of the fabrics' control messages (revocations, agreements: fabric_base's), which
-// no receive is ever posted for: a fabric hands each one to fabric_base::control_arrived.
-inline constexpr std::uint32_t control_seq = p2p(reserved_id, max_user_tag - 1);
-}  // namespace seq_layout
-
-// idle: a round in which the rank neither sends nor receives (its size: how many such
-// rounds in a row). Only the simulator's rounds model gives it a duration (the rest of
-// the round, and every further round whole); everywhere else it finishes at once.
-// Round loops await it for an empty round, so that under the rounds model a rank does
-// not run ahead into the next round's sends.
-// compute: local work that the cost model charges (Karp et al.'s unit-time additions),
-// or a wait an algorithm's schedule asks for. The simulator lets that much virtual time
-// pass for the rank; real fabrics finish it at once, the work itself having been done
-// on the CPU already.
-enum class op_kind : std::uint8_t { send, recv, idle, compute };
 
 class fabric;
 class trace_log;
-
-// What a rank's call of a collective was, carried by every message of it (on TCP, the
-// local fabric and the simulator whole; on libfabric as a 64-bit hash), so that a
-// receiver whose own call differs fails with errc::call_mismatch naming both calls,
-// instead of reducing with the wrong operator or taking a message from the wrong root.
-// All zero: no collective (point-to-point, or a fabric's own traffic).
-struct call_signature {
-  std::uint8_t coll = 0;  // optcast::collective + 1
-  std::uint8_t alg = 0;   // optcast::algorithm + 1 (the one running, after the automatic choice)
-  std::uint8_t op = 0;    // reduction operator (reduction.hpp's reduction_op), 0: none
-  std::uint8_t type = 0;  // element type of a reduction (reduction_type), 0: none
-  std::uint32_t root = 0xffffffffu;  // none
-  std::uint32_t blocks = 0;
-  std::uint32_t elem = 0;    // element size, bytes
-  std::uint64_t bytes = 0;   // the call's size (total bytes of its shape)
-  std::uint64_t counts = 0;  // hash of a v-collective's counts, 0: none
-
-  static constexpr std::size_t wire_bytes = 32;
-  bool operator==(const call_signature&) const = default;
-  bool empty() const noexcept { return *this == call_signature{}; }
-  void encode(std::byte* out) const noexcept;  // wire_bytes, little-endian
-  static call_signature decode(const std::byte* in) noexcept;
-  std::uint64_t hash() const noexcept;  // 0 for the empty signature
-  // "broadcast (circulant, root 1, 1000 B, 4 blocks)".
-  std::string describe() const;
-};
-
-// The one wording of a call mismatch, wherever it is found: "collective SEQ was called
-// differently: HOW".
-std::string called_differently(std::uint32_t seq, std::string_view how);
-// HOW when both calls are known: "rank A called X, rank B Y".
-std::string calls_of(int them, const call_signature& theirs, int me, const call_signature& mine);
-
-// A receive's peer that means any peer (MPI's MPI_ANY_SOURCE): it takes the first
-// message with its tag from whichever peer, and its peer is the sender's once it has
-// finished. Among messages that have arrived, the earliest; messages from one peer with
-// equal tags still match in order. Only fabrics whose receives_from_any() says so take
-// it; the others refuse it (errc::invalid_argument).
-inline constexpr int any_peer = -2;
-
-// One send or receive. It lives in the frame of the coroutine that awaits it (no heap
-// allocation per message); while started it is linked into the fabric's queues, so it
-// must not move until it has finished. Awaiting it starts it and yields the byte count.
-class operation {
-public:
-  using completion_fn = void (*)(operation&) noexcept;
-
-  operation() = default;
-  operation(fabric& f, op_kind k, int to_or_from, tag t, std::byte* buf, std::size_t bytes) noexcept
-      : owner(&f), kind(k), peer(to_or_from), tg(t), data(buf), size(bytes) {}
-
-  fabric* owner = nullptr;
-  op_kind kind = op_kind::send;
-  int peer = -1;
-  tag tg{};
-  std::byte* data = nullptr;
-  std::size_t size = 0;
-
-  // Filled in by the fabric.
-  std::error_code ec;
-  bool finished = false;
-
-  // Who is told of the completion; set by the awaiter (a coroutine, or when_all).
-  completion_fn on_complete = nullptr;
-  void* context = nullptr;
-
-  // Intrusive links for the fabric's queues, one word of fabric-private state, and room
-  // for a transport's per-operation context (libfabric's fi_context2), so that a
-  // completion leads back to its operation without a lookup or an allocation.
-  operation* next = nullptr;
-  operation* prev = nullptr;
-  std::uintptr_t fabric_state = 0;
-  void* fabric_ctx[10] = {};
-  std::uint32_t trace_id = 0;  // its event in the owner's trace (trace.hpp), + 1; 0: none
-  // Which rail carries it to another host (lane mod the fabric's rails; topology), 0 on
-  // fabrics of one rail and between ranks of one host. Messages of one tag between two
-  // ranks keep one lane: their order holds only within a rail.
-  std::uint8_t lane = 0;
-
-  // For fabrics: finish from the event loop and notify the awaiter.
-  void complete(std::error_code e) noexcept;
-  // For fabrics: finish inside start(), which then returns true.
-  bool finish_now(std::error_code e) noexcept {
-    ec = e;
-    finished = true;
-    return true;
-  }
-
-  // Awaiting one operation.
-  bool await_ready() const noexcept { return false; }
-  bool await_suspend(std::coroutine_handle<> h) noexcept;
-  result<std::size_t> await_resume() const noexcept {
-    if (ec) return fail(ec);
-    return size;
-  }
-};
 
 // A minimal non-owning callable reference for run_until (no allocation).
 class stop_predicate {
@@ -409,7 +224,8 @@ public:
   virtual result<void> leave();
 
   // ------------------------------------------------ surviving a failure (docs/DESIGN.md)
-  // A fabric that survives a peer's death (TCP, the in-process one) marks the peer dead,
+  // A fabric that survives a peer's death (TCP, the in-process one, libfabric's
+  // tcp;ofi_rxm: fabric_base::survives_failures says which) marks the peer dead,
   // fails what waits on it and revokes every communicator it belongs to; the others, and
   // the fabric, stay usable. The rest fail as a whole (abort), as these defaults do.
 
@@ -492,8 +308,5 @@ inline void operation::complete(std::error_code e) noexcept {
   if (trace_id) owner->trace_end(*this);
   on_complete(*this);
 }
-
-// "send 4096 B to rank 3, tag 7/2" for error details.
-std::string describe_op(const operation& op);
 
 }  // namespace optcast

@@ -12,27 +12,27 @@ public:
   operation* front() const noexcept { return head_; }
 
   void push_back(operation& op) noexcept {
-    op.next = nullptr;
-    op.prev = tail_;
+    op.transport.next = nullptr;
+    op.transport.prev = tail_;
     if (tail_)
-      tail_->next = &op;
+      tail_->transport.next = &op;
     else
       head_ = &op;
     tail_ = &op;
   }
   void push_front(operation& op) noexcept {
-    op.prev = nullptr;
-    op.next = head_;
+    op.transport.prev = nullptr;
+    op.transport.next = head_;
     if (head_)
-      head_->prev = &op;
+      head_->transport.prev = &op;
     else
       tail_ = &op;
     head_ = &op;
   }
   void remove(operation& op) noexcept {
-    (op.prev ? op.prev->next : head_) = op.next;
-    (op.next ? op.next->prev : tail_) = op.prev;
-    op.next = op.prev = nullptr;
+    (op.transport.prev ? op.transport.prev->transport.next : head_) = op.transport.next;
+    (op.transport.next ? op.transport.next->transport.prev : tail_) = op.transport.prev;
+    op.transport.next = op.transport.prev = nullptr;
   }
   operation* pop_front() noexcept {
     operation* op = head_;
@@ -41,7 +41,7 @@ public:
   }
   template <class Pred>
   operation* find(Pred pred) const noexcept {
-    for (operation* op = head_; op; op = op->next)
+    for (operation* op = head_; op; op = op->transport.next)
       if (pred(*op)) return op;
     return nullptr;
   }
@@ -49,7 +49,7 @@ public:
   template <class Pred, class Fn>
   void drain_if(Pred pred, Fn fn) {
     for (operation* op = head_; op;) {
-      operation* next = op->next;
+      operation* next = op->transport.next;
       if (pred(*op)) {
         remove(*op);
         fn(*op);

@@ -49,11 +49,11 @@ struct world_state {
   detail::message_buffer take_buffer(std::size_t n) { return pool.take(n); }
   void give_back(detail::message_buffer&& b) { pool.give_back(std::move(b)); }
 
-  // fabric_state of an operation in `ready` (posted receives carry 1).
+  // transport.state of an operation in `ready` (posted receives carry 1).
   static constexpr std::uintptr_t ready_mark = 2;
   void make_ready(operation& op, std::error_code ec) {
     op.ec = ec;
-    op.fabric_state = ready_mark;
+    op.transport.state = ready_mark;
     ready.push_back(op);
     if (!drain_posted) {
       drain_posted = true;
@@ -63,7 +63,7 @@ struct world_state {
   void drain() {
     drain_posted = false;
     while (operation* op = ready.pop_front()) {
-      op->fabric_state = 0;
+      op->transport.state = 0;
       op->complete(op->ec);
     }
   }
@@ -113,15 +113,15 @@ public:
     // world's ready queue: it finishes now with its outcome, since its owner may be
     // about to go (a posted_op destroyed on a collective's failure path).
     if (op.finished || op.kind != op_kind::recv) return;
-    if (op.fabric_state == world_state::ready_mark) {
+    if (op.transport.state == world_state::ready_mark) {
       w_->ready.remove(op);
-      op.fabric_state = 0;
+      op.transport.state = 0;
       op.complete(op.ec);
       return;
     }
-    if (op.fabric_state != posted_mark) return;
+    if (op.transport.state != posted_mark) return;
     posted_.remove(op);
-    op.fabric_state = 0;
+    op.transport.state = 0;
     op.complete(ec);
   }
 
@@ -252,7 +252,7 @@ private:
     if (match) {
       dst.posted_.remove(*match);
       match->peer = rank_;
-      match->fabric_state = 0;
+      match->transport.state = 0;
       if (auto bad = dst.arrival_error(*match, signature_of(op.tg.seq), op.size)) {
         w_->make_ready(*match, bad);
       } else {
@@ -286,7 +286,7 @@ private:
       unexpected_.erase(it);
       return op.finish_now(ec);
     }
-    op.fabric_state = posted_mark;
+    op.transport.state = posted_mark;
     posted_.push_back(op);
     return false;
   }
@@ -294,7 +294,7 @@ private:
   template <class Pred>
   void fail_posted(Pred pred, std::error_code ec, const std::string& why) {
     posted_.drain_if(pred, [&](operation& op) {
-      op.fabric_state = 0;
+      op.transport.state = 0;
       note_error(why + ": " + describe_op(op));
       w_->make_ready(op, ec);
     });

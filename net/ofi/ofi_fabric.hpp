@@ -1,6 +1,8 @@
-// The libfabric fabric's one class, shared by its two halves: ofi.cpp (choosing a
-// provider, opening the endpoint, exchanging addresses through the store) and
-// progress.cpp (operations: posting, cancelling, completions, deadlines). Internal to net/ofi.
+// The libfabric fabric's one class, shared by the files of net/ofi: ofi.cpp (choosing a
+// provider, opening the endpoint, exchanging addresses through the store), progress.cpp
+// (operations: posting, cancelling, completions, deadlines), internal.cpp (its own
+// traffic: credits, control receives, sinks), probes.cpp, survive.cpp (a peer's death,
+// its replacement) and libfabric.cpp (the library loaded on first use). Internal to net/ofi.
 #pragma once
 
 #include "optcast/net/ofi.hpp"
@@ -81,10 +83,10 @@ inline bool unreliable(const std::string& prov) { return prov == "sockets" || pr
 
 inline std::string rank_name(int r) { return "rank " + std::to_string(r); }
 
-// Where an operation is, in operation::fabric_state's low bits; its ticket (the context
-// the provider holds) in fabric_ctx[0]; registered memory, if any, in fabric_ctx[9].
+// Where an operation is, in operation::transport.state's low bits; its ticket (the context
+// the provider holds) in transport.ctx[0]; registered memory, if any, in transport.ctx[9].
 enum : std::uintptr_t { st_none = 0, st_retry, st_posted, st_cancelling, st_lost, st_reaped, st_failing };
-inline fid_mr*& mr_of(operation& op) { return *reinterpret_cast<fid_mr**>(&op.fabric_ctx[9]); }
+inline fid_mr*& mr_of(operation& op) { return *reinterpret_cast<fid_mr**>(&op.transport.ctx[9]); }
 
 // The provider's context for a posted operation, apart from the operation: a send to a
 // peer that died may never be given back (rxm 1.17 keeps a rendezvous send whose receiver
@@ -97,7 +99,7 @@ struct ticket {
   ticket* next_free = nullptr;
   int abandoned_from = -1;  // a receive from this dead peer, cancelled, not yet given back
 };
-inline ticket*& ticket_of(operation& op) { return *reinterpret_cast<ticket**>(&op.fabric_ctx[0]); }
+inline ticket*& ticket_of(operation& op) { return *reinterpret_cast<ticket**>(&op.transport.ctx[0]); }
 
 class ofi_fabric final : public detail::job_fabric {
 public:

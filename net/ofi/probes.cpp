@@ -23,7 +23,7 @@ void ofi_fabric::arm_probes() {
 void ofi_fabric::probe_tick() {
   if (!ep_ || failure()) return;
   std::vector<std::uint32_t> seqs;
-  for (const operation* op = posted_.front(); op; op = op->next)
+  for (const operation* op = posted_.front(); op; op = op->transport.next)
     if (op->kind == op_kind::recv && !internal(*op) && std::find(seqs.begin(), seqs.end(), op->tg.seq) == seqs.end())
       seqs.push_back(op->tg.seq);
   if (seqs.empty()) return;  // nothing waited for: armed again by the next receive

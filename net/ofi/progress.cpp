@@ -13,7 +13,7 @@ bool ofi_fabric::start(operation& op) noexcept {
     return fail_now(op, make_error_code(errc::invalid_argument), "message larger than the provider's " + std::to_string(max_msg_) + " B");
   if (op.tg.seq == credit_seq) return fail_now(op, make_error_code(errc::invalid_argument), "collective number 4294967295 is libfabric's own");
   if (std::string why; auto ec = refusal(op, why)) return fail_now(op, ec, why);
-  op.fabric_state = st_none;
+  op.transport.state = st_none;
   mr_of(op) = nullptr;
   if (op.kind == op_kind::recv) largest_recv_ = std::max(largest_recv_, op.size);
   // Control messages are not counted: the standing receive for them takes each at once.
@@ -27,7 +27,7 @@ bool ofi_fabric::start(operation& op) noexcept {
 
 void ofi_fabric::cancel(operation& op, std::error_code ec) noexcept {
   if (op.finished) return;
-  switch (op.fabric_state) {
+  switch (op.transport.state) {
     case st_retry:
       retry_.remove(op);
       break;
@@ -40,17 +40,17 @@ void ofi_fabric::cancel(operation& op, std::error_code ec) noexcept {
     case st_posted:
     case st_cancelling:
       // (abort() takes every operation out of posted_ before completing any.)
-      if (op.fabric_state == st_cancelling) return;
+      if (op.transport.state == st_cancelling) return;
       // The provider finishes it with FI_ECANCELED (or normally, if too late); the
       // error to report waits in op.ec until then.
-      op.fabric_state = st_cancelling;
+      op.transport.state = st_cancelling;
       op.ec = ec;
       fi_cancel(&ep_->fid, &ticket_of(op)->ctx);
       return;
     default:
       return;
   }
-  op.fabric_state = st_none;
+  op.transport.state = st_none;
   op.complete(ec);
 }
 
@@ -69,7 +69,7 @@ void ofi_fabric::abort(std::error_code ec, std::string detail) noexcept {
   auto fail_all = [&](detail::op_queue& q) {
     while (operation* op = q.pop_front()) {
       release_mr(*op);
-      op->fabric_state = st_none;
+      op->transport.state = st_none;
       note_error(detail + ": " + describe_op(*op));
       op->complete(ec);
       if (!*alive) return false;
@@ -89,9 +89,9 @@ void ofi_fabric::quiesce() {
     return;
   }
   for (auto* q : {&posted_, &standing_})
-    for (operation* op = q->front(); op; op = op->next)
-      if (op->fabric_state == st_posted) {
-        op->fabric_state = st_cancelling;
+    for (operation* op = q->front(); op; op = op->transport.next)
+      if (op->transport.state == st_posted) {
+        op->transport.state = st_cancelling;
         fi_cancel(&ep_->fid, &ticket_of(*op)->ctx);
       }
   auto given_back = [&](void* ctx) {
@@ -131,7 +131,7 @@ void ofi_fabric::hold(operation& op) {
   queue_of(op).remove(op);
   free_ticket(op);
   release_mr(op);
-  op.fabric_state = st_reaped;
+  op.transport.state = st_reaped;
   reaped_.push_back(op);
 }
 
@@ -146,7 +146,7 @@ std::error_code ofi_fabric::submit(operation& op) {
     const auto r = try_post(op, ec);
     if (r != posted::again) return ec;
   }
-  op.fabric_state = st_retry;
+  op.transport.state = st_retry;
   retry_.push_back(op);
   progress_soon();
   return {};
@@ -196,7 +196,7 @@ ofi_fabric::posted ofi_fabric::try_post(operation& op, std::error_code& ec) {
     ec = make_error_code(errc::peer_lost);
     return posted::failed;
   }
-  op.fabric_state = st_posted;
+  op.transport.state = st_posted;
   queue_of(op).push_back(op);
   if (op.kind == op_kind::recv && !internal(op)) arm_probes();
   if (!wait_.is_open() && !standing(op)) progress_soon();  // polling providers need us to come back
@@ -248,7 +248,7 @@ void ofi_fabric::abandon(operation& op) noexcept {
     if (op.kind == op_kind::recv && op.peer >= 0 && ep_) {
       t->abandoned_from = op.peer;
       ++abandoned_recvs_[static_cast<std::size_t>(op.peer)];
-      if (op.fabric_state == st_posted) fi_cancel(&ep_->fid, &t->ctx);  // else cancelled already
+      if (op.transport.state == st_posted) fi_cancel(&ep_->fid, &t->ctx);  // else cancelled already
     }
   }
   queue_of(op).remove(op);
@@ -259,7 +259,7 @@ void ofi_fabric::finish(operation& op, std::error_code ec) {
   queue_of(op).remove(op);
   free_ticket(op);
   release_mr(op);
-  op.fabric_state = st_none;
+  op.transport.state = st_none;
   op.complete(ec);
 }
 
@@ -292,7 +292,7 @@ bool ofi_fabric::drain() {
       std::error_code ec;
       std::string why;
       const int code = err.err < 0 ? -err.err : err.err;  // shm reports it negated
-      if (op.fabric_state == st_cancelling) {
+      if (op.transport.state == st_cancelling) {
         // Ours (a failed sibling, a deadline, a revocation, a dead peer), whichever way the
         // provider gave it back.
         any = true;
@@ -327,7 +327,7 @@ bool ofi_fabric::drain() {
           queue_of(op).remove(op);
           free_ticket(op);
           release_mr(op);
-          op.fabric_state = st_lost;
+          op.transport.state = st_lost;
           lost_.push_back(op);
           lost_peer(why);
           any = true;
@@ -385,7 +385,7 @@ bool ofi_fabric::drain() {
     if (peeked && !probe_answer(true, peeked->tag, peeked->data)) return true;
     while (operation* op = reaped_.pop_front()) {
       any = true;
-      op->fabric_state = st_none;
+      op->transport.state = st_none;
       op->complete({});
       // Its waiter may have failed the fabric: abort() completed the rest of reaped_.
       if (!*alive || failure()) return true;
@@ -402,7 +402,7 @@ bool ofi_fabric::drain() {
       retry_.push_front(op);
       break;
     }
-    op.fabric_state = st_none;
+    op.transport.state = st_none;
     op.complete(ec);
     if (!*alive) return true;
   }
@@ -478,11 +478,11 @@ void ofi_fabric::poll_sinks_later() {
 
 std::string ofi_fabric::waiting_for(std::uint32_t seq) const {
   std::string waiting;
-  for (operation* op = posted_.front(); op; op = op->next)
+  for (operation* op = posted_.front(); op; op = op->transport.next)
     if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
-  for (operation* op = retry_.front(); op; op = op->next)
+  for (operation* op = retry_.front(); op; op = op->transport.next)
     if (op->tg.seq == seq) waiting += "; " + describe_op(*op) + " (not yet taken by the provider)";
-  for (operation* op = lost_.front(); op; op = op->next)
+  for (operation* op = lost_.front(); op; op = op->transport.next)
     if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
   return waiting;
 }

@@ -13,9 +13,9 @@ void ofi_fabric::give_up(detail::op_queue& q, bool (*which)(const operation&, st
     // Each ends when the provider gives it back: a receive cancelled, a send taken by its
     // receiver's sink (post_sink) or failed with its dead peer's connection. Until then it
     // stays where it is.
-    for (operation* op = q.front(); op; op = op->next)
-      if (op->fabric_state == st_posted && which(*op, arg)) {
-        op->fabric_state = st_cancelling;
+    for (operation* op = q.front(); op; op = op->transport.next)
+      if (op->transport.state == st_posted && which(*op, arg)) {
+        op->transport.state = st_cancelling;
         op->ec = ec;
         fi_cancel(&ep_->fid, &ticket_of(*op)->ctx);
       }
@@ -23,7 +23,7 @@ void ofi_fabric::give_up(detail::op_queue& q, bool (*which)(const operation&, st
     return;
   }
   q.drain_if([&](const operation& op) { return which(op, arg); }, [&](operation& op) {
-    op.fabric_state = st_failing;
+    op.transport.state = st_failing;
     now.push_back(op);
   });
 }
@@ -31,7 +31,7 @@ void ofi_fabric::give_up(detail::op_queue& q, bool (*which)(const operation&, st
 void ofi_fabric::complete_all(detail::op_queue& q, std::error_code ec, const std::string& why) noexcept {
   auto alive = alive_;
   while (operation* op = q.pop_front()) {
-    op->fabric_state = st_none;
+    op->transport.state = st_none;
     if (!internal(*op)) note_error(why + ": " + describe_op(*op));
     op->complete(ec);
     if (!*alive) return;
@@ -54,9 +54,9 @@ void ofi_fabric::fail_communicator(std::uint32_t id, std::error_code ec, const s
 void ofi_fabric::retire(std::uint32_t id) noexcept {
   fabric_base::retire(id);  // revoked(id) is false from here on: a sink is not posted again
   if (!ep_) return;
-  for (operation* op = standing_.front(); op; op = op->next)
-    if (internal_of(*op).role == internal_op::sink && internal_of(*op).comm == id && op->fabric_state == st_posted) {
-      op->fabric_state = st_cancelling;
+  for (operation* op = standing_.front(); op; op = op->transport.next)
+    if (internal_of(*op).role == internal_op::sink && internal_of(*op).comm == id && op->transport.state == st_posted) {
+      op->transport.state = st_cancelling;
       op->ec = make_error_code(errc::cancelled);
       fi_cancel(&ep_->fid, &ticket_of(*op)->ctx);
     }
@@ -81,10 +81,10 @@ void ofi_fabric::lose_peer(int r, std::error_code ec, const std::string& why) no
   detail::op_queue now;
   for (auto* q : {&posted_, &standing_})
     for (operation* op = q->front(); op;) {
-      operation* next = op->next;
+      operation* next = op->transport.next;
       if (op->peer == r) {
         abandon(*op);
-        op->fabric_state = st_failing;
+        op->transport.state = st_failing;
         now.push_back(*op);
       }
       op = next;
@@ -161,7 +161,7 @@ void ofi_fabric::grace_over(const std::string& why) noexcept {
   // first to fail first. A rank alive but cut off finds its own transfers failing, and
   // fails the same way.
   std::vector<int> broken;
-  for (operation* op = lost_.front(); op; op = op->next)
+  for (operation* op = lost_.front(); op; op = op->transport.next)
     if (peer_alive(op->peer) && std::find(broken.begin(), broken.end(), op->peer) == broken.end()) broken.push_back(op->peer);
   lose_broken(broken, why, "a transfer with ", " failed");
 }

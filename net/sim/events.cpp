@@ -17,14 +17,14 @@ void world_state::serve(int d) {
     if (!free) return;
     operation* best = nullptr;
     rk.bound.find([&](const operation& op) {
-      const auto& mg = msgs[static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(op.fabric_ctx[0]))];
+      const auto& mg = msgs[static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(op.transport.ctx[0]))];
       if (mg.arrived && !mg.served &&
-          (!best || reinterpret_cast<std::uintptr_t>(op.fabric_ctx[1]) < reinterpret_cast<std::uintptr_t>(best->fabric_ctx[1])))
+          (!best || reinterpret_cast<std::uintptr_t>(op.transport.ctx[1]) < reinterpret_cast<std::uintptr_t>(best->transport.ctx[1])))
         best = const_cast<operation*>(&op);
       return false;
     });
     if (!best) return;
-    const auto idx = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(best->fabric_ctx[0]));
+    const auto idx = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(best->transport.ctx[0]));
     msgs[idx].served = true;
     take_window(msgs[idx], idx);
   }
@@ -49,7 +49,7 @@ std::string world_state::describe_waiting() const {
   std::string out;
   int listed = 0, more = 0;
   for (std::size_t r = 0; r < ranks.size(); ++r)
-    for (operation* op = ranks[r].posted.front(); op; op = op->next) {
+    for (operation* op = ranks[r].posted.front(); op; op = op->transport.next) {
       if (listed == 8) {
         ++more;
         continue;
@@ -64,7 +64,7 @@ std::string world_state::describe_waiting() const {
 // One unit of work: a ready completion, or the next event. False when there is none.
 bool world_state::step() {
   if (operation* op = ready.pop_front()) {
-    op->fabric_state = st_idle;
+    op->transport.state = st_idle;
     note_completion(op->owner->rank());
     op->complete(op->ec);
     return true;
@@ -84,7 +84,7 @@ bool world_state::step() {
     if (!(s = mg.sender)) return;
     mg.sender = nullptr;
     ranks[static_cast<std::size_t>(mg.src)].sending.remove(*s);
-    s->fabric_state = st_idle;
+    s->transport.state = st_idle;
     note_completion(mg.src);
   };
   switch (e.kind) {
@@ -109,7 +109,7 @@ bool world_state::step() {
       if (rounds()) finish_send();  // the round is over for the sender too
       if ((r = mg.bound)) {
         ranks[static_cast<std::size_t>(mg.dst)].bound.remove(*r);
-        r->fabric_state = st_idle;
+        r->transport.state = st_idle;
         rec = deliver(mg, *r);
         note_completion(mg.dst);
         mg.bound = nullptr;

@@ -74,7 +74,7 @@ public:
     mg.src = mg.dst = rank_;
     mg.rx_done = true;  // nothing travels
     mg.sender = &op;
-    op.fabric_state = st_sending;
+    op.transport.state = st_sending;
     set_msg(op, idx);
     self().sending.push_back(op);
     w.schedule(w.now + span, idx, ev::send_done);
@@ -84,7 +84,7 @@ public:
   void cancel(operation& op, std::error_code ec) noexcept override {
     if (op.finished) return;
     auto& me = self();
-    switch (op.fabric_state) {
+    switch (op.transport.state) {
       case st_posted: me.posted.remove(op); break;
       case st_bound:
         me.bound.remove(op);
@@ -99,12 +99,12 @@ public:
         // outcome, since its owner may be about to go (a posted_op destroyed on a
         // collective's failure path would leave the queue pointing at freed memory).
         w_->ready.remove(op);
-        op.fabric_state = st_idle;
+        op.transport.state = st_idle;
         op.complete(op.ec);
         return;
       default: return;  // idle
     }
-    op.fabric_state = st_idle;
+    op.transport.state = st_idle;
     op.complete(ec);
   }
 
@@ -160,10 +160,10 @@ private:
   }
 
   static std::uint32_t msg_of(const operation& op) {
-    return static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(op.fabric_ctx[0]));
+    return static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(op.transport.ctx[0]));
   }
   static void set_msg(operation& op, std::uint32_t i) {
-    op.fabric_ctx[0] = reinterpret_cast<void*>(static_cast<std::uintptr_t>(i));
+    op.transport.ctx[0] = reinterpret_cast<void*>(static_cast<std::uintptr_t>(i));
   }
 
   // Picks the channel and the times of a message; false on a port violation.
@@ -267,7 +267,7 @@ private:
     if (match) {
       dst.posted.remove(*match);
       dst.bound.push_back(*match);
-      match->fabric_state = st_bound;
+      match->transport.state = st_bound;
       set_msg(*match, idx);
       mg.bound = match;
       if (w.opts.move_payload && match->size == op.size && op.size)
@@ -296,7 +296,7 @@ private:
       return op.finish_now({});
     }
     mg.sender = &op;
-    op.fabric_state = st_sending;
+    op.transport.state = st_sending;
     set_msg(op, idx);
     me.sending.push_back(op);
     if (!w.rounds()) w.schedule(done, idx, ev::send_done);
@@ -306,7 +306,7 @@ private:
   bool start_recv(operation& op) {
     auto& w = *w_;
     auto& me = self();
-    op.fabric_ctx[1] = reinterpret_cast<void*>(static_cast<std::uintptr_t>(++w.posts));
+    op.transport.ctx[1] = reinterpret_cast<void*>(static_cast<std::uintptr_t>(++w.posts));
     for (auto i = me.unmatched_head; i != none; i = w.msgs[i].next) {
       auto& mg = w.msgs[i];
       if (mg.src != op.peer || mg.tg != op.tg) continue;
@@ -323,13 +323,13 @@ private:
         return op.finish_now(ec);
       }
       mg.bound = &op;
-      op.fabric_state = st_bound;
+      op.transport.state = st_bound;
       set_msg(op, i);
       me.bound.push_back(op);
       if (w.m.choose && mg.arrived && !mg.served) w.serve(rank_);
       return false;
     }
-    op.fabric_state = st_posted;
+    op.transport.state = st_posted;
     me.posted.push_back(op);
     return false;
   }

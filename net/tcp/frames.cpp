@@ -77,12 +77,12 @@ void tcp_fabric::on_frame(const std::shared_ptr<in_conn>& c) {
   const call_signature& sig = f.sig;
   if (operation* op = take_posted(c->peer, tg)) {
     if (auto bad = arrival_error(*op, sig, len)) {
-      op->fabric_state = st_none;
+      op->transport.state = st_none;
       op->complete(bad);
       if (!*alive) return;
       return read_payload(c, tg, sig, len);  // keep the stream in step: read it aside
     }
-    op->fabric_state = st_reading;
+    op->transport.state = st_reading;
     c->target = op;
     return read_into(c, len);
   }
@@ -126,7 +126,7 @@ void tcp_fabric::read_into(const std::shared_ptr<in_conn>& c, std::uint64_t len)
 void tcp_fabric::finish_into(const std::shared_ptr<in_conn>& c) {
   auto alive = alive_;
   if (operation* op = std::exchange(c->target, nullptr)) {
-    op->fabric_state = st_none;
+    op->transport.state = st_none;
     op->complete(std::exchange(c->cancelled, {}));
     if (!*alive) return;
   }
@@ -165,7 +165,7 @@ void tcp_fabric::stash(const std::shared_ptr<in_conn>& c) {
     }
     release_unexpected(pe, c->payload.size());
     give_back(std::move(c->payload));
-    op->fabric_state = st_none;
+    op->transport.state = st_none;
     auto alive = alive_;
     op->complete(ec);
     if (!*alive) return;
@@ -200,7 +200,7 @@ void tcp_fabric::read_bye(const std::shared_ptr<in_conn>& c, std::uint32_t seq, 
       // Nothing more comes from it: a receive waiting on it never finishes.
       auto alive = alive_;
       while (operation* op = pe.posted.pop_front()) {
-        op->fabric_state = st_none;
+        op->transport.state = st_none;
         op->complete(peer_left(*op, seq, sig));
         if (!*alive) return;
       }

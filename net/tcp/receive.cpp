@@ -23,7 +23,7 @@ bool tcp_fabric::start_recv(operation& op, peer_state& pe) {
   if (pe.left) return op.finish_now(peer_left(op, pe.left->first, pe.left->second));
   if (pe.in_closed && !loss_pending_)
     return fail_now(op, make_error_code(errc::peer_lost), rank_name(op.peer) + " closed its connection");
-  op.fabric_state = st_posted;
+  op.transport.state = st_posted;
   stamp_posted(op);
   pe.posted.push_back(op);
   return false;
@@ -39,7 +39,7 @@ bool tcp_fabric::start_recv_any(operation& op) {
     op.peer = from;
     return start_recv(op, peer(from));
   }
-  op.fabric_state = st_posted_any;
+  op.transport.state = st_posted_any;
   stamp_posted(op);
   any_posted_.push_back(op);
   return false;
@@ -64,7 +64,7 @@ operation* tcp_fabric::take_posted(int p, tag tg) {
 void tcp_fabric::fail_posted_any(std::error_code ec, const std::string& why) {
   auto alive = alive_;
   while (operation* op = any_posted_.pop_front()) {
-    op->fabric_state = st_none;
+    op->transport.state = st_none;
     note_error(why + ": " + describe_op(*op));
     op->complete(ec);
     if (!*alive) return;
@@ -75,7 +75,7 @@ void tcp_fabric::fail_posted(int p, std::error_code ec, const std::string& why) 
   auto alive = alive_;
   auto& pe = peer(p);
   while (operation* op = pe.posted.pop_front()) {
-    op->fabric_state = st_none;
+    op->transport.state = st_none;
     note_error(why + ": " + describe_op(*op));
     op->complete(ec);
     if (!*alive) return;
@@ -375,7 +375,7 @@ void tcp_fabric::drop_in(int p, std::error_code ec, const std::string& why) {
       shut(c->sock);
       c->cancelled = {};
       if (operation* op = std::exchange(c->target, nullptr)) {
-        op->fabric_state = st_none;
+        op->transport.state = st_none;
         note_error(why + ": " + describe_op(*op));
         op->complete(ec);
         if (!*alive) return;
@@ -387,14 +387,14 @@ void tcp_fabric::drop_in(int p, std::error_code ec, const std::string& why) {
 
 std::string tcp_fabric::waiting_for(std::uint32_t seq) const {
   std::string waiting;
-  for (operation* op = any_posted_.front(); op; op = op->next)
+  for (operation* op = any_posted_.front(); op; op = op->transport.next)
     if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
   for (const auto& pe : peers_) {
     for (const auto* q : {&pe.posted, &pe.lent})
-      for (operation* op = q->front(); op; op = op->next)
+      for (operation* op = q->front(); op; op = op->transport.next)
         if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
     for (const auto& out : pe.out) {
-      for (operation* op = out.queue.front(); op; op = op->next)
+      for (operation* op = out.queue.front(); op; op = op->transport.next)
         if (op->tg.seq == seq) waiting += "; " + describe_op(*op);
       if (out.writing && out.writing->tg.seq == seq) waiting += "; " + describe_op(*out.writing);
     }

@@ -89,7 +89,7 @@ void tcp_fabric::take_ref(const std::shared_ptr<in_conn>& c, tag tg, const call_
   operation* op = take_posted(c->peer, tg);
   if (op)
     if (auto bad = arrival_error(*op, sig, len)) {
-      op->fabric_state = st_none;
+      op->transport.state = st_none;
       op->complete(bad);
       if (!*alive) return;
       op = nullptr;  // copied aside, as a data frame's payload is read aside
@@ -98,7 +98,7 @@ void tcp_fabric::take_ref(const std::shared_ptr<in_conn>& c, tag tg, const call_
   if (!op && !(held = hold_unexpected(c, tg, len))) return;
   std::byte* into = op ? op->data : held->data();
   if (op) {
-    op->fabric_state = st_reading;
+    op->transport.state = st_reading;
     c->target = op;
   }
   if (const int e = read_peer(c->pid, from, into, len)) {
@@ -116,7 +116,7 @@ void tcp_fabric::take_ref(const std::shared_ptr<in_conn>& c, tag tg, const call_
     return stash(c);
   }
   c->target = nullptr;
-  op->fabric_state = st_none;
+  op->transport.state = st_none;
   op->complete({});
   if (*alive && c->open) read_frame(c);
 }
@@ -175,7 +175,7 @@ void tcp_fabric::read_receipts(int p, int rail) {
     const frame_header f = decode_frame(h);
     const bool sound = f.kind == frame_header::done && (!o2.back || o2.back->open(h, nullptr, 0, o2.receipt.data() + frame_bytes));
     operation* op = !sound ? nullptr : pe.lent.find([&](const operation& x) {
-      return reinterpret_cast<std::uintptr_t>(x.fabric_ctx[1]) == f.abort_code;
+      return reinterpret_cast<std::uintptr_t>(x.transport.ctx[1]) == f.abort_code;
     });
     if (!op) {
       const std::string why = (sound ? "a receipt for a message by reference it was not sent" : "a malformed receipt") + std::string(" from ") + rank_name(p);
@@ -183,8 +183,8 @@ void tcp_fabric::read_receipts(int p, int rail) {
       return abort(make_error_code(errc::protocol_violation), why);
     }
     pe.lent.remove(*op);
-    op->fabric_state = st_none;
-    const bool cancelled = op->fabric_ctx[2] != nullptr;  // cancel()'s, deferred to here
+    op->transport.state = st_none;
+    const bool cancelled = op->transport.ctx[2] != nullptr;  // cancel()'s, deferred to here
     op->complete(cancelled ? op->ec : std::error_code());
     if (*alive) read_receipts(p, rail);
   }));
@@ -193,7 +193,7 @@ void tcp_fabric::read_receipts(int p, int rail) {
 void tcp_fabric::fail_lent(int p, std::error_code ec, const std::string& why) {
   auto alive = alive_;
   while (operation* op = peer(p).lent.pop_front()) {
-    op->fabric_state = st_none;
+    op->transport.state = st_none;
     note_error(why + ": " + describe_op(*op));
     op->complete(ec);
     if (!*alive) return;

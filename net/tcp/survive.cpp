@@ -43,13 +43,13 @@ void tcp_fabric::fail_out(int p, int rail, std::error_code ec, const std::string
   auto alive = alive_;
   out.cancelled = {};
   if (operation* op = std::exchange(out.writing, nullptr)) {
-    op->fabric_state = st_none;
+    op->transport.state = st_none;
     note_error(why + ": " + describe_op(*op));
     op->complete(ec);
     if (!*alive) return;
   }
   while (operation* op = out.queue.pop_front()) {
-    op->fabric_state = st_none;
+    op->transport.state = st_none;
     note_error(why + ": " + describe_op(*op));
     op->complete(ec);
     if (!*alive) return;
@@ -123,7 +123,7 @@ void tcp_fabric::fail_communicator(std::uint32_t id, std::error_code ec, const s
   // collective on, which cancels others (cancel() then completes them at once, their
   // owners about to go) or starts new ones.
   const auto collect = [&](operation& op) {
-    op.fabric_state = st_failing;
+    op.transport.state = st_failing;
     failing_.push_back(op);
   };
   any_posted_.drain_if(of_it, collect);
@@ -137,7 +137,7 @@ void tcp_fabric::fail_communicator(std::uint32_t id, std::error_code ec, const s
   // A frame being written or read stays: its bytes are on the wire, and it ends with them.
   auto alive = alive_;
   while (operation* op = failing_.pop_front()) {
-    op->fabric_state = st_none;
+    op->transport.state = st_none;
     note_error(why + ": " + describe_op(*op));
     op->complete(ec);
     if (!*alive) return;

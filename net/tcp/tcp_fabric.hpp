@@ -1,6 +1,9 @@
-// The TCP fabric's one class, shared by its two halves: tcp.cpp (bootstrap, the
-// operations' lifecycle, sending, failure) and receive.cpp (accepting, handshakes,
-// frames, receives). Internal to net/tcp.
+// The TCP fabric's one class, shared by the files of net/tcp: tcp.cpp (bootstrap, the
+// operations' lifecycle, sending, failure), join.cpp (connecting to the job), receive.cpp
+// (accepting, handshakes, matching arrivals with receives), frames.cpp (reading frames
+// off a connection), single_copy.cpp (messages between ranks of one host read by
+// process_vm_readv), goodbye.cpp (leaving) and survive.cpp (a peer's death, its
+// replacement). Internal to net/tcp.
 #pragma once
 
 #include "optcast/net/tcp.hpp"
@@ -24,7 +27,7 @@
 #include <asio/strand.hpp>
 #include <asio/write.hpp>
 #include "../auth/auth.hpp"
-#include "../bootstrap/wire.hpp"
+#include "core/little_endian.hpp"
 #include "../common/buffer_pool.hpp"
 #include "../common/job_fabric.hpp"
 #include "../common/handler_memory.hpp"
@@ -42,7 +45,7 @@ namespace impl {
 
 constexpr auto handshake_timeout = std::chrono::seconds(10);
 
-// Where an operation is, in operation::fabric_state.
+// Where an operation is, in operation::transport.state.
 // st_lent: a send by reference, written, whose receiver has not yet copied it.
 // st_failing: taken off its queue by fail_communicator, about to complete.
 enum : std::uintptr_t { st_none = 0, st_queued, st_writing, st_posted, st_reading, st_posted_any, st_lent, st_failing };
@@ -365,9 +368,9 @@ private:
   // (which becomes p's); taken off its queue. Null if none.
   operation* take_posted(int p, tag tg);
   // Posted receives carry the order they were posted in (their first context word).
-  void stamp_posted(operation& op) noexcept { op.fabric_ctx[0] = reinterpret_cast<void*>(++posts_); }
+  void stamp_posted(operation& op) noexcept { op.transport.ctx[0] = reinterpret_cast<void*>(++posts_); }
   static std::uintptr_t posted_stamp(const operation& op) noexcept {
-    return reinterpret_cast<std::uintptr_t>(op.fabric_ctx[0]);
+    return reinterpret_cast<std::uintptr_t>(op.transport.ctx[0]);
   }
   void fail_posted(int p, std::error_code ec, const std::string& why);
   void fail_posted_any(std::error_code ec, const std::string& why);
