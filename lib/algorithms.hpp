@@ -1,5 +1,5 @@
 // The algorithm layer: one coroutine per algorithm, the processor's round loop written
-// against the fabric only. The collectives layer (collectives.cpp) validates arguments,
+// against the fabric only. The collectives layer (lib/collectives/entry.cpp) validates arguments,
 // picks the algorithm and the block count, and owns the deadline; these assume valid input.
 #pragma once
 
@@ -88,17 +88,17 @@ task<result<void>> broadcast_binomial(fabric& f, std::uint32_t seq, std::span<st
 task<result<void>> broadcast_ring(fabric& f, std::uint32_t seq, std::span<std::byte> buf, int root, int n,
                                   std::uint32_t step0 = 0);
 task<result<void>> reduce_ring(fabric& f, std::uint32_t seq, std::span<std::byte> work, int root, int n,
-                               const detail::erased_reduction& op);
+                               const erased_reduction& op);
 
 // Allreduce by recursive doubling: the whole vector, ceil(log2 p) exchanges, two more
 // rounds for p not a power of two; every rank ends with the same bits.
 task<result<void>> allreduce_recursive_doubling(fabric& f, std::uint32_t seq, std::span<std::byte> work,
-                                                const detail::erased_reduction& op);
+                                                const erased_reduction& op);
 // Allreduce by recursive halving then doubling (Rabenseifner): 2 (p - 1) / p of the
 // vector in 2 log2 p pairwise exchanges, two more rounds for p not a power of two;
 // every rank ends with the same bits (baseline/pairwise_allreduce.cpp).
 task<result<void>> allreduce_recursive_halving(fabric& f, std::uint32_t seq, std::span<std::byte> work,
-                                               const detail::erased_reduction& op);
+                                               const erased_reduction& op);
 
 // The dissemination barrier on the fabric's k ports (baseline/dissemination.cpp):
 // ceil(log_{k+1} p) rounds of k empty sends || k receives.
@@ -164,13 +164,13 @@ task<result<void>> allgatherv_circulant(fabric& f, std::uint32_t seq, std::uint3
 task<result<void>> allgatherv_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
                                    const segment_layout& lay);
 task<result<void>> reduce_scatter_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
-                                       const segment_layout& lay, const detail::erased_reduction& op);
+                                       const segment_layout& lay, const erased_reduction& op);
 // Both in one pass, 2 (p - 1) n rounds: the allgather's receives are posted while the
 // reduce-scatter runs. Tags use steps 0 .. 2 (p - 1) n - 1. The operand is `in` (which
 // may be `buf` itself, not a part of it): it is read where it is, as each segment is
 // first sent or combined, so the result needs no copy of it first.
 task<result<void>> allreduce_ring(fabric& f, std::uint32_t seq, std::span<const std::byte> in, std::span<std::byte> buf,
-                                  const segment_layout& lay, const detail::erased_reduction& op);
+                                  const segment_layout& lay, const erased_reduction& op);
 
 // Karp et al., Section 4.1: the staggered all-to-all broadcast, each segment's n blocks
 // as n items; L + 2o + g (n (p - 1) - 1) under LogP with g >= o.
@@ -186,30 +186,30 @@ task<result<void>> alltoall_staggered(fabric& f, std::uint32_t seq, std::span<st
 // rank's segment of `buf` holds the reduction of every rank's, the others are spent.
 task<result<void>> reduce_scatter_circulant(fabric& f, std::uint32_t seq, std::uint32_t step0,
                                             std::span<std::byte> buf, const segment_layout& lay,
-                                            const detail::erased_reduction& op);
+                                            const erased_reduction& op);
 
 // Karp et al., Section 4.2: the combining broadcast on `plan` (steps of `step_time`
 // model units); `acc` holds this rank's operand and ends as the reduction. Commutative
 // operators only.
 task<result<void>> allreduce_combining(fabric& f, std::uint32_t seq, std::span<std::byte> acc,
-                                       const detail::erased_reduction& op, const logp::combining_plan& plan,
+                                       const erased_reduction& op, const logp::combining_plan& plan,
                                        double step_time);
 
 // Karp et al., Section 5: this rank's part of the summation tree `plan`, rooted at
 // `root`; `acc` (one element) ends as the partial sum of its subtree, the whole sum at
 // the root. Operands come from `load`.
 task<result<void>> summation_tree(fabric& f, std::uint32_t seq, const logp::summation_plan& plan, int root,
-                                  std::span<std::byte> acc, const detail::erased_reduction& op,
-                                  const detail::operand_loader& load);
+                                  std::span<std::byte> acc, const erased_reduction& op,
+                                  const operand_loader& load);
 
 // Observation 1.3: Algorithm 1 backwards; `work` (this rank's operand, overwritten)
 // ends as the reduction at the root. Commutative operators only.
 task<result<void>> reduce_circulant(fabric& f, std::uint32_t seq, std::span<std::byte> work,
-                                    int root, int n, const detail::erased_reduction& op);
+                                    int root, int n, const erased_reduction& op);
 
 // The binomial tree over ranks in order (reduction.hpp): `work` ends as
 // in_0 (+) ... (+) in_{p-1} at rank 0, and is then sent on to `root` (step 1).
 task<result<void>> reduce_ordered(fabric& f, std::uint32_t seq, std::span<std::byte> work,
-                                  int root, const detail::erased_reduction& op);
+                                  int root, const erased_reduction& op);
 
 }  // namespace optcast::algorithms

@@ -223,7 +223,7 @@ c10::intrusive_ptr<c10d::Work> process_group::allreduce(std::vector<at::Tensor>&
   collective_options o{.timeout = deadline(opts.timeout)};
   const bool avg = opts.reduceOp.op_ == red::AVG;
   const int p = size_;
-  return enqueue({[this, b, op, o] { return detail::allreduce_bytes(*comm_, bytes(b), bytes(b), op, o); },
+  return enqueue({[this, b, op, o] { return erased::allreduce(*comm_, bytes(b), bytes(b), op, o); },
                   [t, b, avg, p] {
                     if (avg) b.div_(p);
                     if (!t.is_same(b)) t.copy_(b);
@@ -244,7 +244,7 @@ c10::intrusive_ptr<c10d::Work> process_group::allreduce_coalesced(std::vector<at
   collective_options o{.timeout = deadline(opts.timeout)};
   const bool avg = opts.reduceOp.op_ == red::AVG;
   const int p = size_;
-  return enqueue({[this, b, op, o] { return detail::allreduce_bytes(*comm_, bytes(b), bytes(b), op, o); },
+  return enqueue({[this, b, op, o] { return erased::allreduce(*comm_, bytes(b), bytes(b), op, o); },
                   [tensors, b, avg, p] {
                     if (avg) b.div_(p);
                     unflat(b, tensors);
@@ -264,7 +264,7 @@ c10::intrusive_ptr<c10d::Work> process_group::reduce(std::vector<at::Tensor>& te
   const bool avg = opts.reduceOp.op_ == red::AVG;
   const int p = size_;
   const bool at_root = rank_ == root;
-  return enqueue({[this, in, out, op, root, o] { return detail::reduce_bytes(*comm_, bytes(in), bytes(out), op, root, o); },
+  return enqueue({[this, in, out, op, root, o] { return erased::reduce(*comm_, bytes(in), bytes(out), op, root, o); },
                   [t, out, avg, p, at_root] {
                     if (!at_root) return;
                     if (avg) out.div_(p);
@@ -428,12 +428,11 @@ c10::intrusive_ptr<c10d::Work> process_group::reduce_scatter_flat(at::Tensor out
                                                                   const char* what) {
   auto op = reduction_for(opts.reduceOp, output.scalar_type());
   at::Tensor out = output.contiguous();
-  std::vector<std::int64_t> counts(static_cast<std::size_t>(size_), output.numel());
   collective_options o{.timeout = deadline(opts.timeout)};
   const bool avg = opts.reduceOp.op_ == red::AVG;
   const int p = size_;
-  return enqueue({[this, in, out, counts, op, o] {
-                    return detail::reduce_scatter_bytes(*comm_, bytes(in), bytes(out), counts, op, true, o);
+  return enqueue({[this, in, out, op, o] {
+                    return erased::reduce_scatter_block(*comm_, bytes(in), bytes(out), op, o);
                   },
                   [output, out, avg, p] {
                     if (avg) out.div_(p);

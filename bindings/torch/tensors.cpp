@@ -45,7 +45,7 @@ namespace {
 
 // `reduce` on elements of type T, or nothing where torch does not define it.
 template <class T>
-std::optional<detail::erased_reduction> typed_op(red::RedOpType op) {
+std::optional<erased_reduction> typed_op(red::RedOpType op) {
   if constexpr (std::is_arithmetic_v<T>) {
     switch (op) {
       case red::SUM: case red::AVG: return reduction<T>(ops::sum).erased();
@@ -102,9 +102,9 @@ const char* op_name(red::RedOpType op) {
 
 }  // namespace
 
-detail::erased_reduction reduction_for(const red& rop, at::ScalarType dtype) {
+erased_reduction reduction_for(const red& rop, at::ScalarType dtype) {
   const auto op = rop.op_;
-  std::optional<detail::erased_reduction> r;
+  std::optional<erased_reduction> r;
   switch (dtype) {
     case at::kByte: r = typed_op<std::uint8_t>(op); break;
     case at::kChar: r = typed_op<std::int8_t>(op); break;

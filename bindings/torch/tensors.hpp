@@ -26,6 +26,6 @@ at::Tensor flat(const std::vector<at::Tensor>& ts);
 // Copies consecutive pieces of the 1-D `from` into `to`, each its own numel.
 void unflat(const at::Tensor& from, const std::vector<at::Tensor>& to);
 // The operator for `dtype`; throws (a Python RuntimeError) where torch does not define it.
-detail::erased_reduction reduction_for(const red& rop, at::ScalarType dtype);
+erased_reduction reduction_for(const red& rop, at::ScalarType dtype);
 
 }  // namespace optcast::torch_backend

@@ -20,28 +20,11 @@
 
 #include "optcast/choose.hpp"
 #include "optcast/communicator.hpp"
+#include "optcast/erased.hpp"
 #include "optcast/logp.hpp"
 #include "optcast/reduction.hpp"
 
 namespace optcast {
-
-struct collective_options {
-  algorithm alg = algorithm::automatic;  // automatic: the communicator's default
-  int blocks = 0;                        // circulant pipelining depth n; 0: from the cost model
-  std::optional<std::chrono::milliseconds> timeout;  // default: the communicator's
-  // LogP(GP) parameters for algorithms shaped by them (logp_tree); default: the
-  // fabric's own model (the simulator's), else the communicator's.
-  std::optional<loggp_params> model;
-  // Scatter with split_tree: let a message carry part of a processor's item set, routed
-  // through a processor that is idle by then, where the model says that finishes sooner
-  // (Alexandrov et al. 4.7, Figures 9-10). Off: A_t^k as the paper defines it.
-  bool split_sets = false;
-};
-using broadcast_options = collective_options;
-
-// Every rank passes a buffer of the same size; the root's bytes end up in all of them.
-task<result<void>> broadcast(communicator& c, std::span<std::byte> data, int root,
-                             broadcast_options opts = {});
 
 template <class T>
   requires std::is_trivially_copyable_v<T>
@@ -122,31 +105,6 @@ std::vector<std::int64_t> checked_counts(std::span<const C> counts) {
   return out;
 }
 
-namespace detail {
-task<result<void>> allgatherv_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
-                                    std::vector<std::int64_t> counts, std::size_t elem, bool regular,
-                                    collective_options opts);
-task<result<void>> reduce_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
-                                erased_reduction op, int root, collective_options opts);
-task<result<void>> allreduce_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
-                                   erased_reduction op, collective_options opts);
-task<result<void>> reduce_scatter_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
-                                        std::vector<std::int64_t> counts, erased_reduction op, bool regular,
-                                        collective_options opts);
-task<result<void>> alltoall_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
-                                  std::size_t elem, collective_options opts);
-task<result<void>> scatterv_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
-                                  std::vector<std::int64_t> counts, std::size_t elem, int root, collective_options opts);
-task<result<void>> gatherv_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
-                                 std::vector<std::int64_t> counts, std::size_t elem, int root, collective_options opts);
-// Every rank's part is its own `out` (scatter) or `in` (gather): no counts, O(1) per rank.
-task<result<void>> scatter_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out, std::size_t elem,
-                                 int root, collective_options opts);
-task<result<void>> gather_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out, std::size_t elem,
-                                int root, collective_options opts);
-task<result<void>> summation_bytes(communicator& c, std::int64_t n, operand_loader load, std::span<std::byte> out,
-                                   erased_reduction op, int root, collective_options opts);
-}  // namespace detail
 
 // Scatter and gather (Alexandrov, Ionescu, Schauser, Scheiman, "LogGP", Section 4). The
 // root's buffer holds every rank's segment in rank order; every rank passes the same
@@ -162,7 +120,7 @@ template <class T>
   requires std::is_trivially_copyable_v<T>
 task<result<void>> scatter(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out, int root,
                            collective_options opts = {}) {
-  return detail::scatter_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), sizeof(T), root, opts);
+  return erased::scatter(c, std::as_bytes(in), std::as_writable_bytes(out), sizeof(T), root, opts);
 }
 
 // Rank j receives counts[j] elements (any may be 0), packed in rank order in the root's
@@ -171,8 +129,7 @@ template <class T, std::integral C>
   requires std::is_trivially_copyable_v<T>
 task<result<void>> scatterv(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out,
                             std::span<const C> counts, int root, collective_options opts = {}) {
-  return detail::scatterv_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), checked_counts(counts), sizeof(T), root,
-                                opts);
+  return erased::scatterv(c, std::as_bytes(in), std::as_writable_bytes(out), checked_counts(counts), sizeof(T), root, opts);
 }
 
 // Every rank's `in` (all the same length) lands in the root's `out` in rank order: out
@@ -181,7 +138,7 @@ template <class T>
   requires std::is_trivially_copyable_v<T>
 task<result<void>> gather(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out, int root,
                           collective_options opts = {}) {
-  return detail::gather_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), sizeof(T), root, opts);
+  return erased::gather(c, std::as_bytes(in), std::as_writable_bytes(out), sizeof(T), root, opts);
 }
 
 // Rank j sends counts[j] elements; the root's `out` holds exactly their sum, in rank order.
@@ -189,8 +146,7 @@ template <class T, std::integral C>
   requires std::is_trivially_copyable_v<T>
 task<result<void>> gatherv(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out,
                            std::span<const C> counts, int root, collective_options opts = {}) {
-  return detail::gatherv_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), checked_counts(counts), sizeof(T), root,
-                               opts);
+  return erased::gatherv(c, std::as_bytes(in), std::as_writable_bytes(out), checked_counts(counts), sizeof(T), root, opts);
 }
 
 // The circulant family (Träff, Observation 1 and Appendix A). Every rank passes the same
@@ -206,9 +162,7 @@ template <class T>
   requires std::is_trivially_copyable_v<T>
 task<result<void>> allgather(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out,
                              collective_options opts = {}) {
-  std::vector<std::int64_t> counts(static_cast<std::size_t>(c.size()), static_cast<std::int64_t>(in.size()));
-  return detail::allgatherv_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), std::move(counts), sizeof(T),
-                                  true, opts);
+  return erased::allgather(c, std::as_bytes(in), std::as_writable_bytes(out), sizeof(T), opts);
 }
 
 // Rank j contributes counts[j] elements (any may be 0); they land in `out` in rank
@@ -218,8 +172,7 @@ template <class T, std::integral C>
   requires std::is_trivially_copyable_v<T>
 task<result<void>> allgatherv(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out,
                               std::span<const C> counts, collective_options opts = {}) {
-  return detail::allgatherv_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), checked_counts(counts),
-                                  sizeof(T), false, opts);
+  return erased::allgatherv(c, std::as_bytes(in), std::as_writable_bytes(out), checked_counts(counts), sizeof(T), opts);
 }
 
 // The elementwise reduction of every rank's `in` lands in `out` at the root (out must
@@ -228,7 +181,7 @@ task<result<void>> allgatherv(communicator& c, std::span<const std::type_identit
 template <class T>
 task<result<void>> reduce(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out,
                           reduction<std::type_identity_t<T>> op, int root, collective_options opts = {}) {
-  return detail::reduce_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), op.erased(), root, opts);
+  return erased::reduce(c, std::as_bytes(in), std::as_writable_bytes(out), op.erased(), root, opts);
 }
 
 // The reduction of every rank's `in` in `out` on every rank (the same length):
@@ -236,7 +189,7 @@ task<result<void>> reduce(communicator& c, std::span<const std::type_identity_t<
 template <class T>
 task<result<void>> allreduce(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out,
                              reduction<std::type_identity_t<T>> op, collective_options opts = {}) {
-  return detail::allreduce_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), op.erased(), opts);
+  return erased::allreduce(c, std::as_bytes(in), std::as_writable_bytes(out), op.erased(), opts);
 }
 
 // `in` is p blocks of out.size() elements; rank j gets the reduction of everyone's
@@ -245,9 +198,7 @@ template <class T>
 task<result<void>> reduce_scatter_block(communicator& c, std::span<const std::type_identity_t<T>> in,
                                         std::span<T> out, reduction<std::type_identity_t<T>> op,
                                         collective_options opts = {}) {
-  std::vector<std::int64_t> counts(static_cast<std::size_t>(c.size()), static_cast<std::int64_t>(out.size()));
-  return detail::reduce_scatter_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), std::move(counts),
-                                      op.erased(), true, opts);
+  return erased::reduce_scatter_block(c, std::as_bytes(in), std::as_writable_bytes(out), op.erased(), opts);
 }
 
 // `in` is p segments of counts[0], counts[1], ... elements; rank j gets the reduction of
@@ -256,8 +207,7 @@ template <class T, std::integral C>
 task<result<void>> reduce_scatter(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out,
                                   std::span<const C> counts, reduction<std::type_identity_t<T>> op,
                                   collective_options opts = {}) {
-  return detail::reduce_scatter_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), checked_counts(counts),
-                                      op.erased(), false, opts);
+  return erased::reduce_scatter(c, std::as_bytes(in), std::as_writable_bytes(out), checked_counts(counts), op.erased(), opts);
 }
 
 // All-to-all personalized (Karp et al. 4.1, the staggered schedule): `in` is p blocks of
@@ -269,7 +219,7 @@ template <class T>
   requires std::is_trivially_copyable_v<T>
 task<result<void>> alltoall(communicator& c, std::span<const std::type_identity_t<T>> in, std::span<T> out,
                             collective_options opts = {}) {
-  return detail::alltoall_bytes(c, std::as_bytes(in), std::as_writable_bytes(out), sizeof(T), opts);
+  return erased::alltoall(c, std::as_bytes(in), std::as_writable_bytes(out), sizeof(T), opts);
 }
 
 // Optimal summation (Karp et al., Section 5): n operands X_0 .. X_{n-1} combined into
@@ -292,8 +242,7 @@ task<result<T>> summation(communicator& c, std::int64_t n, std::function<T(std::
     const T v = operand(i);
     std::memcpy(dst, &v, sizeof(T));
   };
-  auto r = co_await detail::summation_bytes(c, n, load, std::as_writable_bytes(std::span<T>(&out, 1)), op.erased(), root,
-                                            opts);
+  auto r = co_await erased::summation(c, n, load, std::as_writable_bytes(std::span<T>(&out, 1)), op.erased(), root, opts);
   if (!r) co_return fail(r.error());
   if (c.rank() != root) out = T{};  // it held this rank's partial sum
   co_return out;

@@ -32,13 +32,10 @@
 
 namespace optcast {
 
-namespace detail {
-
-// The type-erased operator the algorithms see: out[i] = left[i] (+) right[i] for
-// `count` elements; out may alias left or right.
-// Writes operand `index` (one element) to `out`.
-using operand_loader = std::function<void(std::int64_t index, std::byte* out)>;
-
+// An operator on elements whose type is known only at run time: the one the algorithms
+// see, which reduction<T>::erased() gives for a typed one, and which a language binding
+// (optcast/erased.hpp) fills in for its own element types (a tensor's dtype). out[i] =
+// left[i] (+) right[i] for `count` elements of `elem` bytes; out may alias left or right.
 struct erased_reduction {
   std::size_t elem = 1;
   bool commutative = true;
@@ -63,6 +60,11 @@ struct erased_reduction {
     apply(self, left, right, out, count);
   }
 };
+
+// The summation's operands, one at a time: writes operand `index` (one element) to `out`.
+using operand_loader = std::function<void(std::int64_t index, std::byte* out)>;
+
+namespace detail {
 
 // Codes of call_signature::op and ::type.
 enum reduction_op : std::uint8_t { op_sum = 1, op_product, op_min, op_max, op_band, op_bor, op_bxor, op_custom };
@@ -188,7 +190,7 @@ public:
     erased_(reinterpret_cast<const std::byte*>(left), reinterpret_cast<const std::byte*>(right),
             reinterpret_cast<std::byte*>(out), n);
   }
-  const detail::erased_reduction& erased() const noexcept { return erased_; }
+  const erased_reduction& erased() const noexcept { return erased_; }
 
 private:
   reduction() = default;
@@ -201,7 +203,7 @@ private:
     return r;
   }
 
-  detail::erased_reduction erased_{};
+  erased_reduction erased_{};
 };
 
 }  // namespace optcast

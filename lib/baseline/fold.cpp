@@ -7,7 +7,7 @@ constexpr std::uint32_t unfold_step = 0x7fffffffu;  // after every exchange's st
 }
 
 task<result<folded>> fold(fabric& f, std::uint32_t seq, std::uint32_t& step, std::span<std::byte> mine,
-                          std::span<std::byte> result, std::span<std::byte> in, const detail::erased_reduction* op) {
+                          std::span<std::byte> result, std::span<std::byte> in, const erased_reduction* op) {
   const int p = f.size(), r = f.rank();
   folded k;
   while (k.pof2 * 2 <= p) k.pof2 *= 2;

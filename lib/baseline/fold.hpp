@@ -27,7 +27,7 @@ struct folded {
 // `result` into its own at the end (a reduction: both the vector; an allgather: its
 // segment, then every segment).
 task<result<folded>> fold(fabric& f, std::uint32_t seq, std::uint32_t& step, std::span<std::byte> mine,
-                          std::span<std::byte> result, std::span<std::byte> in, const detail::erased_reduction* op);
+                          std::span<std::byte> result, std::span<std::byte> in, const erased_reduction* op);
 // After the last exchange: the even rank of a folded pair hands the result back.
 task<result<void>> unfold(fabric& f, std::uint32_t seq, const folded& k, std::span<const std::byte> work);
 

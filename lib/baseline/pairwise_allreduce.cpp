@@ -15,7 +15,7 @@ namespace optcast::algorithms {
 
 namespace {
 
-using erased = detail::erased_reduction;
+using erased = erased_reduction;
 
 // `theirs` combined into `mine` in rank order: the lower group's partial on the left.
 void combine(const erased& op, std::span<std::byte> mine, std::span<const std::byte> theirs, bool mine_lower) {

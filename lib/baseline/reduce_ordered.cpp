@@ -7,7 +7,7 @@ namespace optcast::algorithms {
 // [v, v + mask) with [v + mask, v + 2 mask) in that order, so the result at rank 0 is
 // in_0 (+) ... (+) in_{p-1}; a root other than 0 gets it in one more step.
 task<result<void>> reduce_ordered(fabric& f, std::uint32_t seq, std::span<std::byte> work,
-                                  int root, const detail::erased_reduction& op) {
+                                  int root, const erased_reduction& op) {
   const int p = f.size(), v = f.rank();
   const std::size_t count = work.size() / op.elem;
   scratch_pool::lease right_lease;

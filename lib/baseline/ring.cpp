@@ -74,7 +74,7 @@ task<result<void>> broadcast_ring_loop(fabric& f, std::uint32_t seq, std::span<s
 }
 
 task<result<void>> reduce_ring_loop(fabric& f, std::uint32_t seq, std::span<std::byte> work, int root, int n,
-                                    const detail::erased_reduction& op, recv_window& rx, std::span<std::byte> slots) {
+                                    const erased_reduction& op, recv_window& rx, std::span<std::byte> slots) {
   const int p = f.size();
   const detail::rooted ranks{p, root};
   const int v = ranks.virt(f.rank());
@@ -130,7 +130,7 @@ struct ring_phases {
 // no copy of the operand beforehand. Without, buf holds it.
 task<result<void>> segment_ring_loop(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<const std::byte> src,
                                      std::span<std::byte> buf, const segment_layout& lay, recv_window& rx,
-                                     ring_phases phases, const detail::erased_reduction* op, std::span<std::byte> slots,
+                                     ring_phases phases, const erased_reduction* op, std::span<std::byte> slots,
                                      std::size_t biggest) {
   const int p = f.size(), r = f.rank();
   const int to = (r + 1) % p, from = (r + p - 1) % p;
@@ -182,7 +182,7 @@ task<result<void>> segment_ring_loop(fabric& f, std::uint32_t seq, std::uint32_t
 
 task<result<void>> segment_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<const std::byte> in,
                                 std::span<std::byte> buf, const segment_layout& lay, ring_phases phases,
-                                const detail::erased_reduction* op) {
+                                const erased_reduction* op) {
   if (f.size() == 1 || lay.contributors.empty()) {
     if (!in.empty() && in.data() != buf.data()) std::memcpy(buf.data(), in.data(), in.size());
     co_return result<void>{};
@@ -215,7 +215,7 @@ task<result<void>> broadcast_ring(fabric& f, std::uint32_t seq, std::span<std::b
 }
 
 task<result<void>> reduce_ring(fabric& f, std::uint32_t seq, std::span<std::byte> work, int root, int n,
-                               const detail::erased_reduction& op) {
+                               const erased_reduction& op) {
   if (f.size() == 1) co_return result<void>{};
   recv_window rx(std::min(static_cast<std::size_t>(n), ahead));
   const block_partition parts(work.size() / op.elem, static_cast<std::size_t>(n));
@@ -231,12 +231,12 @@ task<result<void>> allgatherv_ring(fabric& f, std::uint32_t seq, std::uint32_t s
 }
 
 task<result<void>> reduce_scatter_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
-                                       const segment_layout& lay, const detail::erased_reduction& op) {
+                                       const segment_layout& lay, const erased_reduction& op) {
   return segment_ring(f, seq, step0, {}, buf, lay, {.reduce_scatter = true}, &op);
 }
 
 task<result<void>> allreduce_ring(fabric& f, std::uint32_t seq, std::span<const std::byte> in, std::span<std::byte> buf,
-                                  const segment_layout& lay, const detail::erased_reduction& op) {
+                                  const segment_layout& lay, const erased_reduction& op) {
   return segment_ring(f, seq, 0, in, buf, lay, {.reduce_scatter = true, .allgather = true}, &op);
 }
 

@@ -1,5 +1,6 @@
 // Entry points of the circulant family: argument checks, algorithm and block count,
-// working buffers, the deadline. The round loops are in circulant_all.cpp and reduce.cpp.
+// working buffers, the deadline. The round loops are in lib/traff/all_roots_circulant.cpp
+// and reduce_circulant.cpp.
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -16,7 +17,7 @@ namespace {
 
 std::string str(std::size_t v) { return std::to_string(v); }
 
-}  // namespace
+// allgather and allgatherv, told apart by `regular` (the call's signature names which).
 
 task<result<void>> allgatherv_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
                                     std::vector<std::int64_t> counts_in, std::size_t elem, bool regular,
@@ -44,7 +45,20 @@ task<result<void>> allgatherv_bytes(communicator& c, std::span<const std::byte> 
   co_return co_await call.run(row->runner_for<segments_call>()({&c.get_fabric(), call.seq, out, out, &lay, nullptr, *model}));
 }
 
-task<result<void>> reduce_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+// reduce_scatter_block and reduce_scatter, told apart the same way.
+task<result<void>> reduce_scatter_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+                                        std::vector<std::int64_t> counts_in, erased_reduction op, bool regular,
+                                        collective_options opts);
+
+}  // namespace
+
+}  // namespace optcast::detail
+
+namespace optcast::erased {
+
+using namespace detail;  // the entry path (call_start) and its helpers
+
+task<result<void>> reduce(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
                                 erased_reduction op, int root, collective_options opts) {
   call_start call(c, collective::reduce, opts);
   if (!call.ok() || !call.check_root(root)) co_return call.early;
@@ -70,7 +84,7 @@ task<result<void>> reduce_bytes(communicator& c, std::span<const std::byte> in, 
       {&c.get_fabric(), call.seq, work, root, n, &op, *model}));
 }
 
-task<result<void>> allreduce_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+task<result<void>> allreduce(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
                                    erased_reduction op, collective_options opts) {
   call_start call(c, collective::allreduce, opts);
   if (!call.ok()) co_return call.early;
@@ -92,6 +106,34 @@ task<result<void>> allreduce_bytes(communicator& c, std::span<const std::byte> i
   }
   co_return co_await call.run(row->runner_for<reduction_call>()({&c.get_fabric(), call.seq, out, 0, n, &op, *model, operand}));
 }
+
+task<result<void>> allgather(communicator& c, std::span<const std::byte> in, std::span<std::byte> out, std::size_t elem,
+                             collective_options opts) {
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(c.size()), static_cast<std::int64_t>(in.size() / std::max<std::size_t>(elem, 1)));
+  return detail::allgatherv_bytes(c, in, out, std::move(counts), elem, true, opts);
+}
+
+task<result<void>> allgatherv(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+                              std::vector<std::int64_t> counts, std::size_t elem, collective_options opts) {
+  return detail::allgatherv_bytes(c, in, out, std::move(counts), elem, false, opts);
+}
+
+task<result<void>> reduce_scatter_block(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+                                        erased_reduction op, collective_options opts) {
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(c.size()), static_cast<std::int64_t>(out.size() / std::max<std::size_t>(op.elem, 1)));
+  return detail::reduce_scatter_bytes(c, in, out, std::move(counts), std::move(op), true, opts);
+}
+
+task<result<void>> reduce_scatter(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+                                  std::vector<std::int64_t> counts, erased_reduction op, collective_options opts) {
+  return detail::reduce_scatter_bytes(c, in, out, std::move(counts), std::move(op), false, opts);
+}
+
+}  // namespace optcast::erased
+
+namespace optcast::detail {
+
+namespace {
 
 task<result<void>> reduce_scatter_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
                                         std::vector<std::int64_t> counts_in, erased_reduction op, bool regular,
@@ -126,5 +168,7 @@ task<result<void>> reduce_scatter_bytes(communicator& c, std::span<const std::by
   }
   co_return r;
 }
+
+}  // namespace
 
 }  // namespace optcast::detail

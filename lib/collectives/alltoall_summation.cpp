@@ -8,10 +8,12 @@
 #include "collective_common.hpp"
 #include "optcast/collectives.hpp"
 
-namespace optcast::detail {
+namespace optcast::erased {
 
-task<result<void>> alltoall_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
-                                  std::size_t elem, collective_options opts) {
+using namespace detail;  // the entry path (call_start) and its helpers
+
+task<result<void>> alltoall(communicator& c, std::span<const std::byte> in, std::span<std::byte> out, std::size_t elem,
+                            collective_options opts) {
   call_start call(c, collective::alltoall, opts);
   if (!call.ok()) co_return call.early;
   const auto p = static_cast<std::size_t>(c.size());
@@ -42,7 +44,7 @@ task<result<void>> alltoall_bytes(communicator& c, std::span<const std::byte> in
   co_return co_await call.run(row->runner_for<segments_call>()({&c.get_fabric(), call.seq, from, out, &lay, nullptr}));
 }
 
-}  // namespace optcast::detail
+}  // namespace optcast::erased
 
 namespace optcast {
 
@@ -80,10 +82,12 @@ std::vector<logp::summation_plan::segment> summation_share(communicator& c, std:
   return out;
 }
 
-namespace detail {
+namespace erased {
 
-task<result<void>> summation_bytes(communicator& c, std::int64_t n, operand_loader load, std::span<std::byte> out,
-                                   erased_reduction op, int root, collective_options opts) {
+using namespace detail;
+
+task<result<void>> summation(communicator& c, std::int64_t n, operand_loader load, std::span<std::byte> out,
+                             erased_reduction op, int root, collective_options opts) {
   call_start call(c, collective::summation, opts);
   if (!call.ok() || !call.check_root(root)) co_return call.early;
   if (n < 1 && !call.refuse("n is " + std::to_string(n) + "; there must be at least one operand")) co_return call.early;
@@ -97,6 +101,6 @@ task<result<void>> summation_bytes(communicator& c, std::int64_t n, operand_load
   co_return co_await call.run(row->runner_for<summation_call>()({&c.get_fabric(), call.seq, out, root, n, m, &op, &load}));
 }
 
-}  // namespace detail
+}  // namespace erased
 
 }  // namespace optcast

@@ -140,24 +140,31 @@ task<result<void>> gather_any(communicator& c, std::span<const std::byte> in, st
 
 }  // namespace
 
-task<result<void>> scatterv_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+}  // namespace optcast::detail
+
+namespace optcast::erased {
+
+using detail::gather_any;
+using detail::scatter_any;
+
+task<result<void>> scatterv(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
                                   std::vector<std::int64_t> counts, std::size_t elem, int root, collective_options opts) {
   return scatter_any(c, in, out, std::move(counts), elem, root, opts);
 }
 
-task<result<void>> scatter_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out, std::size_t elem,
+task<result<void>> scatter(communicator& c, std::span<const std::byte> in, std::span<std::byte> out, std::size_t elem,
                                  int root, collective_options opts) {
   return scatter_any(c, in, out, std::nullopt, elem, root, opts);
 }
 
-task<result<void>> gatherv_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
+task<result<void>> gatherv(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
                                  std::vector<std::int64_t> counts, std::size_t elem, int root, collective_options opts) {
   return gather_any(c, in, out, std::move(counts), elem, root, opts);
 }
 
-task<result<void>> gather_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out, std::size_t elem,
+task<result<void>> gather(communicator& c, std::span<const std::byte> in, std::span<std::byte> out, std::size_t elem,
                                 int root, collective_options opts) {
   return gather_any(c, in, out, std::nullopt, elem, root, opts);
 }
 
-}  // namespace optcast::detail
+}  // namespace optcast::erased

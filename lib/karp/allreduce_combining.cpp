@@ -26,7 +26,7 @@ result<void> ok(const result<std::size_t>& r) { return r ? result<void>{} : fail
 // behind, at step j, finds its step-j message already sent (at j - L, by a rank at j or
 // later) and its own send (for step j + L) already posted for by a rank at j or later.
 task<result<void>> allreduce_combining(fabric& f, std::uint32_t seq, std::span<std::byte> acc,
-                                       const detail::erased_reduction& op, const logp::combining_plan& plan,
+                                       const erased_reduction& op, const logp::combining_plan& plan,
                                        double step_time) {
   const int P = f.size(), r = f.rank(), I = plan.inner, L = plan.L;
   if (P == 1) co_return result<void>{};

@@ -156,7 +156,7 @@ std::shared_ptr<const kitem_plan> kitem_single_for(int P, int L, int k);  // cac
 // least delay, L + B(P - 1) (each item's root starting an optimal broadcast at once).
 // The block-cyclic assignment does it without interference: an internal node with r
 // children gets a block of r processors that take its items in turn, and each block
-// receives, between two of its own items, a fixed word of leaf labels (continuous.cpp
+// receives, between two of its own items, a fixed word of leaf labels (continuous_schedule.cpp
 // explains the rule that words must keep). The paper proves such words exist for
 // 3 <= L <= 10 and P - 1 = P(t), t >= t(L), by an induction from L base cases found by
 // search; this builds them the same way at set-up time (memoized per L): I(t) from

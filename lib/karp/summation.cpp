@@ -12,8 +12,8 @@ namespace optcast::algorithms {
 // own operands, and sends the result to its parent at S_v. The simulator is charged
 // the plan's times (one unit per application); real fabrics just do the work.
 task<result<void>> summation_tree(fabric& f, std::uint32_t seq, const logp::summation_plan& plan, int root,
-                                  std::span<std::byte> acc, const detail::erased_reduction& op,
-                                  const detail::operand_loader& load) {
+                                  std::span<std::byte> acc, const erased_reduction& op,
+                                  const operand_loader& load) {
   const int P = f.size();
   const detail::rooted ranks{P, root};
   const int v = ranks.virt(f.rank());

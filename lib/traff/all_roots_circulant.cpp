@@ -363,7 +363,7 @@ task<result<void>> allgatherv_circulant(fabric& f, std::uint32_t seq, std::uint3
 
 task<result<void>> reduce_scatter_circulant(fabric& f, std::uint32_t seq, std::uint32_t step0,
                                             std::span<std::byte> buf, const segment_layout& lay,
-                                            const detail::erased_reduction& op) {
+                                            const erased_reduction& op) {
   const int p = f.size(), r = f.rank();
   if (p == 1 || lay.contributors.empty()) co_return result<void>{};
   all_roots_run run(f, p, buf, lay);

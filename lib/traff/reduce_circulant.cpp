@@ -12,7 +12,7 @@ namespace optcast::algorithms {
 // in later rounds; backwards, it has reduced the partial results of everyone it
 // forwarded a block to before it sends that block's partial on, exactly once.
 task<result<void>> reduce_circulant(fabric& f, std::uint32_t seq, std::span<std::byte> work,
-                                    int root, int n, const detail::erased_reduction& op) {
+                                    int root, int n, const erased_reduction& op) {
   const int p = f.size();
   if (p == 1) co_return result<void>{};
   const detail::rooted ranks{p, root};

@@ -34,7 +34,7 @@ task<result<void>> local_allgather(fabric& f, tag t, const lane_shape& s, std::s
 // Rank l of the host ends with block l of the host's sum, in `work`: it receives every
 // other rank's block l and combines them in local-rank order.
 task<result<void>> local_reduce_scatter(fabric& f, tag t, const lane_shape& s, std::span<std::byte> work, const pieces& part,
-                                        const detail::erased_reduction& op) {
+                                        const erased_reduction& op) {
   if (s.per_host == 1) co_return result<void>{};
   lane_view local(f, s.host_group, 0, first_local);
   const auto mine = part.of(work, s.local * s.sub, s.sub);
@@ -157,7 +157,7 @@ task<result<void>> broadcast_multi_lane(fabric& f, std::uint32_t seq, std::span<
 }
 
 task<result<void>> reduce_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> work, int root,
-                                     const detail::erased_reduction& op, const lane_shape& s, lane_reduce inner) {
+                                     const erased_reduction& op, const lane_shape& s, lane_reduce inner) {
   const chunked ch(work, op.elem, s, false);
   const int root_host = s.host_of[static_cast<std::size_t>(root)], root_local = s.local_of[static_cast<std::size_t>(root)];
   co_return co_await pipeline(ch, seq, [&](int k, chunk_at at) -> task<result<void>> {
@@ -169,7 +169,7 @@ task<result<void>> reduce_multi_lane(fabric& f, std::uint32_t seq, std::span<std
 }
 
 task<result<void>> allreduce_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> work,
-                                        const detail::erased_reduction& op, const lane_shape& s, lane_allreduce inner) {
+                                        const erased_reduction& op, const lane_shape& s, lane_allreduce inner) {
   const chunked ch(work, op.elem, s, true);
   co_return co_await pipeline(ch, seq, [&](int k, chunk_at at) -> task<result<void>> {
     if (k == 0) return local_reduce_scatter(f, at.t, s, at.data, *at.part, op);

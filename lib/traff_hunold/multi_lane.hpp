@@ -39,10 +39,10 @@ task<result<void>> broadcast_multi_lane(fabric& f, std::uint32_t seq, std::span<
 // Node-local reduce-scatter (rank l of a host combines block l), each lane reduces its
 // block to the root's host, the root gathers the blocks. Commutative operators.
 task<result<void>> reduce_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> work, int root,
-                                     const detail::erased_reduction& op, const detail::lane_shape& s, lane_reduce inner);
+                                     const erased_reduction& op, const detail::lane_shape& s, lane_reduce inner);
 // Node-local reduce-scatter, each lane allreduces its block, node-local allgather.
 task<result<void>> allreduce_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> work,
-                                        const detail::erased_reduction& op, const detail::lane_shape& s, lane_allreduce inner);
+                                        const erased_reduction& op, const detail::lane_shape& s, lane_allreduce inner);
 // Each lane allgathers its members' segments (`each` bytes, rank r's at r * each of
 // `buf`) between the hosts, then every host allgathers what its lanes gathered.
 task<result<void>> allgather_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> buf, std::size_t each,
@@ -68,7 +68,7 @@ task<result<void>> gather_multi_lane(fabric& f, std::uint32_t seq, std::span<con
 // combines them in local-rank order, then every lane reduce-scatters between the hosts.
 // Commutative operators.
 task<result<void>> reduce_scatter_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> work, std::size_t each,
-                                             const detail::erased_reduction& op, const detail::lane_shape& s,
+                                             const erased_reduction& op, const detail::lane_shape& s,
                                              lane_reduce_scatter inner);
 
 }  // namespace optcast::algorithms

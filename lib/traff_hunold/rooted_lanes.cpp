@@ -260,7 +260,7 @@ task<result<void>> gather_multi_lane(fabric& f, std::uint32_t seq, std::span<con
 }
 
 task<result<void>> reduce_scatter_multi_lane(fabric& f, std::uint32_t seq, std::span<std::byte> work, std::size_t each,
-                                             const detail::erased_reduction& op, const lane_shape& s, lane_reduce_scatter inner) {
+                                             const erased_reduction& op, const lane_shape& s, lane_reduce_scatter inner) {
   const lane_packs packs(s, each, op.elem, 0);  // root 0: the packs in rank order
   const auto take = [&] { return f.scratch().take(packs.bytes()); };
   // in[l]: local rank l's blocks of this rank's lane (this rank's own in place of its own).
