@@ -12,7 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "optcast/cli.hpp"
+#include "cli.hpp"
 #include "measure.hpp"
 #include <optcast/optcast.hpp>
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The library as others use it: installed (headers, liboptcast, optcast.pc) into a
-# staging root, then (1) hello built with g++ and pkg-config, (2) the other examples
-# (the demo, the benchmarks) built the same way, so they need nothing but the installed
-# headers, (3) a Meson project with dependency('optcast') through pkg-config, (4) a
+# staging root, then (1) hello built with g++ and pkg-config, (2) the demo built the same
+# way with the command-line helper beside it (examples/cli.hpp), so it needs nothing but
+# the installed headers, (3) a Meson project with dependency('optcast') through pkg-config, (4) a
 # Meson project with optcast as a subproject, (5) a CMake project with
 # find_package(optcast) and the imported target optcast::optcast, (6) the torch module,
 # when built, in a directory the system's Python searches, registering its backend
@@ -33,19 +33,11 @@ echo "== g++ with pkg-config"
 g++ -std=c++20 "$src/examples/hello.cpp" $(pkg-config --cflags --libs optcast) -o "$tmp/hello"
 check "$("$tmp/hello" --np 3)"
 
-echo "== the demo and the benchmarks with pkg-config"
-flags=$(pkg-config --cflags --libs optcast CLI11 nlohmann_json)
-# The benchmark as one translation unit that includes its files, so the headers are parsed
-# once: 26 s of CPU here, against 115 s file by file. (g++ warns about the files'
-# anonymous types as if they were in headers: -Wno-subobject-linkage.) The demo beside it.
-printf '#include "%s"\n' "$src"/examples/bench/*.cpp > "$tmp/bench.cpp"
-g++ -std=c++20 -Wno-subobject-linkage "$tmp/bench.cpp" $flags -o "$tmp/bench" &
-bench_pid=$!
-g++ -std=c++20 "$src/examples/broadcast_demo.cpp" $flags -o "$tmp/demo"
-wait "$bench_pid" || { echo "the benchmark did not build from the installed headers"; exit 1; }
+echo "== the demo with pkg-config"
+flags=$(pkg-config --cflags --libs optcast CLI11)
+g++ -std=c++20 -I"$src/examples" "$src/examples/broadcast_demo.cpp" $flags -o "$tmp/demo"
 out=$("$tmp/demo" --np 3 --bytes 64KiB --iterations 1)
 grep -q 'every byte verified on all 3 ranks' <<<"$out" || { echo "the demo did not verify:"; echo "$out"; exit 1; }
-"$tmp/bench" rounds --n 13 --m 4 --k 2 --quiet >/dev/null
 
 echo "== Meson project, dependency('optcast')"
 mkdir -p "$tmp/proj"

@@ -27,7 +27,7 @@
 
 #include "fault_fabric.hpp"
 #include "optcast/optcast.hpp"
-#include "optcast/cli.hpp"
+#include "cli.hpp"
 
 int main(int argc, char** argv) try {
   CLI::App app{"A rank of a multi-process broadcast test.", "tcp_rank_helper"};

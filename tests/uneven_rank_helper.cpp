@@ -18,7 +18,7 @@
 #include <CLI/CLI.hpp>
 
 #include "optcast/optcast.hpp"
-#include "optcast/cli.hpp"
+#include "cli.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include "tools.hpp"
 #include "optcast/optcast.hpp"
 #include "optcast/progress.hpp"
-#include "optcast/cli.hpp"
+#include "cli.hpp"
 
 namespace optcast::tools {
 

@@ -14,7 +14,7 @@
 #include "optcast/picture.hpp"
 #include "optcast/progress.hpp"
 #include "optcast/simulate.hpp"
-#include "optcast/cli.hpp"
+#include "cli.hpp"
 
 namespace optcast::tools {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
-#include <optcast/cli.hpp>
+#include "cli.hpp"
 
 namespace optcast::bench {
 

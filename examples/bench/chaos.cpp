@@ -31,7 +31,7 @@
 #include "bench.hpp"
 #include "chaos_calls.hpp"
 #include "chaos_shrink.hpp"
-#include <optcast/cli.hpp>
+#include "cli.hpp"
 
 namespace optcast::bench {
 

@@ -17,6 +17,8 @@
 
 #include <optcast/optcast.hpp>
 
+#include "bootstrap/spawn.hpp"
+
 namespace optcast::bench {
 
 inline long long now_ns() {  // CLOCK_MONOTONIC: one clock for every process of the machine

@@ -32,7 +32,7 @@
 
 #include "../measure.hpp"
 #include "bench.hpp"
-#include <optcast/cli.hpp>
+#include "cli.hpp"
 
 namespace optcast::bench {
 

@@ -13,7 +13,7 @@
 
 #include "../measure.hpp"
 #include "bench.hpp"
-#include <optcast/cli.hpp>
+#include "cli.hpp"
 
 namespace optcast::bench {
 

@@ -17,8 +17,10 @@
 #include <nlohmann/json.hpp>
 #include <optcast/optcast.hpp>
 
+#include "bootstrap/spawn.hpp"
+
 #include "bench.hpp"
-#include <optcast/cli.hpp>
+#include "cli.hpp"
 
 namespace optcast::bench {
 

@@ -1,3 +1,5 @@
+#include "spawn.hpp"
+
 #include "optcast/launch.hpp"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
-// Command-line conventions of optcast's programs, for programs of their own that take
-// sizes and rank counts the same way (needs CLI11, header-only; optcast itself does not
-// link it). A size is written as a user would (1000, 64KiB, 4MiB, 1G); a negative one, one
+// Command-line conventions of optcast's programs (the examples, the tools, the tests'
+// helpers), for a program of one's own that takes sizes and rank counts the same way:
+// copy it (it needs CLI11, header-only; the library neither links it nor installs this
+// header). A size is written as a user would (1000, 64KiB, 4MiB, 1G); a negative one, one
 // past its range or one larger than this machine's memory is refused while the command
 // line is read, before any rank starts, naming the option and the range.
 #pragma once
