@@ -36,12 +36,9 @@ struct communicator_options {
   linear_cost cost{};
   std::size_t min_block_bytes = 8192;  // the automatic block count never goes below this
   // LogP(GP) parameters, seconds, for algorithms shaped by them when neither the call
-  // nor the fabric gives any (defaults until calibration measures them). The default
-  // sharing is what 8 emulated hosts at 1 Gbit/s showed (benchmarks/README.md): a 16 MiB
-  // circulant broadcast took 1.35 times its rounds at the link's rate.
-  // Between ranks of one host (where the fabric's layout has several on one), about what
-  // single copy gave on the emulated hosts (benchmarks/results/hosts4-ppn2-rails2: G 0.15
-  // ns per byte), with the network's latency terms.
+  // nor the fabric gives any: defaults until calibration measures them (docs/DESIGN.md,
+  // "The default model", says where each comes from). The second link is between ranks
+  // of one host, where the fabric's layout has several on one.
   loggp_params model{20e-6, 2e-6, 4e-6, 1 / 1.5e9, 1 / 1e9, 0.35, loggp_link{20e-6, 2e-6, 4e-6, 1 / 6e9}};
   // Before each collective, every rank compares its call's signature with its ring
   // neighbour's (one 32-byte message per rank), so a call made differently fails with

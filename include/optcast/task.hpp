@@ -7,8 +7,9 @@
 // can only await Asio operations and other awaitables. With our own task, a fabric
 // operation is a small awaiter that lives in the awaiting coroutine's frame and is
 // completed by whichever event loop the fabric has, so a running collective performs no
-// heap allocation per message. Asio stays an implementation detail of net/tcp, where
-// it is also free to use its own coroutines internally.
+// heap allocation per message. Asio stays out of the round loops: the TCP fabric, the
+// event loop the multi-process fabrics share (net/common) and the completion-token entry
+// points (optcast/asio.hpp) use it.
 #pragma once
 
 #include <cassert>
@@ -26,7 +27,7 @@ class task;
 
 namespace detail {
 
-class frame_arena;  // lib/runtime/frame_arena.hpp
+class frame_arena;  // lib/core/frame_arena.hpp
 
 // Every optcast coroutine's frame comes from here: from the heap, or, while this thread
 // is inside a frame_scope of an arena (a simulated world's run loop), from that arena.

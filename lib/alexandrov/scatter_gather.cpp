@@ -1,6 +1,6 @@
 // Alexandrov et al., Section 4: scatter, and gather as its reverse. Every algorithm here
 // works on virtual processors (the root is 0, v = rank - root mod p) whose segments lie
-// in virtual order in `all`; the entry points (collectives_scatter.cpp) arrange that.
+// in virtual order in `all`; the entry points (lib/collectives/scatter_gather.cpp) arrange that.
 #include <cstring>
 #include <memory>
 #include <vector>
