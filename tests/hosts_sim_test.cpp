@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -96,7 +97,10 @@ sim::model cluster_model() {
 struct cluster_shape {
   int hosts, per_host, rails;
 };
-const cluster_shape shapes[] = {{4, 4, 1}, {4, 2, 2}, {8, 1, 2}};
+// The quick suite takes one shape with several ranks a host and several rails; the full
+// suite the others (each of the sweeps below is some 10 s a shape on one core).
+const cluster_shape quick_shapes[] = {{4, 2, 2}};
+const cluster_shape full_shapes[] = {{4, 4, 1}, {8, 1, 2}};
 
 // Whether run_request::bytes is per rank (else the message).
 bool per_rank(collective coll) { return coll == collective::allgather || coll == collective::scatter || coll == collective::gather; }
@@ -126,7 +130,9 @@ double target(collective coll) { return coll == collective::scatter || coll == c
 
 }  // namespace
 
-TEST_CASE("multi_lane within 1.2x (scatter, gather 1.1x) of what a host's rails carry at 16 MiB; no algorithm below it", "[sim][hosts][multi_lane]") {
+namespace {
+
+void lanes_near_bound(std::span<const cluster_shape> shapes) {
   for (const auto& s : shapes)
     for (const auto coll : lane_collectives)
       for (const auto& row : registry()) {
@@ -145,7 +151,15 @@ TEST_CASE("multi_lane within 1.2x (scatter, gather 1.1x) of what a host's rails 
       }
 }
 
-TEST_CASE("the multi-lane prediction is the simulated time within 25%", "[sim][hosts][multi_lane][choose]") {
+}  // namespace
+
+TEST_CASE("multi_lane within 1.2x (scatter, gather 1.1x) of what a host's rails carry at 16 MiB; no algorithm below it", "[sim][hosts][multi_lane]") { lanes_near_bound(quick_shapes); }
+
+TEST_CASE("multi_lane within 1.2x (scatter, gather 1.1x) of what a host's rails carry at 16 MiB; no algorithm below it, on more shapes", "[sim][hosts][multi_lane][full]") { lanes_near_bound(full_shapes); }
+
+namespace {
+
+void prediction_near_simulation(std::span<const cluster_shape> shapes) {
   for (const auto& s : shapes)
     for (const auto coll : lane_collectives)
       for (const std::uint64_t total : {std::uint64_t{64} << 10, std::uint64_t{1} << 20, std::uint64_t{16} << 20}) {
@@ -169,7 +183,15 @@ TEST_CASE("the multi-lane prediction is the simulated time within 25%", "[sim][h
       }
 }
 
-TEST_CASE("the automatic choice on hosts is within 25% of the best of its candidates run, from 8 B to 16 MiB", "[sim][hosts][choose]") {
+}  // namespace
+
+TEST_CASE("the multi-lane prediction is the simulated time within 25%", "[sim][hosts][multi_lane][choose]") { prediction_near_simulation(quick_shapes); }
+
+TEST_CASE("the multi-lane prediction is the simulated time within 25%, on more shapes", "[sim][hosts][multi_lane][choose][full]") { prediction_near_simulation(full_shapes); }
+
+namespace {
+
+void choice_near_best(std::span<const cluster_shape> shapes) {
   for (const auto& s : shapes)
     for (const auto coll : lane_collectives)
       for (const std::uint64_t total : {std::uint64_t{8} * 64, std::uint64_t{64} << 10, std::uint64_t{1} << 20, std::uint64_t{16} << 20}) {
@@ -194,3 +216,9 @@ TEST_CASE("the automatic choice on hosts is within 25% of the best of its candid
         CHECK(chosen->rep.finish_time <= 1.25 * best);
       }
 }
+
+}  // namespace
+
+TEST_CASE("the automatic choice on hosts is within 25% of the best of its candidates run, from 8 B to 16 MiB", "[sim][hosts][choose]") { choice_near_best(quick_shapes); }
+
+TEST_CASE("the automatic choice on hosts is within 25% of the best of its candidates run, from 8 B to 16 MiB, on more shapes", "[sim][hosts][choose][full]") { choice_near_best(full_shapes); }
