@@ -72,7 +72,11 @@ asio::awaitable<int> life(optcast::communicator& world, std::optional<optcast::c
     std::printf("rank %d: replacement admitted after %lld ms into {%s}\n", s.rank, ms(), members(*grown).c_str());
   } else {
     long calls = 0;
-    while (co_await check_sum(world, s.timeout)) ++calls;  // until a rank dies
+    while (co_await check_sum(world, s.timeout))  // until a rank dies
+      // This rank is in the job and computing: whoever kills a rank to see the others
+      // shrink waits for every rank's word (a rank killed while the job is still being
+      // joined fails the bootstrap instead).
+      if (++calls == 1 && !s.marker.empty()) std::ofstream(s.marker + "-up-" + std::to_string(s.rank)) << "\n";
     auto [ec, sh] = co_await optcast::async_shrink(world, tuple);
     if (ec) {
       std::fprintf(stderr, "grow: rank %d: shrink: %s\n", s.rank, optcast::describe(ec, world.last_error()).c_str());
@@ -105,7 +109,7 @@ int main(int argc, char** argv) try {
   CLI::App app{"Lose a rank, shrink, and grow again with its replacement.", "grow"};
   std::string marker;
   int timeout_ms = 20000, wait_ms = 30000;
-  app.add_option("--marker", marker, "a survivor writes MARKER-RANK once it has shrunk (for whoever starts the replacement)");
+  app.add_option("--marker", marker, "a rank writes MARKER-up-RANK after its first allreduce, and a survivor MARKER-RANK once it has shrunk (for whoever kills a rank and starts the replacement)");
   app.add_option("--timeout-ms", timeout_ms, "each collective's deadline, and how long grow waits for the replacement")
       ->check(CLI::Range(1, 1 << 30));
   app.add_option("--wait-ms", wait_ms, "how long a replacement waits to be admitted")->check(CLI::Range(1, 1 << 30));

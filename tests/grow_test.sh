@@ -24,7 +24,10 @@ rank() {  # R [ENV...]: one rank of the job, in the background; its pid in pid[R
   pid[$r]=$!
 }
 for r in 0 1 2 3; do rank $r; done
-sleep 1
+# Rank 2 dies once every rank is computing (before that, its death fails the bootstrap,
+# not a collective): each says so after its first allreduce.
+for _ in $(seq 600); do [ -e "$work/shrunk-up-0" ] && [ -e "$work/shrunk-up-1" ] && [ -e "$work/shrunk-up-2" ] && [ -e "$work/shrunk-up-3" ] && break; sleep 0.05; done
+for r in 0 1 2 3; do [ -e "$work/shrunk-up-$r" ] || { echo "rank $r did not run an allreduce within 30 s: $(cat "$work/rank$r.out" "$work/rank$r.err")"; exit 1; }; done
 kill -9 "${pid[2]}"
 for _ in $(seq 300); do [ -e "$work/shrunk-0" ] && [ -e "$work/shrunk-1" ] && [ -e "$work/shrunk-3" ] && break; sleep 0.05; done
 for r in 0 1 3; do
