@@ -315,7 +315,9 @@ TEST_CASE("a rank cannot fill the store: past its share the job fails, naming it
   store::server server("127.0.0.1", 0, 2, 0x5707ull, secret);
   asio::io_context io;
   const store::address where{"127.0.0.1", server.port()};
-  store::client a(io.get_executor(), where, 0, 2, 5s, secret), b(io.get_executor(), where, 1, 2, 5s, secret);
+  // Generous deadlines: a sanitized build pushes 200 MiB through the store here (the
+  // waits below end as soon as the store has failed).
+  store::client a(io.get_executor(), where, 0, 2, 60s, secret), b(io.get_executor(), where, 1, 2, 60s, secret);
   const std::string mib(std::size_t{1} << 19, 'x');  // half a MiB a value
   SECTION("one value set again and again costs its size once") {
     for (int i = 0; i < 400; ++i) REQUIRE(a.set_wait("again", mib, 5s));
@@ -339,7 +341,7 @@ TEST_CASE("a rank cannot fill the store: past its share the job fails, naming it
   SECTION("gets for keys nobody sets add up too") {
     const std::string long_key(std::size_t{1} << 19, 'k');
     for (int i = 0; i < 400 && !server.failed(); ++i) a.get(long_key + std::to_string(i), [](result<std::string>) {});
-    const auto until = std::chrono::steady_clock::now() + 10s;
+    const auto until = std::chrono::steady_clock::now() + 60s;
     while (a.job_failure().empty() && std::chrono::steady_clock::now() < until) {
       io.restart();
       io.run_for(10ms);

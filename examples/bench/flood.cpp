@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include <asio/any_io_executor.hpp>
 #include <asio/post.hpp>
 #include <nlohmann/json.hpp>
 #include <optcast/net/tcp.hpp>
