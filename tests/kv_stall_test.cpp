@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/job.hpp"
+#include "bootstrap/job_session.hpp"
 #include "optcast/net/kv_store.hpp"
 #include "worlds.hpp"
 
@@ -28,11 +28,11 @@ TEST_CASE("through the program's store, a stall is looked into: the rank whose l
     const int p = 3;
     std::vector<std::unique_ptr<asio::io_context>> ios;
     for (int r = 0; r < p; ++r) ios.push_back(std::make_unique<asio::io_context>());
-    std::vector<std::unique_ptr<job>> jobs(p);
+    std::vector<std::unique_ptr<job_session>> jobs(p);
     std::vector<std::thread> ts;
     for (int r = 0; r < p; ++r)
       ts.emplace_back([&, r] {
-        jobs[static_cast<std::size_t>(r)] = std::make_unique<job>(ios[static_cast<std::size_t>(r)]->get_executor(), in_store(store, r, p));
+        jobs[static_cast<std::size_t>(r)] = std::make_unique<job_session>(ios[static_cast<std::size_t>(r)]->get_executor(), in_store(store, r, p));
       });
     for (auto& t : ts) t.join();
     std::vector<std::string> told(p);

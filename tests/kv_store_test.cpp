@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "optcast/collectives.hpp"
-#include "bootstrap/job.hpp"
+#include "bootstrap/job_session.hpp"
 #include "bootstrap/file_store.hpp"
 #include "optcast/net/kv_store.hpp"
 #include "bootstrap/redis_store.hpp"
@@ -194,10 +194,10 @@ TEST_CASE("through the program's store: the first failure reaches every rank and
   auto store = std::make_shared<memory_kv_store>();
   asio::io_context io;
   const int p = 3;
-  std::vector<std::unique_ptr<job>> jobs(p);
+  std::vector<std::unique_ptr<job_session>> jobs(p);
   std::vector<std::thread> ts;
   for (int r = 0; r < p; ++r)
-    ts.emplace_back([&, r] { jobs[static_cast<std::size_t>(r)] = std::make_unique<job>(io.get_executor(), in_store(store, r, p)); });
+    ts.emplace_back([&, r] { jobs[static_cast<std::size_t>(r)] = std::make_unique<job_session>(io.get_executor(), in_store(store, r, p)); });
   for (auto& t : ts) t.join();
   for (int r = 1; r < p; ++r) CHECK(jobs[static_cast<std::size_t>(r)]->id() == jobs[0]->id());
   CHECK(jobs[0]->id() != 0);

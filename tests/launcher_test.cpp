@@ -9,7 +9,7 @@
 #include <string>
 
 #include "bootstrap/file_store.hpp"
-#include "bootstrap/job.hpp"
+#include "bootstrap/job_session.hpp"
 #include "bootstrap/launcher_detect.hpp"
 #include "bootstrap/redis_store.hpp"
 #include "worlds.hpp"

@@ -38,7 +38,7 @@ LAYERS = [
      ["include/optcast/communicator.hpp", "lib/runtime/*"],
      ["core"]),
     ("algorithms", "each paper's plans, schedules and round loops, and the baselines",
-     ["lib/algorithms.hpp", "lib/blocks.hpp", "lib/traff/*", "lib/traff_hunold/*", "lib/karp/*",
+     ["lib/round_loops.hpp", "lib/blocks.hpp", "lib/traff/*", "lib/traff_hunold/*", "lib/karp/*",
       "lib/bruck_cypher_ho/*", "lib/bar_noy_ho/*", "lib/static_schedules/*", "lib/alexandrov/*",
       "lib/baseline/*", "include/optcast/logp.hpp"],
      ["core", "communicator"]),

@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "algorithms.hpp"
+#include "round_loops.hpp"
 #include "optcast/when_all.hpp"
 
 namespace optcast::algorithms {

@@ -1,4 +1,4 @@
-#include "algorithms.hpp"
+#include "round_loops.hpp"
 
 namespace optcast::algorithms {
 

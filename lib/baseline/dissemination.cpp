@@ -1,6 +1,6 @@
 #include <vector>
 
-#include "algorithms.hpp"
+#include "round_loops.hpp"
 #include "fold.hpp"
 #include "optcast/when_all.hpp"
 

@@ -6,7 +6,7 @@
 // exchange is one message of consecutive segments.
 #include <algorithm>
 
-#include "algorithms.hpp"
+#include "round_loops.hpp"
 #include "fold.hpp"
 #include "optcast/when_all.hpp"
 

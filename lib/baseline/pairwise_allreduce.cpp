@@ -7,7 +7,7 @@
 // pairs fold first (fold.hpp): two more rounds.
 #include <array>
 
-#include "algorithms.hpp"
+#include "round_loops.hpp"
 #include "fold.hpp"
 #include "optcast/when_all.hpp"
 

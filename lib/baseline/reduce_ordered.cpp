@@ -1,4 +1,4 @@
-#include "algorithms.hpp"
+#include "round_loops.hpp"
 #include "optcast/when_all.hpp"
 
 namespace optcast::algorithms {

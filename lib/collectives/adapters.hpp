@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "registry.hpp"
-#include "predictions.hpp"
+#include "row_predictions.hpp"
 #include "bruck_cypher_ho/fibonacci.hpp"
 #include "karp/plans.hpp"
 #include "bar_noy_ho/multiport.hpp"

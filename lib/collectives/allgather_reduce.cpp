@@ -6,7 +6,7 @@
 #include <numeric>
 #include <string>
 
-#include "algorithms.hpp"
+#include "round_loops.hpp"
 #include "collective_common.hpp"
 #include "optcast/choose.hpp"
 #include "optcast/collectives.hpp"

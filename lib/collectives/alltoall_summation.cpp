@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "algorithms.hpp"
+#include "round_loops.hpp"
 #include "collective_common.hpp"
 #include "optcast/collectives.hpp"
 

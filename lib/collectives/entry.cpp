@@ -4,7 +4,7 @@
 #include <array>
 #include <cmath>
 
-#include "algorithms.hpp"
+#include "round_loops.hpp"
 #include "optcast/choose.hpp"
 #include "bruck_cypher_ho/fibonacci.hpp"
 #include "optcast/log.hpp"

@@ -2,7 +2,7 @@
 // adapter from adapters.hpp.
 #include "registry.hpp"
 #include "adapters.hpp"
-#include "predictions.hpp"
+#include "row_predictions.hpp"
 #include "proven_times.hpp"
 
 #include <algorithm>

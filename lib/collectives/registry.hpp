@@ -5,7 +5,7 @@
 // test hold every run to.
 //
 // Adding an algorithm: its round loop (and plan) in a file of its own, declared in
-// algorithms.hpp; one row in registry.cpp. CONTRIBUTING.md says it step by step.
+// round_loops.hpp; one row in registry.cpp. CONTRIBUTING.md says it step by step.
 #pragma once
 
 #include <cstddef>
@@ -15,10 +15,10 @@
 #include <string>
 #include <variant>
 
-#include "algorithms.hpp"
+#include "round_loops.hpp"
 #include "optcast/collectives.hpp"
 #include "traff_hunold/lanes.hpp"
-#include "model/predict.hpp"
+#include "model/formulas.hpp"
 #include "optcast/algorithm.hpp"
 #include "optcast/bounds.hpp"
 #include "optcast/fabric.hpp"

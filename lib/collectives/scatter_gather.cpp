@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "algorithms.hpp"
+#include "round_loops.hpp"
 #include "collective_common.hpp"
 #include "optcast/collectives.hpp"
 

@@ -1,7 +1,7 @@
 #include <functional>
 #include <vector>
 
-#include "algorithms.hpp"
+#include "round_loops.hpp"
 #include "optcast/when_all.hpp"
 
 namespace optcast::algorithms {

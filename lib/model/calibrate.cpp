@@ -11,7 +11,7 @@
 #include <sstream>
 #include <vector>
 
-#include "algorithms.hpp"
+#include "round_loops.hpp"
 #include "collective_common.hpp"
 #include "optcast/choose.hpp"
 #include "optcast/collectives.hpp"

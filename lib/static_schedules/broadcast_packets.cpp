@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "algorithms.hpp"
+#include "round_loops.hpp"
 #include "blocks.hpp"
 #include "optcast/when_all.hpp"
 

@@ -3,7 +3,7 @@
 #include <optional>
 #include <tuple>
 
-#include "algorithms.hpp"
+#include "round_loops.hpp"
 #include "traff/circulant.hpp"
 #include "optcast/when_all.hpp"
 

@@ -1,4 +1,4 @@
-#include "algorithms.hpp"
+#include "round_loops.hpp"
 #include "blocks.hpp"
 #include "traff/circulant.hpp"
 #include "optcast/when_all.hpp"

@@ -2,7 +2,7 @@
 // `OPTCAST_STORE=redis://[:password@]host:port/prefix`. Built on hiredis (Debian
 // libhiredis-dev); absent from a build without it (optcast::has_redis_store says).
 //
-// Keys are "<prefix>/<job>/<key>", so jobs sharing a server never read each other's; each
+// Keys are "<prefix>/<job_session>/<key>", so jobs sharing a server never read each other's; each
 // expires a day after it was last written, so a server shared by many jobs does not fill
 // up with theirs. get and wait poll (1 ms, backing off to 20 ms): a job reads its store
 // only while it starts and ends. add is INCRBY (atomic on the server). One connection per

@@ -1,5 +1,5 @@
 // How a rank meets the others and learns the job's fate: one interface, three backends,
-// chosen once from job_config by class job (net/bootstrap/job.hpp):
+// chosen once from job_config by class job_session (net/bootstrap/job_session.hpp):
 //   store_rendezvous  optcast's TCP store (store.hpp): rank 0 hosts it; every rank keeps
 //                     a connection to it, which reports dead and failed ranks at once
 //                     and finds the root of a stall
@@ -45,7 +45,7 @@ public:
   // Why the job failed, where the rendezvous was told before the fabric listens (a rank
   // that did not join, sizes that differ); empty if it was not.
   virtual std::string job_failure() const { return {}; }
-  // class job's methods of the same names say what these do.
+  // class job_session's methods of the same names say what these do.
   virtual result<void> publish(std::string key, std::string value, std::chrono::milliseconds timeout) = 0;
   virtual result<std::vector<std::string>> lookup_all(std::vector<std::string> keys, std::chrono::milliseconds timeout) = 0;
   virtual void lookup(std::string key, std::function<void(result<std::string>)> done) = 0;

@@ -28,7 +28,7 @@ void job_fabric::run_until(stop_predicate done) {
 }
 
 void job_fabric::join_job() {
-  job_ = std::make_unique<job>(ex_, job_settings());
+  job_ = std::make_unique<job_session>(ex_, job_settings());
   if (const auto& c = job_settings(); !c.host_store || c.kv || c.pmix) stall_.store_apart();
   job_->answer_inquiries([this, alive = alive_](std::uint32_t seq) { return *alive ? wire_bytes(call_made(seq)) : std::string(); });
   job_->on_failure(

@@ -20,7 +20,7 @@
 #include "poller.hpp"
 #include "stall.hpp"
 #include "optcast/fabric_base.hpp"
-#include "../bootstrap/job.hpp"
+#include "../bootstrap/job_session.hpp"
 
 namespace optcast::detail {
 
@@ -122,7 +122,7 @@ protected:
   // Everything of the fabric's runs here, one handler at a time, however many threads
   // run io_.
   asio::any_io_executor ex_{asio::make_strand(io_)};
-  std::unique_ptr<job> job_;
+  std::unique_ptr<job_session> job_;
   bool closing_ = false;
   bool spread_ = false;       // every rank was told of this rank's failure, or it was told of theirs
   bool loss_pending_ = false;  // a link broke and its operations wait for the cause

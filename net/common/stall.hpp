@@ -20,7 +20,7 @@
 #include <asio/steady_timer.hpp>
 
 #include "../bootstrap/store_protocol.hpp"
-#include "../bootstrap/job.hpp"
+#include "../bootstrap/job_session.hpp"
 
 namespace optcast::detail {
 
@@ -48,7 +48,7 @@ public:
 
   // Collective seq is lead() from its deadline on `who` (its rank's name), a member of job
   // j (none: no store to ask). If it waits on a peer, the store is asked now.
-  void deadline_near(job* j, std::uint32_t seq, const std::string& who) {
+  void deadline_near(job_session* j, std::uint32_t seq, const std::string& who) {
     if (!j) return;
     const std::string waiting = waiting_for_(seq);
     if (waiting.empty()) return;
@@ -58,12 +58,12 @@ public:
   // A connection that collective seq needs broke (`why`): the store is asked at once, so
   // that a cause it can find (calls that differ, with a peer that has left in good
   // order) comes within the loss grace, before the loss itself is taken for the cause.
-  void connection_lost(job* j, std::uint32_t seq, const std::string& why) {
+  void connection_lost(job_session* j, std::uint32_t seq, const std::string& why) {
     if (j && !waiting_for_(seq).empty()) ask(*j, seq, why);
   }
 
   // Collective seq's deadline passed on `who`.
-  void deadline_passed(job* j, std::uint32_t seq, const std::string& who) {
+  void deadline_passed(job_session* j, std::uint32_t seq, const std::string& who) {
     std::string text = "deadline of collective " + std::to_string(seq) + " passed on " + who;
     const std::string waiting = waiting_for_(seq);
     if (waiting.empty()) return fail_(text);  // waiting on nobody: nothing to ask
@@ -97,7 +97,7 @@ private:
     bool answered = false;
   };
 
-  void ask(job& j, std::uint32_t seq, const std::string& text) {
+  void ask(job_session& j, std::uint32_t seq, const std::string& text) {
     if (question_ && !question_->answered && clock::now() - question_->asked < verdict_wait) {
       question_->seqs.push_back(seq);
       return;

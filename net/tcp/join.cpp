@@ -84,7 +84,7 @@ void tcp_fabric::learn_peers() {
     }
     const auto t = topology::of_identities(ids, 1);
     for (int r = 0; r < cfg_.size; ++r) {
-      const auto n = std::min(split_entry((*all)[static_cast<std::size_t>(r)]).first.size(), job::max_rails);
+      const auto n = std::min(split_entry((*all)[static_cast<std::size_t>(r)]).first.size(), job_session::max_rails);
       summary += (r ? " " : "") + std::to_string(t.host_of[static_cast<std::size_t>(r)]) + ":" + std::to_string(n);
     }
     if (!job_->via_pmix())
@@ -107,7 +107,7 @@ void tcp_fabric::learn_peers() {
     int host = -1, n = 0;
     const bool ok = colon != std::string::npos && launcher::parse_number(one.substr(0, colon), host) &&
                     launcher::parse_number(one.substr(colon + 1), n);
-    if (!ok || host >= cfg_.size || n < 1 || n > static_cast<int>(job::max_rails) || ids.size() >= static_cast<std::size_t>(cfg_.size))
+    if (!ok || host >= cfg_.size || n < 1 || n > static_cast<int>(job_session::max_rails) || ids.size() >= static_cast<std::size_t>(cfg_.size))
       throw setup_error(make_error_code(errc::protocol_violation), "the job's layout in the store is malformed: '" + summary.substr(0, 200) + "'");
     ids.push_back(std::to_string(host));
     rails.push_back(n);

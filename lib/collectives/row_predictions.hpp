@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstddef>
 
-#include "algorithms.hpp"
-#include "model/predict.hpp"
+#include "round_loops.hpp"
+#include "model/formulas.hpp"
 #include "optcast/predict.hpp"
 #include "proven_times.hpp"
 

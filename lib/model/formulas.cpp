@@ -1,7 +1,7 @@
 // The cost model's formulas (predict.hpp, optcast/predict.hpp): a round's time, the
 // rounds of the static schedules, and the predictions of the collectives other than the
 // broadcast. The automatic choice that compares them is choose.cpp's.
-#include "model/predict.hpp"
+#include "model/formulas.hpp"
 
 #include <algorithm>
 #include <cmath>

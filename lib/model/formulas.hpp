@@ -1,5 +1,5 @@
 // The cost model's formulas that the registry's rows and the automatic choice share
-// (lib/model/predict.cpp). Internal to lib/.
+// (lib/model/formulas.cpp). Internal to lib/.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// Joining a job (not installed): the rank's rendezvous with the others, through one of
+// A rank's session with its job (not installed): the rank's rendezvous with the others, through one of
 // the backends job_config chooses (net/bootstrap/rendezvous.hpp), and the job's
 // outcome. The fabrics that run one process per rank (net/common/job_fabric.hpp) hold one.
 #pragma once
@@ -24,13 +24,13 @@ namespace optcast {
 // connection reports dead peers; the program's kv_store; PMIx), the rank learns the job
 // id and its peers' addresses; leave() says goodbye and learns the job's outcome. Throws
 // setup_error on failure.
-class job {
+class job_session {
 public:
   // What the store tells this rank runs on `events`, its event loop.
-  job(const asio::any_io_executor& events, const job_config& cfg);
-  ~job();
-  job(const job&) = delete;
-  job& operator=(const job&) = delete;
+  job_session(const asio::any_io_executor& events, const job_config& cfg);
+  ~job_session();
+  job_session(const job_session&) = delete;
+  job_session& operator=(const job_session&) = delete;
 
   const job_config& config() const noexcept { return cfg_; }
   std::uint64_t id() const noexcept { return via_->id(); }

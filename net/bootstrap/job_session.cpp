@@ -1,7 +1,7 @@
 // A rank's part in its job: the checks of its configuration, the address it advertises,
 // and the rendezvous job_config chooses (rendezvous.hpp), behind one set of methods that
 // stop reporting once the rank has left.
-#include "job.hpp"
+#include "job_session.hpp"
 
 #include <random>
 
@@ -30,7 +30,7 @@ std::uint64_t draw_job_id() {
   return id;
 }
 
-job::job(const asio::any_io_executor& events, const job_config& cfg) : cfg_(cfg) {
+job_session::job(const asio::any_io_executor& events, const job_config& cfg) : cfg_(cfg) {
   if (cfg.size < 1 || cfg.rank < 0 || cfg.rank >= cfg.size)
     throw setup_error(make_error_code(errc::invalid_argument),
                       "rank " + std::to_string(cfg.rank) + " is not in a job of " + std::to_string(cfg.size));
@@ -48,7 +48,7 @@ job::job(const asio::any_io_executor& events, const job_config& cfg) : cfg_(cfg)
   rails_ = choose_rails();
 }
 
-std::vector<std::string> job::choose_rails() const {
+std::vector<std::string> job_session::choose_rails() const {
   const auto& cfg = cfg_;
   std::vector<std::string> rails;
   if (cfg.host.find(',') != std::string::npos) {
@@ -78,7 +78,7 @@ std::vector<std::string> job::choose_rails() const {
   return rails;
 }
 
-std::string job::choose_host(const std::string& toward_store) const {
+std::string job_session::choose_host(const std::string& toward_store) const {
   const auto& cfg = cfg_;
   const std::string me = "rank " + std::to_string(cfg.rank);
   std::string why;
@@ -109,35 +109,35 @@ std::string job::choose_host(const std::string& toward_store) const {
   return host;
 }
 
-job::~job() { leave(std::chrono::milliseconds(0)); }
+job_session::~job_session() { leave(std::chrono::milliseconds(0)); }
 
-result<void> job::publish(std::string key, std::string value, std::chrono::milliseconds timeout) {
+result<void> job_session::publish(std::string key, std::string value, std::chrono::milliseconds timeout) {
   return via_->publish(std::move(key), std::move(value), timeout);
 }
 
-result<std::vector<std::string>> job::lookup_all(std::vector<std::string> keys, std::chrono::milliseconds timeout) {
+result<std::vector<std::string>> job_session::lookup_all(std::vector<std::string> keys, std::chrono::milliseconds timeout) {
   return via_->lookup_all(std::move(keys), timeout);
 }
 
-void job::lookup(std::string key, std::function<void(result<std::string>)> done) { via_->lookup(std::move(key), std::move(done)); }
+void job_session::lookup(std::string key, std::function<void(result<std::string>)> done) { via_->lookup(std::move(key), std::move(done)); }
 
-void job::on_failure(std::function<void(int)> lost, std::function<void(std::string)> gone,
+void job_session::on_failure(std::function<void(int)> lost, std::function<void(std::string)> gone,
                      std::function<void(std::uint64_t, int, std::string)> failed, std::function<void(int)> rejoined) {
   via_->on_rejoined(std::move(rejoined));
   via_->on_failure(std::move(lost), std::move(gone), std::move(failed));
 }
 
-void job::report_failure(int code, std::string why) {
+void job_session::report_failure(int code, std::string why) {
   if (!left_) via_->report_failure(code, std::move(why));
 }
 
-void job::report_stall(std::uint32_t seq, std::string why, std::function<void()> nobody_stuck) {
+void job_session::report_stall(std::uint32_t seq, std::string why, std::function<void()> nobody_stuck) {
   if (!left_) via_->report_stall(seq, std::move(why), std::move(nobody_stuck));
 }
 
-void job::answer_inquiries(std::function<std::string(std::uint32_t)> call_of) { via_->answer_inquiries(std::move(call_of)); }
+void job_session::answer_inquiries(std::function<std::string(std::uint32_t)> call_of) { via_->answer_inquiries(std::move(call_of)); }
 
-result<void> job::leave(std::chrono::milliseconds wait, bool failed, last_call last) noexcept {
+result<void> job_session::leave(std::chrono::milliseconds wait, bool failed, last_call last) noexcept {
   if (left_) return outcome_;
   left_ = true;
   outcome_ = via_->leave(wait, failed, std::move(last), outcome_detail_);
