@@ -235,8 +235,8 @@ TEST_CASE("through the program's store: the first failure reaches every rank and
 TEST_CASE("through the program's store: a rank that never says goodbye makes leave time out, named", "[local][kv]") {
   auto store = std::make_shared<memory_kv_store>();
   asio::io_context io;
-  job a(io.get_executor(), in_store(store, 0, 2));
-  job b(io.get_executor(), in_store(store, 1, 2));
+  job_session a(io.get_executor(), in_store(store, 0, 2));
+  job_session b(io.get_executor(), in_store(store, 1, 2));
   const auto t0 = std::chrono::steady_clock::now();
   auto out = a.leave(300ms);
   const auto took = std::chrono::steady_clock::now() - t0;
@@ -253,11 +253,11 @@ TEST_CASE("a store that already served a job is refused, naming the key", "[loca
   asio::io_context io;
   const auto c = in_store(store, 0, 1);
   {
-    job first(io.get_executor(), c);
+    job_session first(io.get_executor(), c);
     CHECK(first.leave(1s));
   }
   try {
-    job second(io.get_executor(), c);
+    job_session second(io.get_executor(), c);
     FAIL("a second job joined a store that served one");
   } catch (const setup_error& e) {
     CHECK_THAT(e.what(), Catch::Contains("already served a job") && Catch::Contains("optcast/joined"));
@@ -266,7 +266,7 @@ TEST_CASE("a store that already served a job is refused, naming the key", "[loca
   auto empty = std::make_shared<memory_kv_store>();
   auto d = in_store(empty, 1, 2);
   d.bootstrap_timeout = 200ms;
-  CHECK_THROWS_WITH(job(io.get_executor(), d), Catch::Contains("rank 0 did not publish the job id") && Catch::Contains("200 ms"));
+  CHECK_THROWS_WITH(job_session(io.get_executor(), d), Catch::Contains("rank 0 did not publish the job id") && Catch::Contains("200 ms"));
 }
 
 TEST_CASE("the file store: keys stay inside their directory, jobs apart by prefix, bad directories refused", "[local][kv]") {
@@ -405,7 +405,7 @@ TEST_CASE("ranks meet in a Redis store, each through its own connection", "[.][r
   c.rank = 0;
   c.size = p;
   c.kv = std::make_shared<redis_kv_store>(server.options("svc/job-9"));
-  CHECK_THROWS_WITH(job(io.get_executor(), c), Catch::Contains("already served a job"));
+  CHECK_THROWS_WITH(job_session(io.get_executor(), c), Catch::Contains("already served a job"));
 }
 
 TEST_CASE("a Redis store that is not there: an error naming it within the connect timeout", "[.][redis]") {
@@ -436,5 +436,5 @@ TEST_CASE("a Redis store that is not there: an error naming it within the connec
   c.bootstrap_timeout = 700ms;
   o.connect_timeout = c.bootstrap_timeout;
   c.kv = std::make_shared<redis_kv_store>(o);
-  CHECK_THROWS_WITH(job(io.get_executor(), c), Catch::Contains("cannot reach Redis"));
+  CHECK_THROWS_WITH(job_session(io.get_executor(), c), Catch::Contains("cannot reach Redis"));
 }

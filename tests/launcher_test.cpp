@@ -284,14 +284,14 @@ TEST_CASE("a rank told an interface that does not exist fails at once, naming th
   c.kv = std::make_shared<memory_kv_store>();
   c.ifname = "nosuch0";
   try {
-    job j(io.get_executor(), c);
+    job_session j(io.get_executor(), c);
     FAIL("no error");
   } catch (const setup_error& e) {
     CHECK_THAT(e.what(), Catch::Contains("nosuch0") && Catch::Contains("lo"));
   }
   c.ifname.clear();
   c.host = "no-such-host.invalid";
-  CHECK_THROWS_WITH(job(io.get_executor(), c), Catch::Contains("OPTCAST_HOST") && Catch::Contains("no-such-host.invalid"));
+  CHECK_THROWS_WITH(job_session(io.get_executor(), c), Catch::Contains("OPTCAST_HOST") && Catch::Contains("no-such-host.invalid"));
 }
 
 TEST_CASE("OPTCAST_REJOIN: a replacement over optcast's TCP store, never rank 0 hosting it", "[launcher]") {

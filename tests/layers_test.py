@@ -22,13 +22,17 @@ import sys
 # (layer, what it is, path patterns, the layers it may include)
 LAYERS = [
     ("core", "the fabric contract and what every layer stands on: errors, logs, coroutine tasks, "
-     "the cost models' vocabulary, fabric_base with its survival bookkeeping and control messages",
+     "the cost models' vocabulary, fabric_base with its survival bookkeeping and control messages "
+     "(lib/survival/'s lower half)",
      ["include/optcast/error.hpp", "include/optcast/log.hpp", "include/optcast/algorithm.hpp",
       "include/optcast/reduction.hpp", "include/optcast/scratch.hpp", "include/optcast/topology.hpp",
       "include/optcast/cost_model.hpp", "include/optcast/task.hpp", "include/optcast/when_all.hpp",
       "include/optcast/fabric.hpp", "include/optcast/fabric_base.hpp", "include/optcast/operation.hpp",
       "include/optcast/tags.hpp", "include/optcast/call_signature.hpp", "include/optcast/trace.hpp",
-      "include/optcast/progress.hpp", "lib/core/*"],
+      "include/optcast/progress.hpp", "include/optcast/survivable.hpp", "lib/core/*",
+      # The survival folder's bookkeeping, which fabric_base keeps for every transport;
+      # shrink and grow, built on communicators, are the jobs layer's (below).
+      "lib/survival/survival.*", "lib/survival/agreement.*", "lib/survival/control_wire.*"],
      []),
     ("net", "the fabrics (TCP, libfabric, in-process, simulator), the bootstrap, job secrets, "
      "starting local ranks",
@@ -48,11 +52,11 @@ LAYERS = [
       "include/optcast/calibrate.hpp", "include/optcast/stream.hpp", "include/optcast/bounds.hpp",
       "lib/collectives/*", "lib/model/*"],
      ["core", "communicator", "algorithms"]),
-    ("jobs", "what joins the fabrics to the collectives: join, split, shrink, grow, "
+    ("jobs", "what joins the fabrics to the collectives: join, split, shrink and grow (lib/survival/'s upper half), "
      "the asynchronous entry points, the simulator's harness and its pictures",
      ["include/optcast/join.hpp", "include/optcast/survive.hpp", "include/optcast/asio.hpp",
       "include/optcast/simulate.hpp", "include/optcast/picture.hpp", "include/optcast/optcast.hpp",
-      "lib/membership/*", "lib/simulate/*", "lib/picture/*"],
+      "lib/membership/*", "lib/survival/*", "lib/simulate/*", "lib/picture/*"],
      ["core", "net", "communicator", "algorithms", "collectives"]),
     ("bindings", "language bindings: clients of the installed headers only",
      ["bindings/*"],

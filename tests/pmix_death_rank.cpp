@@ -25,6 +25,11 @@ int main(int argc, char** argv) {
   const int victim = world.size() - 1;
   if (world.rank() == victim) ::raise(SIGKILL);
   auto& f = world.get_fabric();
+  if (!f.survival()) {
+    std::printf("rank %d: the fabric (%s) does not survive a death, so it cannot say who died\n", world.rank(), std::string(f.name()).c_str());
+    std::exit(1);
+  }
+  const auto alive = [&](int r) { return f.survival()->peer_alive(r); };
   const auto start = std::chrono::steady_clock::now();
   const auto until = start + std::chrono::milliseconds(wait_ms);
   // The loop runs (a timer wakes it) until the fabric takes the victim for dead.
@@ -34,17 +39,17 @@ int main(int argc, char** argv) {
     tick.expires_after(std::chrono::milliseconds(1));
     tick.async_wait([&, self](std::error_code ec) {
       woke = true;
-      if (!ec && f.peer_alive(victim) && std::chrono::steady_clock::now() < until) self(self);
+      if (!ec && alive(victim) && std::chrono::steady_clock::now() < until) self(self);
     });
   };
   arm(arm);
-  auto heard = [&] { return !f.peer_alive(victim) || std::chrono::steady_clock::now() >= until; };
+  auto heard = [&] { return !alive(victim) || std::chrono::steady_clock::now() >= until; };
   f.run_until(heard);
   tick.cancel();
   auto ended = [&] { return woke; };
   f.run_until(ended);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  if (f.peer_alive(victim)) {
+  if (alive(victim)) {
     std::printf("rank %d: no word of rank %d's death within %ld ms\n", world.rank(), victim, wait_ms);
     std::fflush(stdout);
     std::exit(1);

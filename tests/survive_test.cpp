@@ -99,6 +99,54 @@ TEST_CASE("a revoke interrupts every member's pending and later calls at once; a
   revoke_case(GENERATE(as<std::string>{}, "local", "tcp"));
 }
 
+// A fabric without a survival face (the simulator's) fails as a whole: agree and shrink
+// refuse with the reason, and a revocation fails the fabric itself. A split's view of a
+// fabric that survives hands on its job fabric's face.
+TEST_CASE("a fabric that does not survive refuses agree and shrink; a split hands on the face", "[local][survive]") {
+  const int p = 3;
+  auto sim = testing::make_world("sim", p, {});
+  for (auto& c : sim->comms()) CHECK(c.get_fabric().survival() == nullptr);
+  std::vector<std::error_code> agreed(p), shrunk(p);
+  std::vector<std::string> why(p);
+  sim->run_all([&](communicator& c) -> task<result<void>> {
+    const auto R = static_cast<std::size_t>(c.rank());
+    auto a = co_await agree(c, 1);
+    agreed[R] = a ? std::error_code() : a.error();
+    why[R] = c.last_error();
+    auto s = co_await shrink(c);
+    shrunk[R] = s ? std::error_code() : s.error();
+    co_return result<void>{};
+  });
+  for (int r = 0; r < p; ++r) {
+    const auto R = static_cast<std::size_t>(r);
+    CHECK(agreed[R] == errc::invalid_argument);
+    CHECK(shrunk[R] == errc::invalid_argument);
+    CHECK_THAT(why[R], Catch::Contains("cannot agree among survivors"));
+  }
+  // The revocation fails the whole fabric, not one communicator of it.
+  auto& c0 = sim->comms()[0];
+  revoke(c0, "no survivors here");
+  CHECK(c0.get_fabric().failure() == errc::revoked);
+  CHECK_THAT(c0.failure_detail(), Catch::Contains("no survivors here"));
+
+  auto local = testing::make_world("local", p, {});
+  std::vector<const survivable*> job_face(p), split_face(p);
+  auto res = local->run_all([&](communicator& c) -> task<result<void>> {
+    const auto R = static_cast<std::size_t>(c.rank());
+    job_face[R] = c.get_fabric().survival();
+    auto sub = co_await split(c, c.rank() % 2, c.rank());
+    if (!sub) co_return fail(sub.error());
+    if (*sub) split_face[R] = (*sub)->get_fabric().survival();
+    co_return result<void>{};
+  });
+  for (int r = 0; r < p; ++r) {
+    const auto R = static_cast<std::size_t>(r);
+    CHECK(res[R]);
+    CHECK(job_face[R] != nullptr);
+    CHECK(split_face[R] == job_face[R]);
+  }
+}
+
 TEST_CASE("on libfabric's rxm, a revoke interrupts every member's calls; agree and shrink go on", "[ofi][survive]") {
   revoke_case("ofi:tcp;ofi_rxm");
 }

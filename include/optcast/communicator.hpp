@@ -96,12 +96,14 @@ public:
   // The fabric's failure, else the cause of this communicator's revocation.
   std::error_code failure() const noexcept {
     if (auto ec = fabric_->failure()) return ec;
-    return fabric_->revoked(id_);
+    const auto* s = fabric_->survival();
+    return s ? s->revoked(id_) : std::error_code();
   }
   // What is known about the failure (which peer, which sizes) for error messages.
   std::string failure_detail() const {
     if (fabric_->failure()) return fabric_->failure_detail();
-    return fabric_->revocation(id_);
+    const auto* s = fabric_->survival();
+    return s ? s->revocation(id_) : std::string();
   }
 
   // Ends this rank's part in the job and returns the job's outcome: success only if

@@ -25,8 +25,8 @@
 //    later start() fails with that same error (the cause, not a generic "broken"; the
 //    collectives layer refuses new collectives with errc::broken). A collective's
 //    deadline finishes its operations with errc::timeout. A fabric that survives a
-//    peer's loss (fabric_base::survives_failures) fails only what waits on that peer and
-//    the communicators it is in (revoke), and stays usable for the rest.
+//    peer's loss (survival(), optcast/survivable.hpp) fails only what waits on that peer
+//    and the communicators it is in (revoke), and stays usable for the rest.
 #pragma once
 
 #include <bit>
@@ -49,6 +49,7 @@
 #include "optcast/error.hpp"
 #include "optcast/operation.hpp"
 #include "optcast/scratch.hpp"
+#include "optcast/survivable.hpp"
 #include "optcast/tags.hpp"
 #include "optcast/topology.hpp"
 
@@ -78,17 +79,6 @@ private:
   void* obj_;
   bool (*call_)(void*);
 };
-
-// What an agreement decides (fabric::agree): the AND of the flags and the OR of the words
-// the ranks that took part gave, and the ranks found failed, ascending (job ranks at the
-// fabric, the communicator's in optcast::agree).
-struct agreement {
-  std::uint64_t flag = ~std::uint64_t{0};
-  std::vector<std::uint64_t> words;
-  std::vector<int> failed;
-  bool operator==(const agreement&) const = default;
-};
-using agreement_done = std::function<void(result<agreement>)>;
 
 class fabric {
 public:
@@ -224,45 +214,10 @@ public:
   virtual result<void> leave();
 
   // ------------------------------------------------ surviving a failure (docs/DESIGN.md)
-  // A fabric that survives a peer's death (TCP, the in-process one, libfabric's
-  // tcp;ofi_rxm: fabric_base::survives_failures says which) marks the peer dead,
-  // fails what waits on it and revokes every communicator it belongs to; the others, and
-  // the fabric, stay usable. The rest fail as a whole (abort), as these defaults do.
-
-  // Whether job rank r is alive as far as this rank knows.
-  virtual bool peer_alive(int r) const noexcept { return r >= 0 && r < size(); }
-  // Communicator `id`'s members (job ranks, in its order), so that a peer's death revokes
-  // exactly the communicators it is in, and a revocation reaches their members. Id 0, the
-  // job's, is every rank without enrolling. A member already dead revokes it at once.
-  virtual void enroll(std::uint32_t id, std::vector<int> members) { (void)id, (void)members; }
-  virtual void retire(std::uint32_t id) noexcept { (void)id; }
-  // Revokes communicator `id`: every operation of it pending here fails with `ec`, and
-  // every later one; its other members are told, and do the same (each tells the others
-  // once, so the word survives failures on the way). Control messages and agreements on
-  // it go on.
-  virtual void revoke(std::uint32_t id, std::error_code ec, std::string detail) noexcept {
-    (void)id;
-    abort(ec, std::move(detail));
-  }
-  // Why `id` was revoked; none if it was not.
-  virtual std::error_code revoked(std::uint32_t id) const noexcept {
-    (void)id;
-    return {};
-  }
-  virtual std::string revocation(std::uint32_t id) const { (void)id; return {}; }
-  // The survivors went on without job ranks `gone` (shrink): the job's outcome no longer
-  // counts them, where its store can tell (optcast's TCP store).
-  virtual void excuse(std::vector<int> gone) { (void)gone; }
-  // Agreement number `n` of communicator `id` among `members` (job ranks in its order,
-  // this rank among them): `done` gets the same decision on every member that returns,
-  // whatever members fail meanwhile, or an error (timeout after `timeout`, the fabric's
-  // failure). Fault-tolerant: see docs/DESIGN.md, "Agreeing among survivors".
-  virtual void agree(std::uint32_t id, std::uint32_t n, std::vector<int> members, agreement mine,
-                     std::chrono::milliseconds timeout, agreement_done done) {
-    (void)id, (void)n, (void)members, (void)mine, (void)timeout;
-    note_error("this fabric (" + std::string(name()) + ") cannot agree among survivors");
-    done(fail(errc::invalid_argument));
-  }
+  // The fabric's face for surviving a member's death (optcast/survivable.hpp), or none:
+  // then a member's loss fails the fabric as a whole (abort), and agree and shrink refuse.
+  // (Const, like executor(): the face is a handle to the fabric, whose state it changes.)
+  virtual survivable* survival() const noexcept { return nullptr; }
 
 protected:
   // Records the first failure (later ones keep the first, which is the cause).

@@ -22,21 +22,24 @@
 namespace optcast {
 
 namespace detail {
-class survival;  // lib/core/survival.hpp: dead peers, revocations, agreements
+class survival;  // lib/survival/survival.hpp: dead peers, revocations, agreements
 }
 
-class fabric_base : public fabric {
+class fabric_base : public fabric, public survivable {
 public:
   // The longest control message there is: a transport that must post a buffer for one
-  // before it arrives (libfabric) posts this many bytes (lib/core/control_wire.hpp's
+  // before it arrives (libfabric) posts this many bytes (lib/survival/control_wire.hpp's
   // limits; it checks the two agree).
   static constexpr std::size_t max_control_bytes = 36 + 8 * (64 + 1024) + 1024;
 
   fabric_base();
   ~fabric_base() override;
 
-  // Surviving a failure (optcast/fabric.hpp): kept here for every fabric that derives from
-  // this one; a transport calls the protected hooks below.
+  // Surviving a failure (optcast/survivable.hpp): kept here for every fabric that derives
+  // from this one, and offered as its survival() where the transport says it survives
+  // (survives_failures(); it calls the protected hooks below). The others fail as a whole
+  // on a peer's loss or a revocation (abort) and refuse agreements.
+  survivable* survival() const noexcept override;
   bool peer_alive(int r) const noexcept override;
   void enroll(std::uint32_t id, std::vector<int> members) override;
   void retire(std::uint32_t id) noexcept override;
@@ -45,6 +48,8 @@ public:
   std::string revocation(std::uint32_t id) const override;
   void agree(std::uint32_t id, std::uint32_t n, std::vector<int> members, agreement mine, std::chrono::milliseconds timeout,
              agreement_done done) override;
+  // The job's outcome counts `gone` no more: the multi-process fabrics tell their store.
+  void excuse(std::vector<int> gone) override { (void)gone; }
 
   // ---- replacements (optcast::grow): a process that takes a failed rank's place
   // Whether this fabric can take one in (TCP and libfabric's tcp;ofi_rxm, over
@@ -90,8 +95,7 @@ public:
 
 protected:
   // ---- for transports that survive a peer's death
-  // A transport that does (it calls the hooks below) says so; the others fail as a whole
-  // on a peer's loss or a revocation (abort), and refuse agreements.
+  // A transport that does (it calls the hooks below) says so.
   virtual bool survives_failures() const noexcept { return false; }
   // A message tagged control_seq arrived from `src` (no receive is posted for one): its
   // meaning is handled here. A malformed one fails the fabric (protocol_violation).
@@ -144,7 +148,7 @@ protected:
 
 private:
   friend class detail::survival;
-  detail::survival& survival();
+  detail::survival& survival_state();
   // Made at the first death, revocation, enrollment or agreement: a simulated world's
   // million fabrics mostly see none.
   std::unique_ptr<detail::survival> survival_;

@@ -10,7 +10,7 @@
 //     comm = std::move(*survivors);             // ranks renumbered in order, same connections
 //   }
 //
-// On TCP, the in-process fabric and libfabric's tcp;ofi_rxm (fabric_base::survives_failures);
+// On TCP, the in-process fabric and libfabric's tcp;ofi_rxm (fabric::survival(), optcast/survivable.hpp);
 // elsewhere (libfabric's shm, the simulator) a member's loss fails the fabric as a whole,
 // and agree and shrink refuse (errc::invalid_argument).
 // docs/DESIGN.md, "Surviving a failure", says how it works and what it guarantees.

@@ -53,11 +53,13 @@ inline result<void> finish(communicator& c, result<void> r) {
     auto& f = c.get_fabric();
     // Revoked (a member's death, with its cause: lost, stopped, failed otherwise), or a
     // peer found lost here: the survivors go on.
-    const bool lost = r.error() == errc::peer_lost || r.error() == errc::revoked || f.revoked(c.id());
+    // A fabric that does not survive fails as a whole.
+    auto* s = f.survival();
+    const bool lost = s && (r.error() == errc::peer_lost || r.error() == errc::revoked || s->revoked(c.id()));
     if (f.failure() || !lost)
       f.abort(r.error(), f.last_error());
     else
-      f.revoke(c.id(), r.error(), f.last_error());
+      s->revoke(c.id(), r.error(), f.last_error());
   }
   return r;
 }

@@ -5,21 +5,25 @@
 #include <algorithm>
 #include <iterator>
 
-#include "survival.hpp"
+#include "survival/survival.hpp"
 
 namespace optcast {
 
 fabric_base::fabric_base() = default;
 fabric_base::~fabric_base() = default;
 
-detail::survival& fabric_base::survival() {
+detail::survival& fabric_base::survival_state() {
   if (!survival_) survival_ = std::make_unique<detail::survival>(*this);
   return *survival_;
 }
 
-bool fabric_base::peer_alive(int r) const noexcept { return survival_ ? survival_->alive(r) : fabric::peer_alive(r); }
+// The face is the fabric itself, which its users change through it (revoke, agree) as
+// through any of its other handles.
+survivable* fabric_base::survival() const noexcept { return survives_failures() ? const_cast<fabric_base*>(this) : nullptr; }
 
-void fabric_base::enroll(std::uint32_t id, std::vector<int> members) { survival().enroll(id, std::move(members)); }
+bool fabric_base::peer_alive(int r) const noexcept { return survival_ ? survival_->alive(r) : r >= 0 && r < size(); }
+
+void fabric_base::enroll(std::uint32_t id, std::vector<int> members) { survival_state().enroll(id, std::move(members)); }
 
 void fabric_base::retire(std::uint32_t id) noexcept {
   if (survival_) survival_->retire(id);
@@ -29,7 +33,7 @@ void fabric_base::revoke(std::uint32_t id, std::error_code ec, std::string detai
   if (failure()) return;  // everything fails already
   if (!survives_failures()) return abort(ec, std::move(detail));
   try {
-    survival().revoke(id, ec, std::move(detail), true);
+    survival_state().revoke(id, ec, std::move(detail), true);
   } catch (const std::bad_alloc&) {
     abort(ec, "revoking communicator " + std::to_string(id) + ": out of memory");
   }
@@ -45,14 +49,17 @@ void fabric_base::agree(std::uint32_t id, std::uint32_t n, std::vector<int> memb
     note_error("agree: " + failure_detail());
     return done(fail(failure()));
   }
-  if (!survives_failures()) return fabric::agree(id, n, std::move(members), std::move(mine), timeout, std::move(done));
-  survival().agree(id, n, std::move(members), std::move(mine), timeout, std::move(done));
+  if (!survives_failures()) {
+    note_error("this fabric (" + std::string(name()) + ") cannot agree among survivors");
+    return done(fail(errc::invalid_argument));
+  }
+  survival_state().agree(id, n, std::move(members), std::move(mine), timeout, std::move(done));
 }
 
 void fabric_base::control_arrived(int src, std::span<const std::byte> payload) noexcept {
   if (failure()) return;
   try {
-    survival().arrived(src, payload);
+    survival_state().arrived(src, payload);
   } catch (const std::bad_alloc&) {
     abort(make_error_code(errc::limit_exceeded), "out of memory for a control message from rank " + std::to_string(src));
   }
@@ -60,7 +67,7 @@ void fabric_base::control_arrived(int src, std::span<const std::byte> payload) n
 
 bool fabric_base::peer_died(int r, std::error_code ec, const std::string& why) noexcept {
   try {
-    return survival().died(r, ec, why);
+    return survival_state().died(r, ec, why);
   } catch (const std::bad_alloc&) {
     abort(ec, why);
     return true;
@@ -84,13 +91,13 @@ std::error_code fabric_base::refusal(const operation& op, std::string& why) cons
 
 std::vector<int> fabric_base::joiners() const { return survival_ ? survival_->joiners() : std::vector<int>{}; }
 
-void fabric_base::admit_replacement(int to, std::uint32_t id, const std::vector<int>& members) { survival().admit(to, id, members); }
+void fabric_base::admit_replacement(int to, std::uint32_t id, const std::vector<int>& members) { survival_state().admit(to, id, members); }
 
 std::optional<std::pair<std::uint32_t, std::vector<int>>> fabric_base::take_admission() {
   return survival_ ? survival_->take_admission() : std::nullopt;
 }
 
-void fabric_base::peer_replaced(int r) { survival().revive(r); }
+void fabric_base::peer_replaced(int r) { survival_state().revive(r); }
 
 void fabric_base::end_agreements(std::error_code ec, const std::string& why) noexcept {
   if (survival_) survival_->end(ec, why);

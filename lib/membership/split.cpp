@@ -115,7 +115,7 @@ task<result<std::optional<communicator>>> create(communicator& parent, std::stri
     std::lock_guard lock(detail::comm_access::space(parent)->mu);
     detail::comm_access::space(parent)->in_use.set(id);
   }
-  base->enroll(id, members);
+  if (auto* s = base->survival()) s->enroll(id, members);
   auto view = std::make_shared<sub_fabric>(std::move(base), std::move(members), sub_rank);
   co_return out_t(std::optional<communicator>(detail::comm_access::sub(std::move(view), parent.options(), detail::comm_access::space(parent), id)));
 }

@@ -61,17 +61,7 @@ public:
   detail::frame_arena* frames() const noexcept override { return base_->frames(); }
   void abort(std::error_code ec, std::string detail) noexcept override { base_->abort(ec, std::move(detail)); }
   // Surviving a failure: the job fabric's, in job ranks.
-  bool peer_alive(int r) const noexcept override { return base_->peer_alive(r); }
-  void enroll(std::uint32_t id, std::vector<int> members) override { base_->enroll(id, std::move(members)); }
-  void retire(std::uint32_t id) noexcept override { base_->retire(id); }
-  void revoke(std::uint32_t id, std::error_code ec, std::string detail) noexcept override { base_->revoke(id, ec, std::move(detail)); }
-  std::error_code revoked(std::uint32_t id) const noexcept override { return base_->revoked(id); }
-  std::string revocation(std::uint32_t id) const override { return base_->revocation(id); }
-  void excuse(std::vector<int> gone) override { base_->excuse(std::move(gone)); }
-  void agree(std::uint32_t id, std::uint32_t n, std::vector<int> members, agreement mine, std::chrono::milliseconds timeout,
-             agreement_done done) override {
-    base_->agree(id, n, std::move(members), std::move(mine), timeout, std::move(done));
-  }
+  survivable* survival() const noexcept override { return base_->survival(); }
   void sign(std::uint32_t seq, const call_signature& s) override { base_->sign(seq, s); }
   void unsign(std::uint32_t seq) noexcept override { base_->unsign(seq); }
   call_signature signature_of(std::uint32_t seq) const noexcept override { return base_->signature_of(seq); }

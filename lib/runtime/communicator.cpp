@@ -11,7 +11,7 @@ const std::shared_ptr<detail::comm_space>& communicator::space() {
 
 void communicator::release() noexcept {
   if (!space_ || id_ == 0) return;
-  if (fabric_) fabric_->retire(id_);
+  if (auto* s = fabric_ ? fabric_->survival() : nullptr) s->retire(id_);
   std::lock_guard lock(space_->mu);
   space_->in_use.reset(id_);
 }

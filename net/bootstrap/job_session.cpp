@@ -30,7 +30,7 @@ std::uint64_t draw_job_id() {
   return id;
 }
 
-job_session::job(const asio::any_io_executor& events, const job_config& cfg) : cfg_(cfg) {
+job_session::job_session(const asio::any_io_executor& events, const job_config& cfg) : cfg_(cfg) {
   if (cfg.size < 1 || cfg.rank < 0 || cfg.rank >= cfg.size)
     throw setup_error(make_error_code(errc::invalid_argument),
                       "rank " + std::to_string(cfg.rank) + " is not in a job of " + std::to_string(cfg.size));

@@ -1,4 +1,4 @@
-// The survival layer's control messages (lib/core/control_wire.hpp: revocations,
+// The survival layer's control messages (lib/survival/control_wire.hpp: revocations,
 // agreements) from a member that sends anything at all. Each input is a run of messages
 // (a 2-byte length, then the bytes) that rank 1 of a 4-rank in-process job sends rank 0
 // or rank 2 while ranks 0, 2 and 3 agree; then rank 1 dies. Properties: what decodes
@@ -12,7 +12,7 @@
 #include "optcast/collectives.hpp"
 #include "optcast/net/local.hpp"
 #include "optcast/survive.hpp"
-#include "../../lib/core/control_wire.hpp"
+#include "../../lib/survival/control_wire.hpp"
 
 using namespace optcast;
 

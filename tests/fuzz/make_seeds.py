@@ -38,7 +38,7 @@ HS_MAGIC, HS_VERSION = constant(wire_format, "hs_magic"), constant(wire_format, 
 FRAME_DATA, FRAME_ABORT = constant(wire_format, "frame_data"), constant(wire_format, "frame_abort")
 STORE = re.search(r'protocol = "([^"]+)";', header("net/bootstrap/store.hpp")).group(1).encode()
 REJOIN = re.search(r'rejoin_mark = "([^"]+)";', header("net/bootstrap/store_protocol.hpp")).group(1).encode()
-CONTROL_VERSION = constant(header("lib/core/control_wire.cpp"), "version")
+CONTROL_VERSION = constant(header("lib/survival/control_wire.cpp"), "version")
 JOB = 0x123456789ABCDEF0
 
 
@@ -155,7 +155,7 @@ write("auth_frame", "frame", bytes(range(32)) + b"\x08label..." + bytes(56) + by
 write("auth_frame", "long", bytes(200) + bytes(range(256)) * 4)
 
 
-# lib/core/control_wire.hpp: the survival layer's messages, each framed for control.cpp
+# lib/survival/control_wire.hpp: the survival layer's messages, each framed for control.cpp
 # by a 2-byte length; rank 1 sends them to ranks 0 and 2 in turn.
 def control(kind, comm=0, n=0, ballot=0, code=0, flag=0, words=(), failed=(), text=b""):
     head = b"OC" + bytes([kind, CONTROL_VERSION]) + struct.pack("<IIIIHHHHQ", comm, n, ballot, code, len(words), len(failed), len(text), 0, flag)

@@ -11,7 +11,7 @@
 #include "optcast/fabric_base.hpp"
 #include "optcast/survive.hpp"
 #include "runtime/comm_access.hpp"
-#include "membership/membership.hpp"
+#include "survival/survivors.hpp"
 
 namespace optcast {
 

@@ -1,4 +1,4 @@
-// One fault-tolerant agreement on one rank (fabric::agree): a rotating coordinator with
+// One fault-tolerant agreement on one rank (survivable::agree): a rotating coordinator with
 // perfect failure detection (a dead peer is one every survivor is told of, or one whose
 // links the survivors cut), and a decision that every member passes on once before it
 // returns it. docs/DESIGN.md, "Agreeing among survivors", has the argument.

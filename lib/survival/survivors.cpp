@@ -1,5 +1,5 @@
 // What shrink and grow share (membership.hpp).
-#include "membership/membership.hpp"
+#include "survival/survivors.hpp"
 
 #include <coroutine>
 #include <mutex>
@@ -14,17 +14,17 @@ namespace optcast::detail {
 
 namespace {
 
-// fabric::agree as something to co_await. It refers to the members and the contribution
+// survivable::agree as something to co_await. It refers to the members and the contribution
 // where they live (the awaiting coroutine's frame), and copies them at the start.
 class agreement_awaiter {
 public:
-  agreement_awaiter(fabric& f, std::uint32_t id, std::uint32_t n, const std::vector<int>& members, const agreement& mine,
+  agreement_awaiter(survivable& s, std::uint32_t id, std::uint32_t n, const std::vector<int>& members, const agreement& mine,
                     std::chrono::milliseconds timeout)
-      : f_(f), id_(id), n_(n), members_(members), mine_(mine), timeout_(timeout) {}
+      : s_(s), id_(id), n_(n), members_(members), mine_(mine), timeout_(timeout) {}
 
   bool await_ready() const noexcept { return false; }
   bool await_suspend(std::coroutine_handle<> h) {
-    f_.agree(id_, n_, members_, mine_, timeout_, [this](result<agreement> r) {
+    s_.agree(id_, n_, members_, mine_, timeout_, [this](result<agreement> r) {
       out_ = std::move(r);
       if (waiting_) waiting_.resume();
     });
@@ -35,7 +35,7 @@ public:
   result<agreement> await_resume() { return std::move(*out_); }
 
 private:
-  fabric& f_;
+  survivable& s_;
   std::uint32_t id_, n_;
   const std::vector<int>& members_;
   const agreement& mine_;
@@ -56,8 +56,13 @@ std::vector<int> job_ranks(const communicator& c) {
 
 task<result<agreement>> agree_among(communicator& c, const std::vector<int>& members, const agreement& mine) {
   auto& f = c.get_fabric();
+  auto* s = f.survival();
+  if (!s) {  // a fabric that fails as a whole has no survivors to agree among
+    comm_access::record_error(c, "this fabric (" + std::string(f.name()) + ") cannot agree among survivors");
+    co_return fail(errc::invalid_argument);
+  }
   const std::uint32_t n = comm_access::next_agreement(c);
-  agreement_awaiter wait(f, c.id(), n, members, mine, c.options().timeout);
+  agreement_awaiter wait(*s, c.id(), n, members, mine, c.options().timeout);
   auto r = co_await wait;
   if (!r) comm_access::record_error(c, f.last_error());
   co_return r;
@@ -90,7 +95,7 @@ communicator member_of(communicator& c, std::vector<int> members, std::uint32_t 
     std::lock_guard lock(space->mu);
     space->in_use.set(id);
   }
-  base->enroll(id, members);
+  if (auto* s = base->survival()) s->enroll(id, members);
   const int me = base->rank();
   const int rank = static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
   auto sub = std::make_shared<sub_fabric>(std::move(base), std::move(members), rank);

@@ -7,14 +7,18 @@
 #include "optcast/collectives.hpp"
 
 #include "runtime/comm_access.hpp"
-#include "membership/membership.hpp"
+#include "survival/survivors.hpp"
 
 namespace optcast {
 
 void revoke(communicator& c, std::string why) {
   std::string text = "rank " + std::to_string(c.rank()) + " of communicator " + std::to_string(c.id()) + " revoked it";
   if (!why.empty()) text += ": " + why;
-  c.get_fabric().revoke(c.id(), make_error_code(errc::revoked), std::move(text));
+  auto& f = c.get_fabric();
+  if (auto* s = f.survival())
+    s->revoke(c.id(), make_error_code(errc::revoked), std::move(text));
+  else
+    f.abort(make_error_code(errc::revoked), std::move(text));  // it fails as a whole
 }
 
 task<result<agreement>> agree(communicator& c, std::uint64_t flag) {
@@ -55,7 +59,8 @@ task<result<communicator>> shrink(communicator& c) {
     co_return fail(errc::limit_exceeded);
   }
   auto out = member_of(c, std::move(survivors), id);
-  job_fabric_of(c)->excuse(r->failed);  // the job's outcome counts them no more
+  // The job's outcome counts them no more (the agreement above had a survival face).
+  if (auto* s = job_fabric_of(c)->survival()) s->excuse(r->failed);
   co_return out;
 }
 
