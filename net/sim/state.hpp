@@ -69,7 +69,8 @@ public:
   std::uint32_t add() {
     if (size_ == pages_.size() * per_page) {
       pages_.reserve(pages_.size() + 1);
-      void* page = detail::map_pages(page_bytes, !pages_.empty());
+      void* page = pages_.empty() ? spare().take() : nullptr;
+      if (!page) page = detail::map_pages(page_bytes, !pages_.empty());
       if (!page) throw std::bad_alloc();
       pages_.push_back(static_cast<T*>(page));
     }
@@ -78,13 +79,35 @@ public:
   }
   void clear() noexcept {
     for (std::uint32_t i = 0; i < size_; ++i) (*this)[i].~T();
-    for (T* page : pages_) detail::unmap_pages(page, page_bytes);
+    for (std::size_t i = 0; i < pages_.size(); ++i)
+      if (i > 0 || !spare().keep(pages_[i])) detail::unmap_pages(pages_[i], page_bytes);
     pages_.clear();
     size_ = 0;
   }
 
 private:
   static constexpr std::size_t page_bytes = std::size_t{per_page} * sizeof(T);
+  // First pages of worlds this thread has ended, kept for its next worlds: a sweep of
+  // thousands of small simulations otherwise maps a page per world and faults its memory
+  // in afresh (a sixth of such a sweep's time). Huge later pages go back to the kernel.
+  struct spares {
+    static constexpr std::size_t most = 4;
+    T* kept[most] = {};
+    std::size_t n = 0;
+    void* take() noexcept { return n ? kept[--n] : nullptr; }
+    bool keep(T* page) noexcept {
+      if (n == most) return false;
+      kept[n++] = page;
+      return true;
+    }
+    ~spares() {
+      while (n) detail::unmap_pages(kept[--n], page_bytes);
+    }
+  };
+  static spares& spare() noexcept {
+    thread_local spares s;
+    return s;
+  }
   std::vector<T*> pages_;
   std::uint32_t size_ = 0;
 };
