@@ -220,6 +220,7 @@ template <class World>
 std::vector<communicator> communicators_of(const World& w, communicator_options o = {}) {
   std::vector<communicator> out;
   out.reserve(static_cast<std::size_t>(w.size()));
+  detail::prefer_huge_pages(out.data(), out.capacity() * sizeof(communicator));
   for (int r = 0; r < w.size(); ++r) out.emplace_back(w.fabric(r), o);
   return out;
 }

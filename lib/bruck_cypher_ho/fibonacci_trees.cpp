@@ -69,9 +69,16 @@ void tree::build(std::int64_t x, std::int64_t keep) {
   if (full > max_nodes) throw std::invalid_argument("optcast::fibonacci::tree: FT_d(t) has more than 2^24 nodes");
   // FT_d(t) in breadth-first order: a node of order o >= d has children of orders
   // o - 1, ..., o - d, labelled one more each.
-  std::vector<int> order{t_};
-  std::vector<std::int64_t> label{x};
-  std::vector<int> parent{-1}, first{-1};
+  // Sized once: FT_d(t) has `full` nodes, and growing by doubling copied and faulted
+  // in each array again (a tenth of a 10^5-rank simulation's set-up).
+  std::vector<int> order, parent, first;
+  std::vector<std::int64_t> label;
+  for (auto* v : {&order, &parent, &first}) v->reserve(static_cast<std::size_t>(full));
+  label.reserve(static_cast<std::size_t>(full));
+  order.push_back(t_);
+  label.push_back(x);
+  parent.push_back(-1);
+  first.push_back(-1);
   for (std::size_t v = 0; v < order.size(); ++v) {
     if (order[v] < d_) continue;
     first[v] = static_cast<int>(order.size());
@@ -104,6 +111,8 @@ void tree::build(std::int64_t x, std::int64_t keep) {
   }
   // Renumber what is left, breadth-first (the old order restricted to it).
   std::vector<int> id(order.size(), -1);
+  label_.reserve(static_cast<std::size_t>(size));
+  parent_.reserve(static_cast<std::size_t>(size));
   for (std::size_t v = 0; v < order.size(); ++v)
     if (!gone[v]) {
       id[v] = static_cast<int>(label_.size());

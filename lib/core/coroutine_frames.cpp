@@ -112,6 +112,17 @@ void* map_pages(std::size_t size, bool huge) noexcept {
 
 void unmap_pages(void* p, std::size_t size) noexcept { ::munmap(p, size); }
 
+void prefer_huge_pages(void* p, std::size_t bytes) noexcept {
+#ifdef MADV_HUGEPAGE
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  const auto first = (at + huge_page - 1) & ~(huge_page - 1), end = (at + bytes) & ~(huge_page - 1);
+  if (end > first) ::madvise(reinterpret_cast<void*>(first), end - first, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 void* frame_allocate(std::size_t n) {
   const std::size_t total = rounded(n + header);
   char* b;

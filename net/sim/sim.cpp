@@ -350,6 +350,9 @@ void world_state::fail_world(std::error_code ec, const std::string& detail) {
 
 namespace {
 
+// A fabric and its shared_ptr's control block, as allocate_shared lays them out (at most).
+constexpr std::size_t fabric_block = (sizeof(sim_fabric) + 64 + 15) & ~std::size_t{15};
+
 std::shared_ptr<world_state> make_state(int p, const model& m, world_options o) {
   if (p < 1) throw std::invalid_argument("optcast::sim::world: need at least one rank");
   if (m.ports < 1) throw std::invalid_argument("optcast::sim::world: need at least one port");
@@ -357,9 +360,9 @@ std::shared_ptr<world_state> make_state(int p, const model& m, world_options o) 
   s->m = m;
   s->opts = o;
   const auto P = static_cast<std::size_t>(p), k = static_cast<std::size_t>(m.ports);
-  s->ranks.resize(P);
-  s->channels.resize(2 * P * k);
-  if (m.kind == model_kind::rounds) s->port_msgs.assign(2 * P * k, none);
+  resize_huge(s->ranks, P);
+  resize_huge(s->channels, 2 * P * k);
+  if (m.kind == model_kind::rounds) resize_huge(s->port_msgs, 2 * P * k, none);
   for (std::size_t r = 0; r < P; ++r) {
     auto& rs = s->ranks[r];
     rs.out = std::span(s->channels).subspan(r * k, k);
@@ -379,10 +382,11 @@ std::shared_ptr<world_state> make_state(int p, const model& m, world_options o) 
     if (m.kind != model_kind::rounds && !m.choose) {
       s->rails_per_host = o.layout->rails;
       s->rails.resize(2 * static_cast<std::size_t>(o.layout->hosts()) * static_cast<std::size_t>(o.layout->rails));
-      s->host_links.resize(2 * P);
+      resize_huge(s->host_links, 2 * P);
     }
   }
-  s->fabrics.assign(static_cast<std::size_t>(p), nullptr);
+  resize_huge(s->fabrics, P, nullptr);
+  s->slab.reset(fabric_slab::create(P * fabric_block));
   return s;
 }
 
@@ -401,7 +405,7 @@ std::shared_ptr<optcast::fabric> world::fabric(int rank) const {
     throw std::out_of_range("optcast::sim::world::fabric: no rank " + std::to_string(rank));
   auto& slot = state_->fabrics[static_cast<std::size_t>(rank)];
   if (slot) throw std::logic_error("optcast::sim::world: rank " + std::to_string(rank) + " already has a fabric");
-  auto f = std::make_shared<sim_fabric>(state_, rank);
+  auto f = std::allocate_shared<sim_fabric>(slab_allocator<sim_fabric>(state_->slab.get()), state_, rank);
   slot = f.get();
   return f;
 }
@@ -417,6 +421,7 @@ report world::take_report() const {
   rep.log = s.log;
   rep.local = s.local;
   rep.ranks.reserve(s.ranks.size());
+  detail::prefer_huge_pages(rep.ranks.data(), rep.ranks.capacity() * sizeof(rank_stats));
   for (const auto& r : s.ranks) {
     rep.ranks.push_back(r.stats);
     auto& st = rep.ranks.back();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -225,6 +226,96 @@ struct rank_state {
 
 class sim_fabric;
 
+// Sized for n elements, the memory advised as huge pages before it is first touched
+// (task.hpp's prefer_huge_pages): the world's per-rank arrays.
+template <class V>
+void resize_huge(V& v, std::size_t n) {
+  v.reserve(n);
+  detail::prefer_huge_pages(v.data(), v.capacity() * sizeof(typename V::value_type));
+  v.resize(n);
+}
+template <class V>
+void resize_huge(V& v, std::size_t n, const typename V::value_type& value) {
+  v.reserve(n);
+  detail::prefer_huge_pages(v.data(), v.capacity() * sizeof(typename V::value_type));
+  v.assign(n, value);
+}
+
+// Where a world's fabrics (and their shared_ptr control blocks) live: one run of huge
+// pages rather than 10^5 separate blocks of malloc's, each faulting in its own memory.
+// It goes when the world and every fabric carved from it have: a fabric may outlive its
+// world. A rank whose fabric is made again (world::fabric after the first was dropped)
+// gets one from the heap when the slab is full.
+class fabric_slab {
+public:
+  static fabric_slab* create(std::size_t bytes) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    bytes = 0;  // the sanitizers see each fabric only as a heap block of its own
+#endif
+    auto* s = new fabric_slab;
+    s->size_ = bytes;
+    s->base_ = bytes ? static_cast<char*>(detail::map_pages(bytes, bytes >= (std::size_t{2} << 20))) : nullptr;
+    if (!s->base_) s->size_ = 0;
+    return s;
+  }
+  void* take(std::size_t n) {
+    n = (n + 15) & ~std::size_t{15};
+    if (size_ - used_ >= n) {
+      void* p = base_ + used_;
+      used_ += n;
+      refs_.fetch_add(1, std::memory_order_relaxed);
+      return p;
+    }
+    return ::operator new(n);
+  }
+  void give(void* p) noexcept {
+    if (static_cast<char*>(p) >= base_ && static_cast<char*>(p) < base_ + size_) release();
+    else ::operator delete(p);
+  }
+  void release() noexcept {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    if (base_) detail::unmap_pages(base_, size_);
+    delete this;
+  }
+
+private:
+  char* base_ = nullptr;
+  std::size_t size_ = 0, used_ = 0;
+  std::atomic<std::size_t> refs_{1};  // the world's, and one per block carved
+};
+
+template <class T>
+struct slab_allocator {
+  using value_type = T;
+  fabric_slab* slab;
+  explicit slab_allocator(fabric_slab* s) noexcept : slab(s) {}
+  template <class U>
+  slab_allocator(const slab_allocator<U>& o) noexcept : slab(o.slab) {}
+  T* allocate(std::size_t n) { return static_cast<T*>(slab->take(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t) noexcept { slab->give(p); }
+  template <class U>
+  bool operator==(const slab_allocator<U>& o) const noexcept { return slab == o.slab; }
+};
+
+// Held by the world: its reference to the slab.
+class slab_hold {
+public:
+  slab_hold() = default;
+  ~slab_hold() {
+    if (s_) s_->release();
+  }
+  slab_hold(const slab_hold&) = delete;
+  slab_hold& operator=(const slab_hold&) = delete;
+  void reset(fabric_slab* s) noexcept {
+    if (s_) s_->release();
+    s_ = s;
+  }
+  fabric_slab* get() const noexcept { return s_; }
+
+private:
+  fabric_slab* s_ = nullptr;
+};
+
 inline std::string fmt_time(double t) { return format_time(t); }
 
 
@@ -255,6 +346,7 @@ struct world_state {
   std::vector<channel> rails, host_links;
   int rails_per_host = 1;
   std::vector<sim_fabric*> fabrics;
+  slab_hold slab;  // where fabrics come from
   paged_store<message> msgs;
   std::vector<std::uint32_t> free_msgs;
   event_queue events;
