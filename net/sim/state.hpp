@@ -252,9 +252,12 @@ public:
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     bytes = 0;  // the sanitizers see each fabric only as a heap block of its own
 #endif
+    // A small world's fabrics come from the heap, whose memory the next world reuses: a
+    // slab of its own would fault fresh pages in for each of a sweep's thousands of worlds.
+    if (bytes < (std::size_t{2} << 20)) bytes = 0;
     auto* s = new fabric_slab;
     s->size_ = bytes;
-    s->base_ = bytes ? static_cast<char*>(detail::map_pages(bytes, bytes >= (std::size_t{2} << 20))) : nullptr;
+    s->base_ = bytes ? static_cast<char*>(detail::map_pages(bytes, true)) : nullptr;
     if (!s->base_) s->size_ = 0;
     return s;
   }
