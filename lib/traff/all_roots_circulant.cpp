@@ -12,6 +12,7 @@ namespace optcast::algorithms {
 segment_layout::segment_layout(std::size_t elem_bytes, int blocks, std::span<const std::size_t> counts)
     : elem(elem_bytes), n(blocks), offset(counts.size() + 1) {
   split_.reserve(counts.size());
+  contributors.reserve(counts.size());
   for (std::size_t j = 0; j < counts.size(); ++j) {
     offset[j + 1] = offset[j] + counts[j];
     uniform = uniform && counts[j] == counts[0];
