@@ -179,22 +179,39 @@ int rounds(const layout& lay, int m) {
 // depth() counts every leaf of T but the first d rounds past its label, and T (s nodes,
 // closed under parents, inside FT_d(f_d(s))) has a leaf labelled at least the smallest
 // l for which FT_d(f_d(s)) has s nodes labelled <= l: those counts take O(d log s).
+// And T is its root and whole sibling sets (build() removes d leaves at a time), so if
+// its largest label is M, every internal node of T is labelled <= M - d: s <= 1 + d x
+// (FT's internal nodes labelled <= M - d), and M is a leaf's label, at least d - 1
+// rounds deep even as the first leaf. That second bound is the tighter one for d >= 5
+// (n = 10^5: 3 rounds nearer), where the first alone let choose() build 8 trees for
+// nothing.
 int rounds_at_least(const layout& lay, int m) {
   check_layout(lay);
   if (m == 0 || lay.processors() == 1) return 0;
   if (lay.d == 1 || lay.s < 2) return m;
   const int d = lay.d, t = f(d, lay.s);
   // upto[l][o]: the nodes of FT_d(o) labelled <= l (a node of order o >= d has children
-  // of orders o - 1 .. o - d, labelled 1 .. d more), capped at s.
-  std::vector<std::vector<std::int64_t>> upto;
-  for (int l = 0;; ++l) {
+  // of orders o - 1 .. o - d, labelled 1 .. d more), capped at s; inner[l][o] the same
+  // for its internal nodes (order >= d).
+  std::vector<std::vector<std::int64_t>> upto, inner;
+  int by_count = -1, by_sets = -1;
+  for (int l = 0; by_count < 0 || by_sets < 0; ++l) {
     auto& row = upto.emplace_back(static_cast<std::size_t>(t + 1), 1);
-    for (int o = d; o <= t; ++o)
-      for (int i = 1; i <= d && i <= l; ++i)
+    auto& in = inner.emplace_back(static_cast<std::size_t>(t + 1), 0);
+    for (int o = d; o <= t; ++o) {
+      in[static_cast<std::size_t>(o)] = 1;
+      for (int i = 1; i <= d && i <= l; ++i) {
         row[static_cast<std::size_t>(o)] =
             std::min<std::int64_t>(lay.s, row[static_cast<std::size_t>(o)] + upto[static_cast<std::size_t>(l - i)][static_cast<std::size_t>(o - i)]);
-    if (row[static_cast<std::size_t>(t)] >= lay.s) return l + d + m;
+        in[static_cast<std::size_t>(o)] =
+            std::min<std::int64_t>(lay.s, in[static_cast<std::size_t>(o)] + inner[static_cast<std::size_t>(l - i)][static_cast<std::size_t>(o - i)]);
+      }
+    }
+    if (by_count < 0 && row[static_cast<std::size_t>(t)] >= lay.s) by_count = l + d;
+    // M - d = l: the first l whose internal nodes can hold T's (s - 1) / d sibling sets.
+    if (by_sets < 0 && 1 + d * in[static_cast<std::size_t>(t)] >= lay.s) by_sets = l + d + d - 1;
   }
+  return std::max(by_count, by_sets) + m;
 }
 
 int lemma_4_8(int n, int m, int d) { return m + f(d, (n - 1 + d - 1) / d) + 2 * d - 2; }
