@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <queue>
 #include <set>
 #include <string>
 #include <tuple>
@@ -37,6 +38,41 @@ TEST_CASE("Figure 1: P = 8, L = 6, g = 4, o = 2", "[logp]") {
   CHECK(logp::P_of(24, {6, 2, 4}) == 8);
   CHECK(logp::P_of(23, {6, 2, 4}) == 6);
   CHECK(logp::P_of(9.99, {6, 2, 4}) == 1);
+}
+
+TEST_CASE("B(P) is the P least labels taken one at a time, ties to the lesser parent, for any parameters", "[logp]") {
+  // The definition as a heap of candidates (a node's next child and its first child),
+  // against the tree the library builds. The fractional parameters make labels that are
+  // equal in exact arithmetic differ by an ulp, where the order of two sums decides.
+  struct cand {
+    double label;
+    int parent, index;
+    bool operator>(const cand& o) const { return std::tie(label, parent, index) > std::tie(o.label, o.parent, o.index); }
+  };
+  std::string failure;
+  for (const logp::params m : {logp::params{6, 2, 4}, {1, 0, 1}, {0.5, 0, 1}, {0.0938595867742349, 0, 0.8933170425576351},
+                               {0.7, 0.3, 1.7}, {2.5, 0.5, 0.35}, {10, 0.3, 0.1}, {3, 1, 0.1}})
+    for (int P : {1, 2, 3, 8, 100, 1001, 4097}) {
+      const logp::broadcast_tree t(P, m);
+      std::vector<double> label{0};
+      std::vector<int> parent{-1};
+      std::priority_queue<cand, std::vector<cand>, std::greater<>> next;
+      next.push({m.hop(), 0, 0});
+      while (static_cast<int>(label.size()) < P) {
+        const cand c = next.top();
+        next.pop();
+        const int v = static_cast<int>(label.size());
+        label.push_back(c.label);
+        parent.push_back(c.parent);
+        next.push({c.label + m.gap(), c.parent, c.index + 1});
+        next.push({c.label + m.hop(), v, 0});
+      }
+      for (int v = 0; v < P && failure.empty(); ++v)
+        if (t.label(v) != label[static_cast<std::size_t>(v)] || t.parent(v) != parent[static_cast<std::size_t>(v)])
+          failure = "P " + std::to_string(P) + " L " + std::to_string(m.L) + " o " + std::to_string(m.o) + " g " +
+                    std::to_string(m.g) + ": node " + std::to_string(v) + " differs";
+    }
+  CHECK(failure == "");
 }
 
 TEST_CASE("Theorem 2.2: in the postal model P(t) is the generalized Fibonacci f_t", "[logp]") {
