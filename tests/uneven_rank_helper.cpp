@@ -9,8 +9,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -188,7 +190,17 @@ int main(int argc, char** argv) try {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (auto status = optcast::launch_local(argc, argv)) return *status;
-  auto comm = optcast::join(fabric);
+  // A rank still joining when the job fails (a slow start under load, while the others
+  // already found the mismatch) is told why by join(): its outcome too, so it reports it.
+  std::optional<optcast::communicator> joined;
+  try {
+    joined.emplace(optcast::join(fabric));
+  } catch (const optcast::setup_error& e) {
+    if (const char* r = std::getenv("OPTCAST_RANK"))
+      std::ofstream(report_dir + "/rank-" + r + ".txt") << "error " << e.code().value() << " " << optcast::describe(e.code(), e.what()) << "\n";
+    throw;
+  }
+  auto& comm = *joined;
   caller c{comm, {.timeout = std::chrono::milliseconds(timeout_ms)}, odd_rank, odd_root, {}};
   result<void> r;
   std::uint64_t call = 0;
