@@ -75,7 +75,16 @@ int main(int argc, char** argv) try {
     }
     roots.push_back(static_cast<int>(r));
   }
-  auto fab = optcast::find_fabric(fabric)->connect(nullptr, cfg, {});
+  // A rank still connecting when the job fails is told why by connect(): that is its
+  // outcome, so it reports it (uneven_rank_helper does the same for join()).
+  std::shared_ptr<optcast::fabric> fab;
+  try {
+    fab = optcast::find_fabric(fabric)->connect(nullptr, cfg, {});
+  } catch (const optcast::setup_error& e) {
+    std::ofstream(report_dir + "/rank-" + std::to_string(cfg.rank) + ".txt")
+        << "error " << e.code().value() << " " << optcast::describe(e.code(), e.what()) << "\n";
+    throw;
+  }
   const auto tcp_fabric = fab;
   if (cfg.rank == die_rank)
     fab = std::make_shared<optcast::testing::fault_fabric>(fab, die_after,
