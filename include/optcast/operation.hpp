@@ -60,14 +60,15 @@ public:
   void* context = nullptr;
 
   // The fabric's own while the operation is started, which nothing else reads: links for
-  // its queues, one word of state, and room for a transport's per-operation context
-  // (libfabric's fi_context2), so that a completion leads back to its operation without
-  // a lookup or an allocation.
+  // its queues, one word of state, and three words of a transport's own (TCP: its post
+  // order, token and cancel mark; libfabric: its ticket, which holds the fi_context2, and
+  // registered memory; the simulator: its message and post order). Three, not the ten an
+  // fi_context2 in place took: every round loop's frame holds an operation while it waits.
   struct transport_part {
     operation* next = nullptr;
     operation* prev = nullptr;
     std::uintptr_t state = 0;
-    void* ctx[10] = {};
+    void* ctx[3] = {};
   } transport;
   std::uint32_t trace_id = 0;  // its event in the owner's trace (trace.hpp), + 1; 0: none
   // Which rail carries it to another host (lane mod the fabric's rails; topology), 0 on

@@ -84,9 +84,9 @@ inline bool unreliable(const std::string& prov) { return prov == "sockets" || pr
 inline std::string rank_name(int r) { return "rank " + std::to_string(r); }
 
 // Where an operation is, in operation::transport.state's low bits; its ticket (the context
-// the provider holds) in transport.ctx[0]; registered memory, if any, in transport.ctx[9].
+// the provider holds) in transport.ctx[0]; registered memory, if any, in transport.ctx[1].
 enum : std::uintptr_t { st_none = 0, st_retry, st_posted, st_cancelling, st_lost, st_reaped, st_failing };
-inline fid_mr*& mr_of(operation& op) { return *reinterpret_cast<fid_mr**>(&op.transport.ctx[9]); }
+inline fid_mr*& mr_of(operation& op) { return *reinterpret_cast<fid_mr**>(&op.transport.ctx[1]); }
 
 // The provider's context for a posted operation, apart from the operation: a send to a
 // peer that died may never be given back (rxm 1.17 keeps a rendezvous send whose receiver
