@@ -39,11 +39,14 @@ out=$("$bench" chaos --fabric "$fabric" --np 5 --trials 2 --mode both --shrink -
 check "$out" kill
 check "$out" stop
 # Meeting in a file store, which knows nothing of who is alive: the survivors' excusal
-# is written there too, and their job ends well.
+# is written there too, and their job ends well. Nothing there tells a survivor of the
+# death but the others' revocation or its own deadline, and the agreement takes a member
+# that has not answered within the deadline for failed: 1 s was too short for a rank
+# under ASan on 2 busy cores (1 run in ~20 excluded a live survivor).
 if [ "$fabric" = tcp ]; then
   dir=$(mktemp -d)
   trap 'rm -rf "$dir"' EXIT
-  out=$("$bench" chaos --np 5 --trials 2 --mode both --shrink --store "file://$dir" --ops-after 10 --timeout-ms 1000 --json --quiet)
+  out=$("$bench" chaos --np 5 --trials 2 --mode both --shrink --store "file://$dir" --ops-after 10 --timeout-ms 2500 --json --quiet)
   check "$out" kill
   check "$out" stop
 fi
