@@ -169,7 +169,11 @@ bool tcp_fabric::start_send(operation& op, peer_state& pe) {
 
 bool tcp_fabric::fill_header(out_conn& out, operation& op) noexcept {
   frame_header f;
-  out.lending = out.by_reference && op.size > 0 && op.size >= cfg_.single_copy_min;
+  // Never a control message: the survival layer frees its copy once the send completes,
+  // which an aborting fabric does without waiting for the receipt (drop_in), and a peer
+  // still to read it then reads freed memory: "a malformed control message" in a job
+  // that was only failing. They are small besides.
+  out.lending = out.by_reference && op.size > 0 && op.size >= cfg_.single_copy_min && op.tg.seq != seq_layout::control_seq;
   f.kind = out.lending ? frame_header::ref : frame_header::data;
   f.tg = op.tg;
   f.len = op.size;
