@@ -159,6 +159,7 @@ TEST_CASE("a rank that exits mid-broadcast makes the others fail with peer lost"
   CHECK(out.launcher_stderr.find("exited with status 3") != std::string::npos);
   CHECK(out.reports[3].empty());                // it died before writing anything
   const std::string lost = "error " + std::to_string(static_cast<int>(optcast::errc::peer_lost));
+  INFO("launcher: " << out.launcher_stderr);  // the ranks' own logs of what failed them
   int failed = 0;
   for (int r = 0; r < p; ++r) {
     if (r == 3) continue;

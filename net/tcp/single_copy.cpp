@@ -18,7 +18,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
 #include <random>
+#include <sstream>
+#include <string>
 
 #include "tcp_fabric.hpp"
 
@@ -49,6 +52,24 @@ int read_peer(std::uint32_t pid, std::uint64_t from, std::byte* to, std::uint64_
     done += static_cast<std::uint64_t>(n);
   }
   return 0;
+}
+
+// Whether process pid is gone or on its way out. Its memory is torn down before it is
+// gone, and a read meanwhile fails with EFAULT, not ESRCH: a peer dying mid-send, not one
+// that named memory it does not have. PF_EXITING (0x4) is set as exit begins.
+bool exiting(std::uint32_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return true;
+  const auto name_end = line.rfind(')');  // the name may hold spaces and parentheses
+  if (name_end == std::string::npos) return false;
+  std::istringstream fields(line.substr(name_end + 1));
+  std::string state;
+  long long skipped = 0;
+  unsigned long long flags = 0;
+  fields >> state >> skipped >> skipped >> skipped >> skipped >> skipped >> flags;  // ppid pgrp session tty tpgid
+  if (!fields) return false;
+  return state == "Z" || state == "X" || (flags & 0x4) != 0;
 }
 
 }  // namespace
@@ -104,7 +125,7 @@ void tcp_fabric::take_ref(const std::shared_ptr<in_conn>& c, tag tg, const call_
   if (const int e = read_peer(c->pid, from, into, len)) {
     if (held) release_unexpected(peer(c->peer), len);
     // Gone: its process ended (its connection's end says how, or the loss grace decides).
-    if (e == ESRCH) return in_ended(c, "its process is gone (" + std::string(std::strerror(e)) + ")");
+    if (e == ESRCH || exiting(c->pid)) return in_ended(c, "its process is gone (" + std::string(std::strerror(e)) + ")");
     return protocol_error(c, "a message by reference that cannot be read from its memory (" + std::string(std::strerror(e)) + ")");
   }
   ++counts_.single_copies;
@@ -177,6 +198,9 @@ void tcp_fabric::read_receipts(int p, int rail) {
     operation* op = !sound ? nullptr : pe.lent.find([&](const operation& x) {
       return reinterpret_cast<std::uintptr_t>(x.transport.ctx[1]) == f.abort_code;
     });
+    // A receipt whose send has already failed (fail_lent: this rank aborted, or took the
+    // peer for lost on the store's word) is no peer's fault: it was on its way.
+    if (!op && sound && (failure() || !peer_alive(p))) return;
     if (!op) {
       const std::string why = (sound ? "a receipt for a message by reference it was not sent" : "a malformed receipt") + std::string(" from ") + rank_name(p);
       log(log_level::error, rank_name(cfg_.rank) + ": " + why);
