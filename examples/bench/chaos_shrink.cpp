@@ -22,6 +22,8 @@
 #include <random>
 #include <sstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -295,14 +297,14 @@ int shrink_trials(const char* self, const shrink_setup& su) {
            ",\"victim_left_out\":" + std::to_string(x.excluding) + ",\"second_victim_kept\":" + std::to_string(x.second_in) +
            ",\"failed\":" + std::to_string(x.failed) + ",\"wrong_results\":" + std::to_string(x.wrong) + ",\"hangs\":" + std::to_string(x.hangs) +
            ",\"rounds_max\":" + std::to_string(x.rounds_max) + ",\"left_ok\":" + std::to_string(x.left_ok) + ",\"ms_to_usable\":" + json_list(x.ms) +
-           "}";
+           ",\"first_failure\":" + nlohmann::json(x.first_failure).dump() + "}";
     for (const auto& [name, x] : grows)
       s += ",\"" + name + "\":{\"cycles\":" + std::to_string(x.cycles) + ",\"members\":" + std::to_string(x.members) +
            ",\"regrown\":" + std::to_string(x.regrown) + ",\"same_membership\":" + std::to_string(x.agreeing) +
            ",\"replacement_in\":" + std::to_string(x.with_replacement) + ",\"second_victim_kept\":" + std::to_string(x.second_in) +
            ",\"failed\":" + std::to_string(x.failed) + ",\"wrong_results\":" + std::to_string(x.wrong) + ",\"hangs\":" + std::to_string(x.hangs) +
            ",\"rounds_max\":" + std::to_string(x.rounds_max) + ",\"left_ok\":" + std::to_string(x.left_ok) + ",\"ms_to_grown\":" + json_list(x.ms) +
-           ",\"ms_to_admitted\":" + json_list(x.admit_ms) + "}";
+           ",\"ms_to_admitted\":" + json_list(x.admit_ms) + ",\"first_failure\":" + nlohmann::json(x.first_failure).dump() + "}";
     std::printf("%s}\n", s.c_str());
   } else {
     std::printf("chaos --shrink%s over %s, %d ranks per job, deadline %d ms, store %s, %ld verified calls after each shrink\n",
