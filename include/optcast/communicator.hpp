@@ -219,8 +219,7 @@ T run(communicator& c, task<T> t) {
 template <class World>
 std::vector<communicator> communicators_of(const World& w, communicator_options o = {}) {
   std::vector<communicator> out;
-  out.reserve(static_cast<std::size_t>(w.size()));
-  detail::prefer_huge_pages(out.data(), out.capacity() * sizeof(communicator));
+  detail::reserve_huge(out, static_cast<std::size_t>(w.size()));
   for (int r = 0; r < w.size(); ++r) out.emplace_back(w.fabric(r), o);
   return out;
 }
@@ -241,7 +240,7 @@ auto run_all(std::vector<communicator>& comms, F make) {
   auto count = detail::count_into(done);
   count.handle().resume();  // now waiting for the first task to finish
   std::vector<task_t> tasks;
-  tasks.reserve(comms.size());
+  detail::reserve_huge(tasks, comms.size());
   try {
     for (auto& c : comms) {
       tasks.push_back(make(c));
@@ -262,7 +261,7 @@ auto run_all(std::vector<communicator>& comms, F make) {
   }
   // The values in order; the first exception (by rank) rethrown once all have finished.
   std::vector<value_t> values;
-  values.reserve(tasks.size());
+  detail::reserve_huge(values, tasks.size());
   std::exception_ptr error;
   for (auto& t : tasks) try {
       values.push_back(t.take());

@@ -35,9 +35,25 @@ void* frame_allocate(std::size_t n);
 void frame_free(void* p, std::size_t n) noexcept;
 // Advice that [p, p + bytes), allocated but not yet touched, be backed by huge pages
 // where the kernel offers them: a world of 10^5 ranks fills arrays of tens of MiB in one
-// sweep, and at a page fault per 4 KiB its set-up cost four times its collective. Only the
-// 2 MiB pages wholly inside the range are advised; small ranges are left alone.
+// sweep, and at a page fault per 4 KiB its set-up cost four times its collective. The
+// 2 MiB pages inside the range are advised, and one that the range reaches within the
+// same 4 KiB page at either end (that page is the allocation's own: malloc's header before
+// a large block, the rest of its mapping after); small ranges are left alone.
 void prefer_huge_pages(void* p, std::size_t bytes) noexcept;
+
+// v.reserve(n), for an array a large world fills at once: a large capacity is rounded up
+// so that malloc asks the kernel for whole 2 MiB units (which Linux places at a 2 MiB
+// boundary), and the whole block is advised as huge pages. Where the allocator or kernel
+// place it otherwise, only the pages inside are (prefer_huge_pages): never worse than
+// reserve.
+template <class V>
+void reserve_huge(V& v, std::size_t n) {
+  constexpr std::size_t unit = std::size_t{2} << 20, header = 4 * sizeof(std::size_t);  // malloc's chunk header, rounding
+  constexpr std::size_t size = sizeof(typename V::value_type);
+  if (n * size >= unit / 4) n = ((n * size + header + unit - 1) / unit * unit - header) / size;
+  v.reserve(n);
+  prefer_huge_pages(v.data(), v.capacity() * size);
+}
 
 class frame_scope {
 public:

@@ -10,6 +10,8 @@
 // distinct mod d (what lets a new packet enter every d rounds).
 #pragma once
 
+#include "core/huge_vector.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -52,10 +54,11 @@ private:
   void build(std::int64_t x, std::int64_t keep);
 
   int d_, t_;
-  std::vector<std::int64_t> label_;
-  std::vector<int> parent_;
-  std::vector<int> first_;  // node v's children are the d consecutive ids from first_[v], or -1
-  std::vector<int> ids_;    // 0, 1, 2, ...: what children() spans
+  // On huge pages (core/huge_vector.hpp): FT_d(t) may have millions of nodes.
+  detail::huge_vector<std::int64_t> label_;
+  detail::huge_vector<int> parent_;
+  detail::huge_vector<int> first_;  // node v's children are the d consecutive ids from first_[v], or -1
+  detail::huge_vector<int> ids_;    // 0, 1, 2, ...: what children() spans
 };
 
 // Section 4: broadcasting m packets among n processors on d trees.

@@ -71,8 +71,8 @@ void tree::build(std::int64_t x, std::int64_t keep) {
   // o - 1, ..., o - d, labelled one more each.
   // Sized once: FT_d(t) has `full` nodes, and growing by doubling copied and faulted
   // in each array again (a tenth of a 10^5-rank simulation's set-up).
-  std::vector<int> order, parent, first;
-  std::vector<std::int64_t> label;
+  detail::huge_vector<int> order, parent, first;
+  detail::huge_vector<std::int64_t> label;
   for (auto* v : {&order, &parent, &first}) v->reserve(static_cast<std::size_t>(full));
   label.reserve(static_cast<std::size_t>(full));
   order.push_back(t_);
@@ -90,7 +90,7 @@ void tree::build(std::int64_t x, std::int64_t keep) {
     }
   }
   // Remove leaf sibling sets, the largest labels first, until `keep` nodes remain.
-  std::vector<char> gone(order.size()), internal(order.size());
+  detail::huge_vector<char> gone(order.size()), internal(order.size());
   for (std::size_t v = 0; v < order.size(); ++v) internal[v] = first[v] >= 0;
   const auto all_leaves = [&](int v) {
     for (int i = 0; i < d_; ++i)
@@ -110,7 +110,7 @@ void tree::build(std::int64_t x, std::int64_t keep) {
     if (const int u = parent[static_cast<std::size_t>(v)]; u >= 0 && all_leaves(u)) ready.emplace(label[static_cast<std::size_t>(u)] + d_, u);
   }
   // Renumber what is left, breadth-first (the old order restricted to it).
-  std::vector<int> id(order.size(), -1);
+  detail::huge_vector<int> id(order.size(), -1);
   label_.reserve(static_cast<std::size_t>(size));
   parent_.reserve(static_cast<std::size_t>(size));
   for (std::size_t v = 0; v < order.size(); ++v)

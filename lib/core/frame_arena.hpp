@@ -36,6 +36,9 @@ public:
   void* allocate(std::size_t n);
   void recycle(void* p, std::size_t n) noexcept;
   void acquire() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+  // The owner expects about this many bytes of frames: a large world's first chunk is then
+  // already huge pages (the small chunks a small world starts with fault per 4 KiB).
+  void expect(std::size_t bytes) noexcept;
   // Arenas not yet freed, in this process (for tests of their lifetime).
   static std::size_t alive() noexcept;
 

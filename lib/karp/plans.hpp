@@ -10,6 +10,8 @@
 
 #include "optcast/logp.hpp"  // params, summation_plan
 
+#include "core/huge_vector.hpp"
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -38,10 +40,11 @@ public:
   double finish() const noexcept { return label_.empty() ? 0 : label_.back(); }
 
 private:
-  std::vector<double> label_;
-  std::vector<int> parent_;
-  std::vector<int> child_;            // children of every node, grouped by parent
-  std::vector<std::size_t> first_;    // node v's children are child_[first_[v] .. first_[v+1])
+  // On huge pages (core/huge_vector.hpp): a million nodes each.
+  detail::huge_vector<double> label_;
+  detail::huge_vector<int> parent_;
+  detail::huge_vector<int> child_;            // children of every node, grouped by parent
+  detail::huge_vector<std::size_t> first_;    // node v's children are child_[first_[v] .. first_[v+1])
 };
 
 // B(P; L, o, g) (Definition 2.1): the time of an optimal single-item broadcast.

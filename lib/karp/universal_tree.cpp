@@ -40,8 +40,8 @@ struct candidate {
 // (a tenth of a 10^5-rank simulation's set-up). Should rounding ever make a sibling
 // queue's new candidate compare below its last (labels nearer than an ulp of their sum),
 // the heap decides, so the tree never depends on which way it was built.
-bool grow_by_queues(std::size_t n, params m, std::vector<double>& label, std::vector<int>& parent) {
-  std::vector<candidate> first, sibling;  // each in increasing order; read from *_at
+bool grow_by_queues(std::size_t n, params m, detail::huge_vector<double>& label, detail::huge_vector<int>& parent) {
+  detail::huge_vector<candidate> first, sibling;  // each in increasing order; read from *_at
   first.reserve(n);
   sibling.reserve(n);
   std::size_t first_at = 0, sibling_at = 0;
@@ -60,7 +60,7 @@ bool grow_by_queues(std::size_t n, params m, std::vector<double>& label, std::ve
   return true;
 }
 
-void grow_by_heap(std::size_t n, params m, std::vector<double>& label, std::vector<int>& parent) {
+void grow_by_heap(std::size_t n, params m, detail::huge_vector<double>& label, detail::huge_vector<int>& parent) {
   std::priority_queue<candidate, std::vector<candidate>, std::greater<>> next;
   next.push({m.hop(), 0, 0});
   while (label.size() < n) {
@@ -98,7 +98,7 @@ broadcast_tree::broadcast_tree(int P, params m) {
   for (std::size_t v = 1; v < n; ++v) ++first_[static_cast<std::size_t>(parent_[v]) + 1];
   for (std::size_t v = 0; v < n; ++v) first_[v + 1] += first_[v];
   child_.resize(n - 1);
-  std::vector<std::size_t> at(first_.begin(), first_.end() - 1);
+  detail::huge_vector<std::size_t> at(first_.begin(), first_.end() - 1);
   for (std::size_t v = 1; v < n; ++v) child_[at[static_cast<std::size_t>(parent_[v])]++] = static_cast<int>(v);
 }
 

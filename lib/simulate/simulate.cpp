@@ -11,6 +11,7 @@
 #include "optcast/collectives.hpp"
 #include "optcast/stream.hpp"
 #include "blocks.hpp"
+#include "core/huge_vector.hpp"
 #include "causality.hpp"
 
 namespace optcast::sim {
@@ -20,13 +21,14 @@ namespace {
 // Where each rank's result lives: the recorded messages' blocks are named from it. Only
 // addresses are kept (compared, never read), so it outlives the buffers.
 struct layout {
-  std::vector<std::uintptr_t> base;   // per rank; one entry: shared by every rank
+  detail::huge_vector<std::uintptr_t> base;   // per rank; one entry: shared by every rank
   std::vector<std::size_t> part_off;  // the parts' offsets in it, and the end
   std::size_t blocks = 1;             // each part in this many blocks (block_partition)
 
   template <class F>
   static layout of(const run_request& sp, F&& buffer_of, std::vector<std::size_t> parts) {
     layout l;
+    l.base.reserve(static_cast<std::size_t>(sp.verify ? sp.p : 1));
     for (int r = 0; r < (sp.verify ? sp.p : 1); ++r) l.base.push_back(reinterpret_cast<std::uintptr_t>(buffer_of(r)));
     l.part_off.assign(1, 0);
     for (auto c : parts) l.part_off.push_back(l.part_off.back() + c);
@@ -75,7 +77,7 @@ std::string first_failure(const std::vector<result<void>>& res, std::vector<comm
 // 10^5-rank broadcast's run).
 struct buffers {
   std::size_t size, stride;
-  std::vector<std::uint8_t> all;
+  detail::huge_vector<std::uint8_t> all;
   explicit buffers(const run_request& sp, std::size_t n)
       : size(n), stride((std::max<std::size_t>(n, 1) + 15) & ~std::size_t{15}),
         all((sp.verify ? static_cast<std::size_t>(sp.p) : 1) * stride) {}

@@ -360,9 +360,9 @@ std::shared_ptr<world_state> make_state(int p, const model& m, world_options o) 
   s->m = m;
   s->opts = o;
   const auto P = static_cast<std::size_t>(p), k = static_cast<std::size_t>(m.ports);
-  resize_huge(s->ranks, P);
-  resize_huge(s->channels, 2 * P * k);
-  if (m.kind == model_kind::rounds) resize_huge(s->port_msgs, 2 * P * k, none);
+  s->ranks.resize(P);
+  s->channels.resize(2 * P * k);
+  if (m.kind == model_kind::rounds) s->port_msgs.assign(2 * P * k, none);
   for (std::size_t r = 0; r < P; ++r) {
     auto& rs = s->ranks[r];
     rs.out = std::span(s->channels).subspan(r * k, k);
@@ -382,10 +382,11 @@ std::shared_ptr<world_state> make_state(int p, const model& m, world_options o) 
     if (m.kind != model_kind::rounds && !m.choose) {
       s->rails_per_host = o.layout->rails;
       s->rails.resize(2 * static_cast<std::size_t>(o.layout->hosts()) * static_cast<std::size_t>(o.layout->rails));
-      resize_huge(s->host_links, 2 * P);
+      s->host_links.resize(2 * P);
     }
   }
-  resize_huge(s->fabrics, P, nullptr);
+  s->fabrics.assign(P, nullptr);
+  if (auto* a = s->frames.get()) a->expect(P * 512);  // a rank's frames: a few hundred bytes (none: a sanitizer build)
   s->slab.reset(fabric_slab::create(P * fabric_block));
   return s;
 }
@@ -420,8 +421,7 @@ report world::take_report() const {
   rep.error_detail = s.error_detail;
   rep.log = s.log;
   rep.local = s.local;
-  rep.ranks.reserve(s.ranks.size());
-  detail::prefer_huge_pages(rep.ranks.data(), rep.ranks.capacity() * sizeof(rank_stats));
+  detail::reserve_huge(rep.ranks, s.ranks.size());
   for (const auto& r : s.ranks) {
     rep.ranks.push_back(r.stats);
     auto& st = rep.ranks.back();

@@ -18,6 +18,7 @@
 #include "../common/buffer_pool.hpp"
 #include "../common/op_queue.hpp"
 #include "core/frame_arena.hpp"
+#include "core/huge_vector.hpp"
 
 namespace optcast::sim {
 
@@ -52,12 +53,14 @@ struct message {
 
 // Messages by index, in pages that never move: a vector's doubling copied every message
 // in flight and faulted in fresh pages each time (the wavefront of a 10^5-rank broadcast
-// holds most of its messages at once). Pages come from the kernel, touched only as they
-// fill; after the first, as huge pages (runtime/frame_arena.hpp).
+// holds most of its messages at once). Pages come from the kernel, 4 MiB each, touched
+// only as they fill, as huge pages (core/frame_arena.hpp): at a fault per 4 KiB, a large
+// world's first page alone cost a tenth of its broadcast.
 template <class T>
 class paged_store {
 public:
-  static constexpr std::uint32_t per_page = 16384;
+  static constexpr std::size_t mapped_bytes = std::size_t{4} << 20;
+  static constexpr std::uint32_t per_page = mapped_bytes / sizeof(T);
   paged_store() = default;
   paged_store(const paged_store&) = delete;
   paged_store& operator=(const paged_store&) = delete;
@@ -71,7 +74,7 @@ public:
     if (size_ == pages_.size() * per_page) {
       pages_.reserve(pages_.size() + 1);
       void* page = pages_.empty() ? spare().take() : nullptr;
-      if (!page) page = detail::map_pages(page_bytes, !pages_.empty());
+      if (!page) page = detail::map_pages(mapped_bytes, true);
       if (!page) throw std::bad_alloc();
       pages_.push_back(static_cast<T*>(page));
     }
@@ -81,13 +84,12 @@ public:
   void clear() noexcept {
     for (std::uint32_t i = 0; i < size_; ++i) (*this)[i].~T();
     for (std::size_t i = 0; i < pages_.size(); ++i)
-      if (i > 0 || !spare().keep(pages_[i])) detail::unmap_pages(pages_[i], page_bytes);
+      if (i > 0 || !spare().keep(pages_[i])) detail::unmap_pages(pages_[i], mapped_bytes);
     pages_.clear();
     size_ = 0;
   }
 
 private:
-  static constexpr std::size_t page_bytes = std::size_t{per_page} * sizeof(T);
   // First pages of worlds this thread has ended, kept for its next worlds: a sweep of
   // thousands of small simulations otherwise maps a page per world and faults its memory
   // in afresh (a sixth of such a sweep's time). Huge later pages go back to the kernel.
@@ -102,7 +104,7 @@ private:
       return true;
     }
     ~spares() {
-      while (n) detail::unmap_pages(kept[--n], page_bytes);
+      while (n) detail::unmap_pages(kept[--n], mapped_bytes);
     }
   };
   static spares& spare() noexcept {
@@ -226,20 +228,8 @@ struct rank_state {
 
 class sim_fabric;
 
-// Sized for n elements, the memory advised as huge pages before it is first touched
-// (task.hpp's prefer_huge_pages): the world's per-rank arrays.
-template <class V>
-void resize_huge(V& v, std::size_t n) {
-  v.reserve(n);
-  detail::prefer_huge_pages(v.data(), v.capacity() * sizeof(typename V::value_type));
-  v.resize(n);
-}
-template <class V>
-void resize_huge(V& v, std::size_t n, const typename V::value_type& value) {
-  v.reserve(n);
-  detail::prefer_huge_pages(v.data(), v.capacity() * sizeof(typename V::value_type));
-  v.assign(n, value);
-}
+// The world's per-rank arrays, on huge pages of their own.
+using detail::huge_vector;
 
 // Where a world's fabrics (and their shared_ptr control blocks) live: one run of huge
 // pages rather than 10^5 separate blocks of malloc's, each faulting in its own memory.
@@ -254,7 +244,8 @@ public:
 #endif
     // A small world's fabrics come from the heap, whose memory the next world reuses: a
     // slab of its own would fault fresh pages in for each of a sweep's thousands of worlds.
-    if (bytes < (std::size_t{2} << 20)) bytes = 0;
+    constexpr std::size_t huge = std::size_t{2} << 20;
+    bytes = bytes < huge ? 0 : (bytes + huge - 1) / huge * huge;  // a partial huge page would fault per 4 KiB
     auto* s = new fabric_slab;
     s->size_ = bytes;
     s->base_ = bytes ? static_cast<char*>(detail::map_pages(bytes, true)) : nullptr;
@@ -341,14 +332,15 @@ struct world_state {
   frame_hold frames;  // first: destroyed last
   sim::model m;
   world_options opts;
-  std::vector<rank_state> ranks;
-  std::vector<channel> channels;          // every rank's out ports, then every rank's in ports
-  std::vector<std::uint32_t> port_msgs;   // rounds model: the same for busy_with and in_with
+  huge_vector<rank_state> ranks;
+  huge_vector<channel> channels;          // every rank's out ports, then every rank's in ports
+  huge_vector<std::uint32_t> port_msgs;   // rounds model: the same for busy_with and in_with
   // Under a layout (not the rounds model): every host's rails out, then every host's rails
   // in ([host * rails + rail]), and every rank's host-local channel out, then in.
-  std::vector<channel> rails, host_links;
+  std::vector<channel> rails;
+  huge_vector<channel> host_links;
   int rails_per_host = 1;
-  std::vector<sim_fabric*> fabrics;
+  huge_vector<sim_fabric*> fabrics;
   slab_hold slab;  // where fabrics come from
   paged_store<message> msgs;
   std::vector<std::uint32_t> free_msgs;
