@@ -92,7 +92,7 @@ public:
 private:
   // First pages of worlds this thread has ended, kept for its next worlds: a sweep of
   // thousands of small simulations otherwise maps a page per world and faults its memory
-  // in afresh (a sixth of such a sweep's time). Huge later pages go back to the kernel.
+  // in afresh (a sixth of such a sweep's time). Later pages go back to the kernel.
   struct spares {
     static constexpr std::size_t most = 4;
     T* kept[most] = {};
