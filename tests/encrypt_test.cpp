@@ -110,7 +110,9 @@ result<std::vector<std::byte>> send_through_flipper(bool encrypt) {
   t.join();
   flipping_proxy proxy(endpoint_of(tcp::listen_address(*f1)), 56 + 32 + 56 + 500);
   REQUIRE(me.set_wait("optcast/addr/1", proxy.address(), 5s));
-  communicator c0(f0), c1(f1);
+  // The communicators hold the only references: the ranks close their connections when
+  // they go, before the proxy, which relays until a side closes (else 5 s idle).
+  communicator c0(std::move(f0)), c1(std::move(f1));
   const auto sent = bytes(1000, 3);
   std::vector<std::byte> got(1000);
   result<void> r0, r1;

@@ -257,9 +257,11 @@ TEST_CASE("no rank exits 0 from a failed job; rank 0 leaves within one deadline"
       }
     }
     {
-      INFO("rank 2 stalls for 4 deadlines");
+      // Past the bound on rank 0's exit below, so that rank 2's waking cannot be what ends
+      // it (the launcher waits for rank 2, which must report the failure too).
+      INFO("rank 2 stalls for 2.5 deadlines");
       const long deadline = 2000;
-      auto out = run_job(4, "--fabric " + fabric + " --bytes 1000 --stall-rank 2 --stall-ms 8000 --timeout-ms " + std::to_string(deadline), env);
+      auto out = run_job(4, "--fabric " + fabric + " --bytes 1000 --stall-rank 2 --stall-ms 5000 --timeout-ms " + std::to_string(deadline), env);
       CHECK(out.launcher_status != 0);
       for (int r = 0; r < 4; ++r) {
         const auto& rep = out.reports[static_cast<std::size_t>(r)];
