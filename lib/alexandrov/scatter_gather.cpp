@@ -24,7 +24,7 @@ struct place {
 };
 
 // A segment in messages of `item` bytes (Short-Message), or whole (item = 0).
-struct pieces {
+struct message_cut {
   std::size_t item;
   std::size_t count(std::size_t bytes) const noexcept { return item ? (bytes + item - 1) / item : (bytes ? 1 : 0); }
   std::pair<std::size_t, std::size_t> at(std::size_t bytes, std::size_t i) const noexcept {
@@ -182,7 +182,7 @@ task<result<void>> scatter_direct(fabric& f, std::uint32_t seq, std::span<const 
   const auto seg = [&](int w) {
     return std::pair{offset[static_cast<std::size_t>(w)], offset[static_cast<std::size_t>(w) + 1] - offset[static_cast<std::size_t>(w)]};
   };
-  const pieces cut{item};
+  const message_cut cut{item};
   if (v == 0) {
     if (const auto [at, bytes] = seg(0); bytes) std::memcpy(out.data(), all.data() + at, bytes);
     for (int w = 1; w < P; ++w) {
@@ -208,7 +208,7 @@ task<result<void>> gather_direct(fabric& f, std::uint32_t seq, std::span<const s
                                  int root, detail::segment_offsets offset, std::size_t item) {
   const int P = f.size();
   const int v = detail::rooted{P, root}.virt(f.rank());
-  const pieces cut{item};
+  const message_cut cut{item};
   if (v != 0) {
     for (std::size_t i = 0; i < cut.count(in.size()); ++i) {
       const auto [off, len] = cut.at(in.size(), i);
