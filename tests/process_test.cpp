@@ -90,7 +90,7 @@ static job_outcome broadcasts(int p, const std::string& roots, const std::string
   return out;
 }
 
-TEST_CASE("broadcast among real processes over TCP", "[tcp][process]") {
+TEST_CASE("broadcast among real processes over TCP", "[tcp][process][beside]") {
   for (int p : {1, 2, 3, 5, 8}) {
     const auto out = broadcasts(p, std::to_string(0) + "," + std::to_string(p - 1) + "," + std::to_string(p / 2), "0,1,1000003,4MiB");
     // The ranks share this host: their blocks of 4 MiB / 9 went by single copy (the
@@ -99,7 +99,7 @@ TEST_CASE("broadcast among real processes over TCP", "[tcp][process]") {
   }
 }
 
-TEST_CASE("ranks of one host copy large messages out of each other's memory, unless told not to", "[tcp][process]") {
+TEST_CASE("ranks of one host copy large messages out of each other's memory, unless told not to", "[tcp][process][beside]") {
   // Every message, of every size, by reference (OPTCAST_SHM_MIN=1), then none (OPTCAST_SHM=0).
   auto all = broadcasts(5, "0,4", "1,1000003,4MiB", "tcp", "OPTCAST_SHM_MIN=1");
   CHECK(all.single_copies >= 2 * 3 * 4);  // each broadcast reaches every other rank at least once
@@ -113,13 +113,13 @@ TEST_CASE("ranks of one host copy large messages out of each other's memory, unl
   CHECK(asked.single_copies > 0);
 }
 
-TEST_CASE("binomial broadcast among real processes", "[tcp][process]") {
+TEST_CASE("binomial broadcast among real processes", "[tcp][process][beside]") {
   auto out = run_job(6, "--root 4 --bytes 300001 --algorithm binomial");
   REQUIRE(out.launcher_status == 0);
   for (auto& rep : out.reports) CHECK(rep == "ok");
 }
 
-TEST_CASE("the launcher gives its ranks a job secret; a user's secret is passed on and checked", "[tcp][process]") {
+TEST_CASE("the launcher gives its ranks a job secret; a user's secret is passed on and checked", "[tcp][process][beside]") {
   auto out = run_job(3, "--bytes 1000");
   CHECK(out.launcher_status == 0);
   CHECK(out.launcher_stderr.find("no job secret") == std::string::npos);  // rank 0 warns without one
@@ -193,13 +193,13 @@ static void ofi_broadcasts(bool every_root) {
     }
 }
 
-TEST_CASE("broadcast among real processes over libfabric, roots 0 and p - 1", "[ofi][process]") { ofi_broadcasts(false); }
+TEST_CASE("broadcast among real processes over libfabric, roots 0 and p - 1", "[ofi][process][beside]") { ofi_broadcasts(false); }
 
-TEST_CASE("broadcast among real processes over libfabric, every root", "[ofi][process][full]") { ofi_broadcasts(true); }
+TEST_CASE("broadcast among real processes over libfabric, every root", "[ofi][process][full][beside]") { ofi_broadcasts(true); }
 
 // liboptcast loads libfabric when a rank first makes a libfabric fabric: one that cannot
 // be loaded fails every rank at start-up, saying which and why, and the job with them.
-TEST_CASE("a libfabric that cannot be loaded fails the job with the reason", "[ofi][process]") {
+TEST_CASE("a libfabric that cannot be loaded fails the job with the reason", "[ofi][process][beside]") {
   auto out = run_job(2, "--fabric ofi --bytes 1000", "OPTCAST_LIBFABRIC=/nonexistent/libfabric.so.1");
   CHECK(out.launcher_status != 0);
   CHECK(out.launcher_stderr.find("cannot load libfabric (/nonexistent/libfabric.so.1)") != std::string::npos);
@@ -304,7 +304,7 @@ static void uneven_job(const std::string& fabric, const std::string& env) {
   }
 }
 
-TEST_CASE("a rank that finishes first and leaves does not fail the others (TCP)", "[tcp][process]") {
+TEST_CASE("a rank that finishes first and leaves does not fail the others (TCP)", "[tcp][process][beside]") {
   // Ranks of one host (single copy, a connection per direction), and as ranks of different
   // hosts (one connection per pair both ways: goodbyes and closes on shared sockets).
   uneven_job("tcp", "");
@@ -312,7 +312,7 @@ TEST_CASE("a rank that finishes first and leaves does not fail the others (TCP)"
   uneven_job("tcp", "OPTCAST_SHM=0 OPTCAST_ENCRYPT=1");
 }
 
-TEST_CASE("a rank that finishes first and leaves does not fail the others (libfabric)", "[ofi][process]") {
+TEST_CASE("a rank that finishes first and leaves does not fail the others (libfabric)", "[ofi][process][beside]") {
   for (const auto& env : ofi_envs()) uneven_job("ofi", env);
 }
 
