@@ -34,9 +34,9 @@ loaded load() {
   // receive context when an endpoint is enabled, zeroed: at its default (4,096 in 1.17)
   // 68 MiB and 17,400 page faults an endpoint, 0.17 s of fi_enable on this VM, paid by
   // every rank of a job at start and by every endpoint of a world of threads. 1,024 (one
-  // chunk of its pool, 4,500 faults) still buffer 16 MiB of eager messages, where the tcp
-  // provider holds back what has no buffer yet rather than dropping it; the 4 MiB
-  // collectives of optcast-bench coll on 4 ranks timed the same within their noise. The
+  // chunk of its pool, 4,500 faults) still buffer 16 MiB of eager messages; the 8 B to
+  // 4 MiB collectives of optcast-bench coll on 4 ranks timed the same within their noise
+  // (not tried: a flood of small messages that outruns 1,024 buffers). The
   // provider reads its parameters from the environment only, once, when fi_getinfo first
   // runs: set here, before that, and never over the user's own value.
   ::setenv("FI_OFI_RXM_MSG_RX_SIZE", "1024", 0);
