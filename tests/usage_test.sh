@@ -42,6 +42,8 @@ if grep -q -- "--np" <<<"$p2p_help"; then echo "FAIL: p2p's help names --np"; fa
 expect_refusal "a size cannot be negative" "$tool" simulate --collective broadcast --p 4 --bytes=-3
 expect_refusal "is more than the largest size allowed" "$tool" calibrate --fabric sim --big 2GiB
 expect_refusal "is less than the smallest size allowed" "$tool" calibrate --fabric sim --big 1
+expect_refusal "a size cannot be negative" "$tool" pingpong --bytes 8,-1
+expect_refusal "is more than the largest size allowed" "$tool" pingpong --bytes 1GiB
 # And the good ones still run.
 "$demo" --np 2 --bytes 64KiB --iterations 1 >/dev/null || { echo "FAIL: a good size was refused"; fails=$((fails + 1)); }
 [ "$fails" = 0 ] || exit 1

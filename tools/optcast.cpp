@@ -6,6 +6,7 @@
 //   optcast calibrate --fabric tcp --np 2  the fabric's LogGP parameters
 //   optcast trace merge DIR -o FILE      the ranks' traces (OPTCAST_TRACE=DIR) in one file
 //   optcast store --np N --port P        a job's TCP store, apart from its ranks
+//   optcast pingpong [--bytes LIST]      one message between two processes of this host, each way
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -34,7 +35,9 @@ const char* usage =
     "  simulate   run a collective on P simulated ranks under a cost model (--list: all)\n"
     "  calibrate  measure a fabric's LogGP parameters L, o, g, G (and save them for reuse)\n"
     "  trace      merge the per-rank traces OPTCAST_TRACE=DIR wrote into one (Chrome / Perfetto)\n"
-    "  store      serve a job's TCP store apart from its ranks (then rank 0 may die too)\n\n"
+    "  store      serve a job's TCP store apart from its ranks (then rank 0 may die too)\n"
+    "  pingpong   time one message between two processes of this host: shared-memory ring, unix\n"
+    "             socket, loopback TCP\n\n"
     "Run 'optcast <command> --help' for the options of a command.\n";
 
 int cmd_schedule(int argc, char** argv) {
@@ -306,6 +309,7 @@ int main(int argc, char** argv) {
   if (cmd == "calibrate") return optcast::tools::cmd_calibrate(argc, argv);
   if (cmd == "trace") return optcast::tools::cmd_trace(argc, argv);
   if (cmd == "store") return optcast::tools::cmd_store(argc, argv);
+  if (cmd == "pingpong") return optcast::tools::cmd_pingpong(argc, argv);
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(usage, stdout);
     return 0;
