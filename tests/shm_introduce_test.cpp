@@ -15,9 +15,10 @@
 #include <future>
 #include <vector>
 
-#include "shm/introduce.hpp"
+#include "shm_peers.hpp"
 
 using namespace optcast::shm;
+using namespace optcast::shm::testing;
 
 namespace {
 
@@ -35,44 +36,10 @@ struct socket_pair {
   }
 };
 
-// A listening unix socket in the abstract namespace, and how to reach it: SO_PEERCRED
-// names the process that connected or listened (a socketpair's would name its creator for
-// both ends).
-struct listener {
-  int fd = -1;
-  sockaddr_un addr{};
-  listener() {
-    fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(fd >= 0);
-    addr.sun_family = AF_UNIX;
-    const std::string name = "optcast-shm-test-" + std::to_string(::getpid());
-    std::memcpy(addr.sun_path + 1, name.data(), name.size());  // sun_path[0] = 0: abstract
-    len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) == 0);
-    REQUIRE(::listen(fd, 1) == 0);
-  }
-  ~listener() { ::close(fd); }
-  int connect() const {
-    const int c = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    return c >= 0 && ::connect(c, reinterpret_cast<const sockaddr*>(&addr), len) == 0 ? c : -1;
-  }
-  socklen_t len = 0;
-};
-
 std::size_t open_descriptors() {
   std::size_t n = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
   return n;
-}
-
-introduction as(int rank, int peer_rank, std::uint64_t job = 42) {
-  introduction i;
-  i.job = job;
-  i.rank = rank;
-  i.peer_rank = peer_rank;
-  i.capacity = 1 << 16;
-  i.user = ::getuid();
-  return i;
 }
 
 // Reads exactly n bytes from a link, sleeping on `bell` when none are there.
@@ -119,7 +86,7 @@ TEST_CASE("two processes introduced over a unix socket exchange a megabyte each 
     std::_Exit(0);
   }
   doorbell bell;
-  const int sock = ::accept4(ear.fd, nullptr, nullptr, SOCK_CLOEXEC);
+  const int sock = ear.accept();
   REQUIRE(sock >= 0);
   auto l = introduce(sock, as(0, 1), bell);
   ::close(sock);  // the rings outlive it (a fabric keeps it, to see the peer go)

@@ -1,0 +1,303 @@
+// The rings as an Asio stream (net/shm/stream.hpp), between two processes each running its
+// own loop: asio::async_write and async_read carry every byte through memory, the loops
+// sleeping on their doorbells; a peer that dies ends the stream at once, after what it
+// wrote; and a stream closed or destroyed with operations waiting aborts them.
+#include <catch2/catch.hpp>
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include <asio/read.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/write.hpp>
+
+#include "shm/stream.hpp"
+#include "shm_peers.hpp"
+
+using namespace optcast::shm;
+using namespace optcast::shm::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+// This process's end: its loop, hub and stream (introduced on `sock`, which it keeps).
+struct end {
+  asio::io_context io;
+  hub h{io};
+  std::optional<stream> s;
+  bool open(int sock, int rank, std::size_t capacity = 1 << 16) {
+    auto ch = introduce(sock, as(rank, 1 - rank, capacity), h.bell());
+    if (!ch) return false;
+    s.emplace(h, std::move(*ch), sock);
+    return true;
+  }
+};
+
+std::byte at(std::size_t i) { return static_cast<std::byte>((i * 40503u) >> 7); }
+
+}  // namespace
+
+TEST_CASE("asio::async_write and async_read carry every byte through the rings, both loops sleeping between", "[shm]") {
+  listener ear;
+  const std::size_t total = 16u << 20;
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // reads everything, checks it, writes it back
+    end e;
+    if (!e.open(ear.connect(), 1)) std::_Exit(10);
+    std::vector<std::byte> buf(total);
+    int status = 0;
+    asio::async_read(*e.s, asio::buffer(buf), [&](std::error_code ec, std::size_t n) {
+      if (ec || n != total) return void(status = 11);
+      for (std::size_t i = 0; i < total; ++i)
+        if (buf[i] != at(i)) return void(status = 12);
+      asio::async_write(*e.s, asio::buffer(buf), [&](std::error_code ec2, std::size_t n2) {
+        if (ec2 || n2 != total) status = 13;
+        e.io.stop();
+      });
+    });
+    e.io.run_for(60s);  // a stream keeps watching for its peer's end: the loop never runs dry
+    std::_Exit(status);
+  }
+  end e;
+  REQUIRE(e.open(ear.accept(), 0));
+  CHECK(e.s->peer().pid == child);
+  std::vector<std::byte> out(total), back(total);
+  for (std::size_t i = 0; i < total; ++i) out[i] = at(i);
+  // Written in pieces of random sizes, each an async_write of its own, as frames are.
+  std::mt19937 rng(3);
+  std::size_t sent = 0;
+  std::error_code write_error, read_error;
+  std::size_t got = 0;
+  std::function<void()> next = [&] {
+    if (sent == total) return;
+    const std::size_t n = std::min<std::size_t>(total - sent, 1 + rng() % 300000);
+    asio::async_write(*e.s, asio::buffer(out.data() + sent, n), [&, n](std::error_code ec, std::size_t) {
+      if (ec) return void(write_error = ec);
+      sent += n;
+      next();
+    });
+  };
+  next();
+  asio::async_read(*e.s, asio::buffer(back), [&](std::error_code ec, std::size_t n) {
+    read_error = ec;
+    got = n;
+    e.io.stop();
+  });
+  e.io.run_for(60s);  // a lost wake-up would leave both loops asleep until then
+  CHECK_FALSE(write_error);
+  CHECK_FALSE(read_error);
+  CHECK(got == total);
+  CHECK(back == out);
+  int status = -1;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // 11-13: the child's read, check or write failed
+}
+
+TEST_CASE("a peer that dies ends the stream at once, after what it wrote", "[shm]") {
+  listener ear;
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // writes 100 bytes and exits without a word
+    end e;
+    if (!e.open(ear.connect(), 1)) std::_Exit(10);
+    std::vector<std::byte> hundred(100, std::byte{5});
+    std::error_code ec;
+    if (e.s->write_some(asio::buffer(hundred), ec) != 100) std::_Exit(11);
+    std::_Exit(0);
+  }
+  end e;
+  REQUIRE(e.open(ear.accept(), 0));
+  std::vector<std::byte> buf(100);
+  std::error_code first, second, write_after;
+  std::size_t n = 0;
+  asio::async_read(*e.s, asio::buffer(buf), [&](std::error_code ec, std::size_t k) {
+    first = ec;
+    n = k;
+    e.s->async_read_some(asio::buffer(buf), [&](std::error_code ec2, std::size_t) {
+      second = ec2;
+      e.s->async_write_some(asio::buffer(buf), [&](std::error_code ec3, std::size_t) {
+        write_after = ec3;
+        e.io.stop();
+      });
+    });
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  e.io.run_for(10s);
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);  // told by the socket's end, not a timeout
+  CHECK_FALSE(first);
+  CHECK(n == 100);
+  CHECK(buf == std::vector<std::byte>(100, std::byte{5}));
+  CHECK(second == asio::error::eof);
+  CHECK(write_after == asio::error::broken_pipe);
+  int status = -1;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("a full ring keeps a write waiting until the peer reads, and async_wait sees bytes come", "[shm]") {
+  listener ear;
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // waits for the parent's word (a byte through the ring), then drains 64 KiB and writes one byte
+    end e;
+    if (!e.open(ear.connect(), 1, 4096)) std::_Exit(10);
+    std::vector<std::byte> buf(1 << 16);
+    int status = 1;
+    asio::async_read(*e.s, asio::buffer(buf), [&](std::error_code ec, std::size_t) {
+      if (ec) return;
+      const std::byte one{1};
+      std::error_code wec;
+      status = e.s->write_some(asio::buffer(&one, 1), wec) == 1 ? 0 : 12;
+      e.io.stop();
+    });
+    e.io.run_for(20s);
+    std::_Exit(status);
+  }
+  end e;
+  REQUIRE(e.open(ear.accept(), 0, 4096));
+  // Nothing to read yet: read_some says so at once.
+  std::byte b{};
+  std::error_code ec;
+  CHECK(e.s->read_some(asio::buffer(&b, 1), ec) == 0);
+  CHECK(ec == asio::error::would_block);
+  std::vector<std::byte> data(1 << 16, std::byte{3});
+  std::error_code wrote, waited;
+  bool write_done = false, wait_done = false;
+  asio::async_write(*e.s, asio::buffer(data), [&](std::error_code e2, std::size_t) {
+    wrote = e2;
+    write_done = true;
+  });
+  e.s->async_wait(stream::wait_type::wait_read, [&](std::error_code e2) {
+    waited = e2;
+    wait_done = true;
+    e.io.stop();  // the write completed before: the peer reads all of it before it answers
+  });
+  e.io.run_for(15s);
+  CHECK(write_done);  // 64 KiB through a 4 KiB ring: the write slept for room many times
+  CHECK_FALSE(wrote);
+  CHECK(wait_done);
+  CHECK_FALSE(waited);
+  CHECK(e.s->read_some(asio::buffer(&b, 1), ec) == 1);
+  CHECK(b == std::byte{1});
+  int status = -1;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("a stream closed or destroyed with operations waiting aborts them, and its peer sees the end", "[shm]") {
+  listener ear;
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // reads until the end: exit 0 if it came as eof
+    end e;
+    if (!e.open(ear.connect(), 1)) std::_Exit(10);
+    std::byte b{};
+    int status = 11;
+    e.s->async_read_some(asio::buffer(&b, 1), [&](std::error_code ec, std::size_t) {
+      status = ec == asio::error::eof ? 0 : 12;
+      e.io.stop();
+    });
+    e.io.run_for(20s);
+    std::_Exit(status);
+  }
+  std::error_code aborted;
+  bool called = false;
+  {
+    end e;
+    REQUIRE(e.open(ear.accept(), 0));
+    std::byte b{};
+    e.s->async_read_some(asio::buffer(&b, 1), [&](std::error_code ec, std::size_t) {
+      aborted = ec;
+      called = true;
+    });
+    e.io.poll();
+    CHECK_FALSE(called);  // nothing came: it waits
+    SECTION("closed") {
+      e.s->close();
+      e.io.poll();
+      CHECK(called);
+    }
+    SECTION("destroyed") {
+      e.s.reset();
+      e.io.poll();
+      CHECK(called);
+    }
+  }
+  CHECK(aborted == asio::error::operation_aborted);
+  int status = -1;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WEXITSTATUS(status) == 0);  // the child's read ended with eof
+}
+
+TEST_CASE("one doorbell serves every stream of a loop: two peers writing at once are both read", "[shm]") {
+  listener ear;
+  const std::size_t total = 4u << 20;
+  std::vector<pid_t> children;
+  for (int c = 0; c < 2; ++c) {
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {  // writes the pattern, shifted by its number, then waits for the end
+      end e;
+      if (!e.open(ear.connect(), 1, 4096)) std::_Exit(10);
+      std::vector<std::byte> data(total);
+      for (std::size_t i = 0; i < total; ++i) data[i] = at(i + static_cast<std::size_t>(c));
+      int status = 11;
+      asio::async_write(*e.s, asio::buffer(data), [&](std::error_code ec, std::size_t) {
+        if (ec) return e.io.stop();
+        e.s->async_read_some(asio::buffer(data.data(), 1), [&](std::error_code ec2, std::size_t) {
+          status = ec2 == asio::error::eof ? 0 : 12;
+          e.io.stop();
+        });
+      });
+      e.io.run_for(60s);
+      std::_Exit(status);
+    }
+    children.push_back(child);
+  }
+  asio::io_context io;
+  hub h(io);
+  std::vector<std::unique_ptr<stream>> streams;
+  std::vector<std::vector<std::byte>> bufs(2, std::vector<std::byte>(total));
+  for (int c = 0; c < 2; ++c) {
+    const int sock = ear.accept();
+    REQUIRE(sock >= 0);
+    auto ch = introduce(sock, as(0, 1, 4096), h.bell());
+    REQUIRE(ch);
+    streams.push_back(std::make_unique<stream>(h, std::move(*ch), sock));
+  }
+  int done = 0;
+  std::vector<std::error_code> errors(2);
+  for (std::size_t c = 0; c < 2; ++c)
+    asio::async_read(*streams[c], asio::buffer(bufs[c]), [&, c](std::error_code ec, std::size_t) {
+      errors[c] = ec;
+      if (++done == 2) io.stop();
+    });
+  io.run_for(60s);
+  CHECK(done == 2);
+  for (std::size_t c = 0; c < 2; ++c) {
+    CHECK_FALSE(errors[c]);
+    // Which child came first is the kernel's choice: each buffer is one child's whole pattern.
+    const std::size_t shift = bufs[c][0] == at(0) && bufs[c][1] == at(1) ? 0 : 1;
+    bool whole = true;
+    for (std::size_t i = 0; i < total && whole; ++i) whole = bufs[c][i] == at(i + shift);
+    CHECK(whole);
+  }
+  streams.clear();  // the children see their ends
+  for (const pid_t child : children) {
+    int status = -1;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+}
