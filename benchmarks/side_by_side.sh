@@ -22,6 +22,10 @@
 #                    six); Open MPI's barrier is timed by benchmarks/peers/mpi_barrier_bench.c,
 #                    Gloo's benchmark has none
 #   --time S         seconds of repetitions per (op, size) and library (default 2)
+#   --timing T       sync (default: every rank starts at an agreed instant, its wake-up timed
+#                    too) or loop (a barrier, then --calls calls back to back, the slowest
+#                    rank's time / calls: per-call costs that sync's wake-up hides), for all three
+#   --calls K        calls per timed repetition with --timing loop (default 50)
 #   --goodput MBIT   what one TCP flow carries on a link, for the bounds (default 95.4% of
 #                    RATE, what iperf3 measures on netcluster.sh's 1gbit links)
 #   --calibration F  optcast's cost model (OPTCAST_CALIBRATION) from file F; default: measure
@@ -37,7 +41,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 hosts=8 ppn=1 rails=1 rate=1gbit sizes=8,65536,1048576,16777216 ops=bcast,scatter,gather,reduce,allreduce,allgather
-budget=2 out="" keep=0 goodput="" calibration="" record=""
+budget=2 out="" keep=0 goodput="" calibration="" record="" timing=sync calls=50
 command="benchmarks/side_by_side.sh $*"
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
@@ -49,6 +53,8 @@ while [ $# -gt 0 ]; do
     --sizes) sizes=$2; shift 2 ;;
     --ops) ops=$2; shift 2 ;;
     --time) budget=$2; shift 2 ;;
+    --timing) timing=$2; shift 2 ;;
+    --calls) calls=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --record) record=$2; shift 2 ;;
     --goodput) goodput=$2; shift 2 ;;
@@ -61,6 +67,11 @@ done
 [[ $hosts =~ ^[0-9]+$ ]] && [ "$hosts" -ge 2 ] || { echo "side_by_side: --hosts needs a number >= 2" >&2; exit 2; }
 [[ $ppn =~ ^[0-9]+$ ]] && [ "$ppn" -ge 1 ] || { echo "side_by_side: --ppn needs a number >= 1" >&2; exit 2; }
 [[ $rails =~ ^[0-9]+$ ]] && [ "$rails" -ge 1 ] || { echo "side_by_side: --rails needs a number >= 1" >&2; exit 2; }
+[ "$timing" = sync ] || [ "$timing" = loop ] || { echo "side_by_side: --timing is sync or loop" >&2; exit 2; }
+[[ $calls =~ ^[0-9]+$ ]] && [ "$calls" -ge 1 ] || { echo "side_by_side: --calls needs a number >= 1" >&2; exit 2; }
+# The same timing options for every library's benchmark (their -T and -K mean the same).
+timing_args=(-T "$timing")
+[ "$timing" = loop ] && timing_args+=(-K "$calls")
 export PPN=$ppn
 [ "$(id -u)" = 0 ] || { echo "side_by_side: network namespaces need root" >&2; exit 2; }
 SHARED=${SHARED:-$here/../shared}
@@ -116,13 +127,14 @@ cal_env=()
 # optcast: one rank per host, the store on h0 (examples/cluster_bench.sh).
 run_optcast() {  # label
   env "${cal_env[@]}" NETCLUSTER="$NC" BENCH="$BIN" bash "$here/examples/cluster_bench.sh" "$hosts" coll -L "$1" -l "$sizes" \
-    -o "$ops" -t "$budget" ${OPTCAST_ARGS:-}
+    -o "$ops" -t "$budget" "${timing_args[@]}" ${OPTCAST_ARGS:-}
 }
 
 # Each library spends about --time per (op, size): say how long each stage will take.
 n_ops=$(tr ',' '\n' <<<"$ops" | grep -c .) n_sizes=$(tr ',' '\n' <<<"$sizes" | grep -c .)
 stage() {  # step label ops
-  echo "== [$1/$stages] $2: $3 ops x $n_sizes sizes x $budget s, about $(($3 * n_sizes * budget)) s  ($(date +%T))" >&2
+  # --time may be a fraction: the shell's arithmetic is integers only.
+  echo "== [$1/$stages] $2: $3 ops x $n_sizes sizes x $budget s, about $(awk -v a="$3" -v b="$n_sizes" -v c="$budget" 'BEGIN {printf "%.0f", a * b * c}') s  ($(date +%T))" >&2
 }
 # Open MPI's hierarchical collectives (coll/han, off by default) where there is a hierarchy.
 han=0
@@ -139,11 +151,11 @@ run_mpi() {  # label output [mpirun options]
   shift 2
   : >"$file"
   if [ -n "$peer_ops" ]; then
-    bash "$PEERS/run_mpi_netns.sh" "$hosts" "$@" -- "$out/bin/mpi_coll_bench" -L "$label" -o "$peer_ops" -l "$sizes" -t "$budget" \
+    bash "$PEERS/run_mpi_netns.sh" "$hosts" "$@" -- "$out/bin/mpi_coll_bench" -L "$label" -o "$peer_ops" -l "$sizes" -t "$budget" "${timing_args[@]}" \
       >>"$file" 2>"${file%.txt}.err" || { echo "side_by_side: Open MPI ($label) failed:" >&2; tail -5 "${file%.txt}.err" >&2; exit 1; }
   fi
   if [ $barrier = 1 ]; then
-    bash "$PEERS/run_mpi_netns.sh" "$hosts" "$@" -- "$out/bin/mpi_barrier_bench" -L "$label" -l "$sizes" -t "$budget" \
+    bash "$PEERS/run_mpi_netns.sh" "$hosts" "$@" -- "$out/bin/mpi_barrier_bench" -L "$label" -l "$sizes" -t "$budget" "${timing_args[@]}" \
       >>"$file" 2>>"${file%.txt}.err" || { echo "side_by_side: Open MPI's barrier ($label) failed:" >&2; tail -5 "${file%.txt}.err" >&2; exit 1; }
   fi
 }
@@ -160,14 +172,14 @@ fi
 stage $((3 + han)) Gloo "$(tr ',' '\n' <<<"$gloo_ops" | grep -c .)"
 : >"$out/gloo.txt"
 if [ -n "$gloo_ops" ]; then
-  GLOO_BENCH="$out/bin/gloo_coll_bench" bash "$PEERS/run_gloo.sh" netns "$hosts" -L gloo -o "$gloo_ops" -l "$sizes" -t "$budget" \
+  GLOO_BENCH="$out/bin/gloo_coll_bench" bash "$PEERS/run_gloo.sh" netns "$hosts" -L gloo -o "$gloo_ops" -l "$sizes" -t "$budget" "${timing_args[@]}" \
     >"$out/gloo.txt" 2>"$out/gloo.err" || { echo "side_by_side: Gloo failed:" >&2; tail -5 "$out/gloo.err" >&2; exit 1; }
 fi
 stage $((4 + han)) "optcast (2 of 2)" "$n_ops"
 run_optcast "optcast#2" >"$out/optcast2.txt"
 
 [ -n "$goodput" ] || goodput=$(python3 -c "import re,sys; n,u=re.match(r'([0-9.]+)([a-z]*)',sys.argv[1].lower()).groups(); print(0.954*float(n)*{'gbit':1000,'mbit':1,'kbit':1e-3}.get(u,1e-6))" "$rate")
-echo "# $hosts hosts x $ppn ranks x $rails rails at $rate (bounds at $goodput Mbit/s; one TCP flow measured ${flow:-?} Mbit/s by iperf3), sizes $sizes, $budget s per (op, size) and library, $(date -u +%F); optcast's model: ${calibration}; raw outputs in $out"
+echo "# $hosts hosts x $ppn ranks x $rails rails at $rate (bounds at $goodput Mbit/s; one TCP flow measured ${flow:-?} Mbit/s by iperf3), sizes $sizes, $budget s per (op, size) and library, timing $timing$([ "$timing" = loop ] && echo " (K=$calls)"), $(date -u +%F); optcast's model: ${calibration}; raw outputs in $out"
 python3 "$here/benchmarks/table.py" --p "$hosts" --ppn "$ppn" --rails "$rails" --rate-mbit "$goodput" \
   "$out/optcast1.txt" "${mpi_files[@]}" "$out/gloo.txt" "$out/optcast2.txt"
 if [ -n "$record" ]; then

@@ -9,8 +9,11 @@
 // namespaces of one kernel); every repetition they agree on a start instant
 // Ts = max(now) + 1 ms, sleep until it, run the collective, and the repetition takes the
 // latest rank's end - Ts. --timing local: a barrier, then the largest local duration
-// (what OSU-style benchmarks do; works across machines). One warm-up; results checked on
-// the warm-up and the last repetition, on every rank.
+// (what OSU-style benchmarks do; works across machines). --timing loop: a barrier, then
+// --calls K calls back to back, the repetition the largest local duration / K (the
+// start's wake-up, tens of microseconds, paid once per K calls: per-call costs of a few
+// microseconds show; as the peers' -T loop -K). One warm-up; results checked on the
+// warm-up and the last repetition, on every rank.
 #include <time.h>
 
 #include <algorithm>
@@ -190,7 +193,7 @@ int coll_cmd(int argc, char** argv) {
   std::vector<std::size_t> sizes;
   std::size_t min_bytes = 8, max_bytes = std::size_t{64} << 20;
   double budget = 2.0;
-  int np = 0, blocks = 0, min_reps = 3, max_reps = 200;
+  int np = 0, blocks = 0, min_reps = 3, max_reps = 200, calls = 50;
   bool json = false;
   std::string api = "task";
   app.add_option("--api", api,
@@ -209,8 +212,12 @@ int coll_cmd(int argc, char** argv) {
   app.add_option("--min-reps,-m", min_reps, "fewest timed repetitions")->check(CLI::Range(1, 1000000))->capture_default_str();
   app.add_option("--max-reps,-r", max_reps, "most timed repetitions")->check(CLI::Range(1, 1000000))->capture_default_str();
   app.add_option("--label,-L", label, "the first column")->capture_default_str();
-  app.add_option("--timing,-T", timing, "sync (one shared clock: all start at an agreed instant) or local (barrier, largest local time)")
-      ->check(CLI::IsMember({"sync", "local"}))->capture_default_str();
+  app.add_option("--timing,-T", timing,
+                 "sync (one shared clock: all start at an agreed instant), local (barrier, largest local time) or loop "
+                 "(barrier, --calls calls back to back, largest local time / calls)")
+      ->check(CLI::IsMember({"sync", "local", "loop"}))->capture_default_str();
+  auto* calls_opt = app.add_option("--calls,-K", calls, "loop timing: calls back to back per timed repetition")
+                        ->check(CLI::Range(1, 1000000))->capture_default_str();
   app.add_option("--alg", algs, "algorithms: NAME for every collective that has it, or OP=NAME (e.g. bcast=fibonacci)")->delimiter(',');
   app.add_option("--blocks", blocks, "pipelining depth for every collective (0: the library's choice)")->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
@@ -219,6 +226,7 @@ int coll_cmd(int argc, char** argv) {
   app.callback([&] {
     if (min_reps > max_reps) throw CLI::ValidationError("--min-reps", "must not exceed --max-reps");
     if (min_bytes > max_bytes) throw CLI::ValidationError("--min-bytes", "must not exceed --max-bytes");
+    if (calls_opt->count() && timing != "loop") throw CLI::ValidationError("--calls", "goes with --timing loop");
     for (const auto& a : algs) {
       const auto eq = a.find('=');
       const std::string name = eq == std::string::npos ? a : a.substr(eq + 1);
@@ -283,7 +291,8 @@ int coll_cmd(int argc, char** argv) {
   if (rank == 0 && !json) {
     std::printf("# %s: np=%d fabric=%s budget=%.1fs reps=[%d,%d] timing=%s api=%s\n", label.c_str(), p,
                 fabric_description(comm).c_str(), budget, min_reps, max_reps,
-                timing == "sync" ? "sync=max(end)-Ts" : "max(local)", api.c_str());
+                timing == "sync" ? "sync=max(end)-Ts" : timing == "loop" ? "loop=max(local)/K" : "max(local)", api.c_str());
+    if (timing == "loop") std::printf("# loop: K=%d calls per rep\n", calls);
     std::printf("# label op bytes reps min_us med_us max_us ok\n");
     std::fflush(stdout);
   }
@@ -322,13 +331,17 @@ int coll_cmd(int argc, char** argv) {
         } else if (auto r = call(optcast::barrier(comm)); !r) {
           return failed("barrier", r.error());
         }
+        // Each call's results are the same (separate send and receive buffers): the
+        // last's are checked.
+        const int k_calls = timing == "loop" ? calls : 1;
         const double start = seconds_now();
-        if (auto r = call(run_op(comm, op, b, o)); !r) return failed(op.c_str(), r.error());
+        for (int k = 0; k < k_calls; ++k)
+          if (auto r = call(run_op(comm, op, b, o)); !r) return failed(op.c_str(), r.error());
         const double end = seconds_now();
         if (last) ok &= check(op, b, rank, p);
         auto mx = max_of(comm, call, {timing == "sync" ? end : end - start, 0});
         if (!mx) return failed("collecting times", mx.error());
-        const double rep = timing == "sync" ? (*mx)[0] - ts : (*mx)[0];
+        const double rep = timing == "sync" ? (*mx)[0] - ts : (*mx)[0] / k_calls;
         t.push_back(rep);
         total += rep;
       }
@@ -349,6 +362,7 @@ int coll_cmd(int argc, char** argv) {
   if (rank == 0 && json) {
     nlohmann::ordered_json j = {{"benchmark", "coll"}, {"label", label}, {"np", p}, {"fabric", fabric_description(comm)},
                                 {"timing", timing}, {"api", api}, {"budget_s", budget}};
+    if (timing == "loop") j["calls"] = calls;
     auto& out = j["results"] = nlohmann::ordered_json::array();
     for (const auto& r : rows)
       out.push_back({{"op", r.op}, {"bytes", r.bytes}, {"reps", r.reps}, {"min_us", r.min_us}, {"med_us", r.med_us},
