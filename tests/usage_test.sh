@@ -42,9 +42,12 @@ if grep -q -- "--np" <<<"$p2p_help"; then echo "FAIL: p2p's help names --np"; fa
 expect_refusal "a size cannot be negative" "$tool" simulate --collective broadcast --p 4 --bytes=-3
 expect_refusal "is more than the largest size allowed" "$tool" calibrate --fabric sim --big 2GiB
 expect_refusal "is less than the smallest size allowed" "$tool" calibrate --fabric sim --big 1
+expect_refusal "a size cannot be negative" "$bench" percall --sizes 8,-1
+expect_refusal "--p: Value 1 not in range" "$bench" percall --p 1
 expect_refusal "a size cannot be negative" "$tool" pingpong --bytes 8,-1
 expect_refusal "is more than the largest size allowed" "$tool" pingpong --bytes 1GiB
 # And the good ones still run.
 "$demo" --np 2 --bytes 64KiB --iterations 1 >/dev/null || { echo "FAIL: a good size was refused"; fails=$((fails + 1)); }
+"$bench" percall --p 3 --sizes 8,1000 --calls 20 --reps 1 >/dev/null || { echo "FAIL: percall's results or run failed"; fails=$((fails + 1)); }
 [ "$fails" = 0 ] || exit 1
 echo "every bad size refused with its reason"

@@ -20,6 +20,7 @@ int coll_cmd(int argc, char** argv);       // optcast-bench coll
 int chaos_cmd(int argc, char** argv);      // optcast-bench chaos
 int sim_cmd(int argc, char** argv);        // optcast-bench sim
 int flood_cmd(int argc, char** argv);      // optcast-bench flood
+int percall_cmd(int argc, char** argv);    // optcast-bench percall
 
 using clock_type = std::chrono::steady_clock;
 

@@ -18,6 +18,8 @@
 //                                                         --mode none: a soak, no fault
 //   optcast-bench flood --np 4                            a member floods rank 0 with messages
 //                                                         nobody receives: memory and pace
+//   optcast-bench percall --p 2                           a small collective's cost beyond its
+//                                                         messages: ranks in one process
 // Each prints a table (median over iterations, the slowest rank's time) or, with
 // --json, one JSON object. Over TCP the ranks must share a host (one monotonic clock).
 #include <cstdio>
@@ -37,6 +39,7 @@ int main(int argc, char** argv) try {
   if (cmd == "chaos") return optcast::bench::chaos_cmd(argc, argv);
   if (cmd == "sim") return optcast::bench::sim_cmd(argc, argv);
   if (cmd == "flood") return optcast::bench::flood_cmd(argc, argv);
+  if (cmd == "percall") return optcast::bench::percall_cmd(argc, argv);
   std::fputs("usage: optcast-bench broadcast [--fabric local|tcp|ofi] [--np N | --p P] [--sizes LIST] [--json]\n"
              "       optcast-bench p2p [--fabric tcp|ofi] [--bytes SIZE] [--count N] [--json]\n"
              "       optcast-bench rounds [--n LIST] [--m LIST] [--k LIST] [--every NMAX] [--json]\n"
@@ -45,6 +48,7 @@ int main(int argc, char** argv) try {
              "       optcast-bench sim [--runs LIST] [--repeat N] [--json]\n"
              "       optcast-bench chaos [--fabric tcp|ofi] [--np N] [--trials N] [--mode kill|stop|both|none] [--ops N] [--json]\n"
              "       optcast-bench flood --np N [--frames N] [--reps N] [--json]\n"
+             "       optcast-bench percall [--p P] [--ops LIST] [--sizes LIST] [--calls K] [--json]\n"
              "Run 'optcast-bench <command> --help' for all options.\n",
              cmd == "--help" || cmd == "-h" ? stdout : stderr);
   return cmd == "--help" || cmd == "-h" ? 0 : 2;

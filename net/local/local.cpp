@@ -4,6 +4,7 @@
 #include "optcast/trace.hpp"
 
 #include <cstring>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -174,8 +175,8 @@ public:
 
   std::error_code leftover(std::uint32_t seq) override {
     const auto mine = signature_of(seq);
-    for (const auto& m : unexpected_)
-      if (m.tg.seq == seq && !m.sig.empty() && !failure()) {
+    for (auto held = first_of(seq); held != end_of(seq); ++held)
+      if (const auto& m = held->second; !m.sig.empty() && !failure()) {
         note_unreceived(m.src, seq, m.sig, mine);
         abort(make_error_code(errc::call_mismatch), last_error());
         return make_error_code(errc::call_mismatch);
@@ -187,34 +188,41 @@ public:
   // differently elsewhere.
   void sign(std::uint32_t seq, const call_signature& s) override {
     fabric_base::sign(seq, s);
-    for (const auto& m : unexpected_)
-      if (m.tg.seq == seq && !unexpected_consistent(m.src, seq, m.sig))
+    for (auto held = first_of(seq); held != end_of(seq); ++held)
+      if (!unexpected_consistent(held->second.src, seq, held->second.sig))
         return abort(make_error_code(errc::call_mismatch), last_error());
   }
 
 private:
   static constexpr std::uintptr_t posted_mark = 1;
 
+  // Collective seq's held messages: [first_of(seq), end_of(seq)).
+  using held_index = std::multimap<std::uint64_t, unexpected_msg>;
+  held_index::const_iterator first_of(std::uint32_t seq) const { return unexpected_.lower_bound(tag{seq, 0}.packed()); }
+  held_index::const_iterator end_of(std::uint32_t seq) const { return unexpected_.upper_bound(tag{seq, 0xffffffffu}.packed()); }
+  template <class Pred>
+  void drop_held(Pred pred) {
+    for (auto held = unexpected_.begin(); held != unexpected_.end();)
+      if (pred(held->second)) {
+        w_->give_back(std::move(held->second.data));
+        held = unexpected_.erase(held);
+      } else {
+        ++held;
+      }
+  }
+
   bool survives_failures() const noexcept override { return true; }
 
   void lose(int r, std::error_code ec, const std::string& why) {
     if (failure() || !peer_alive(r)) return;
-    std::erase_if(unexpected_, [&](unexpected_msg& m) {
-      if (m.src != r) return false;
-      w_->give_back(std::move(m.data));
-      return true;
-    });
+    drop_held([r](const unexpected_msg& m) { return m.src == r; });
     peer_died(r, ec, why);  // first: what fails on r's loss finds its communicator revoked
     fail_posted([r](const operation& op) { return op.peer == r; }, ec, why);
   }
 
   void fail_communicator(std::uint32_t id, std::error_code ec, const std::string& why) noexcept override {
     const auto of_it = [id](std::uint32_t seq) { return seq != seq_layout::control_seq && seq_layout::id_of(seq) == id; };
-    std::erase_if(unexpected_, [&](unexpected_msg& m) {
-      if (!of_it(m.tg.seq)) return false;
-      w_->give_back(std::move(m.data));
-      return true;
-    });
+    drop_held([&](const unexpected_msg& m) { return of_it(m.tg.seq); });
     fail_posted([&](const operation& op) { return of_it(op.tg.seq); }, ec, why);
   }
 
@@ -267,23 +275,25 @@ private:
         w_->give_back(std::move(buf));
         dst.abort(make_error_code(errc::call_mismatch), dst.last_error());
       } else {
-        dst.unexpected_.push_back({rank_, op.tg, sig, std::move(buf), dst.trace() ? trace_clock(dst) : -1});
+        dst.unexpected_.emplace(op.tg.packed(), unexpected_msg{rank_, op.tg, sig, std::move(buf), dst.trace() ? trace_clock(dst) : -1});
       }
     }
     return op.finish_now({});
   }
 
   bool start_recv(operation& op) {
-    for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-      if ((it->src != op.peer && op.peer != any_peer) || it->tg != op.tg) continue;
-      op.peer = it->src;  // the earliest message with the tag, whoever sent it
-      trace_unexpected(*this, op, it->arrived);
-      const std::error_code ec = arrival_error(op, it->sig, it->data.size());
+    const auto [first, last] = unexpected_.equal_range(op.tg.packed());
+    for (auto held = first; held != last; ++held) {
+      auto& m = held->second;
+      if (m.src != op.peer && op.peer != any_peer) continue;
+      op.peer = m.src;  // the earliest message with the tag, whoever sent it
+      trace_unexpected(*this, op, m.arrived);
+      const std::error_code ec = arrival_error(op, m.sig, m.data.size());
       if (!ec && op.size) {
-        std::memcpy(op.data, it->data.data(), op.size);
+        std::memcpy(op.data, m.data.data(), op.size);
       }
-      w_->give_back(std::move(it->data));
-      unexpected_.erase(it);
+      w_->give_back(std::move(m.data));
+      unexpected_.erase(held);
       return op.finish_now(ec);
     }
     op.transport.state = posted_mark;
@@ -317,7 +327,11 @@ private:
   bool closing_ = false;
   bool spread_ = false;  // every rank knows of this one's failure, or told it of theirs
   detail::op_queue posted_;
-  std::vector<unexpected_msg> unexpected_;
+  // Held by packed tag (seq in the high half): a receive finds its tag, a collective's
+  // start and end (sign, leftover) their own range, in O(log n) however many a rank that
+  // ran ahead left here (a root's broadcasts called back to back); messages of one tag
+  // keep their order of arrival (a multimap inserts at the end of an equal range).
+  std::multimap<std::uint64_t, unexpected_msg> unexpected_;
   detail::deadline_table deadlines_;
 };
 
