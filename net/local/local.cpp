@@ -127,6 +127,10 @@ public:
   }
 
   std::uint64_t arm_deadline(std::uint32_t seq, std::chrono::nanoseconds t) override {
+    // On the world's own loop nothing waits for the loop to run dry: the timer may stay
+    // set between calls (deadline_table::keep_idle_timer), as a job fabric's does. The
+    // world says whose loop it is only after making its ranks, so it is asked here.
+    if (w_->owned) deadlines_.keep_idle_timer();
     return deadlines_.arm(seq, t);
   }
   void disarm_deadline(std::uint64_t token) noexcept override { deadlines_.disarm(token); }
