@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -42,6 +43,10 @@ struct listener {
   }
   int accept() const { return ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC); }
 };
+
+// The byte at stream position i of a test's data: a lost, repeated or shifted byte breaks
+// the pattern.
+inline std::byte pattern_at(std::uint64_t i) { return static_cast<std::byte>((i * 2654435761u) >> 13); }
 
 inline introduction as(int rank, int peer_rank, std::size_t capacity = 1 << 16, std::uint64_t job = 42) {
   introduction i;

@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "shm/ring.hpp"
+#include "shm_peers.hpp"
 
 using namespace optcast::shm;
+using namespace optcast::shm::testing;
 
 namespace {
 
-// The byte at stream position i: a pattern a lost, repeated or shifted byte breaks.
-std::byte at(std::uint64_t i) { return static_cast<std::byte>((i * 2654435761u) >> 13); }
 
 // Writes `total` bytes of the pattern in random pieces, now and then pausing (so that the
 // reader sleeps), waiting on its own doorbell when the ring is full. Exit status 0 if it
@@ -38,7 +38,7 @@ std::byte at(std::uint64_t i) { return static_cast<std::byte>((i * 2654435761u) 
   while (sent < total) {
     const std::size_t want = std::min<std::uint64_t>(total - sent, rng() % 3 == 0 ? rng() % 200000 : rng() % 100);
     piece.resize(want);
-    for (std::size_t i = 0; i < want; ++i) piece[i] = at(sent + i);
+    for (std::size_t i = 0; i < want; ++i) piece[i] = pattern_at(sent + i);
     std::size_t done = 0;
     while (done < want) {
       const std::size_t n = w.write_some(std::span(piece).subspan(done));
@@ -75,7 +75,7 @@ TEST_CASE("a ring carries every byte in order between two processes, and each si
   while (got < total && !timed_out && !corrupt) {
     const std::size_t n = r.read_some(std::span(buf).first(1 + rng() % buf.size()));
     for (std::size_t i = 0; i < n; ++i)
-      if (buf[i] != at(got + i)) corrupt = true;
+      if (buf[i] != pattern_at(got + i)) corrupt = true;
     got += n;
     if (n == 0 && r.sleep()) {
       ++slept;

@@ -43,7 +43,6 @@ struct end {
   }
 };
 
-std::byte at(std::size_t i) { return static_cast<std::byte>((i * 40503u) >> 7); }
 
 }  // namespace
 
@@ -60,7 +59,7 @@ TEST_CASE("asio::async_write and async_read carry every byte through the rings, 
     asio::async_read(*e.s, asio::buffer(buf), [&](std::error_code ec, std::size_t n) {
       if (ec || n != total) return void(status = 11);
       for (std::size_t i = 0; i < total; ++i)
-        if (buf[i] != at(i)) return void(status = 12);
+        if (buf[i] != pattern_at(i)) return void(status = 12);
       asio::async_write(*e.s, asio::buffer(buf), [&](std::error_code ec2, std::size_t n2) {
         if (ec2 || n2 != total) status = 13;
         e.io.stop();
@@ -73,7 +72,7 @@ TEST_CASE("asio::async_write and async_read carry every byte through the rings, 
   REQUIRE(e.open(ear.accept(), 0));
   CHECK(e.s->peer().pid == child);
   std::vector<std::byte> out(total), back(total);
-  for (std::size_t i = 0; i < total; ++i) out[i] = at(i);
+  for (std::size_t i = 0; i < total; ++i) out[i] = pattern_at(i);
   // Written in pieces of random sizes, each an async_write of its own, as frames are.
   std::mt19937 rng(3);
   std::size_t sent = 0;
@@ -252,7 +251,7 @@ TEST_CASE("one doorbell serves every stream of a loop: two peers writing at once
       end e;
       if (!e.open(ear.connect(), 1, 4096)) std::_Exit(10);
       std::vector<std::byte> data(total);
-      for (std::size_t i = 0; i < total; ++i) data[i] = at(i + static_cast<std::size_t>(c));
+      for (std::size_t i = 0; i < total; ++i) data[i] = pattern_at(i + static_cast<std::size_t>(c));
       int status = 11;
       asio::async_write(*e.s, asio::buffer(data), [&](std::error_code ec, std::size_t) {
         if (ec) return e.io.stop();
@@ -289,9 +288,9 @@ TEST_CASE("one doorbell serves every stream of a loop: two peers writing at once
   for (std::size_t c = 0; c < 2; ++c) {
     CHECK_FALSE(errors[c]);
     // Which child came first is the kernel's choice: each buffer is one child's whole pattern.
-    const std::size_t shift = bufs[c][0] == at(0) && bufs[c][1] == at(1) ? 0 : 1;
+    const std::size_t shift = bufs[c][0] == pattern_at(0) && bufs[c][1] == pattern_at(1) ? 0 : 1;
     bool whole = true;
-    for (std::size_t i = 0; i < total && whole; ++i) whole = bufs[c][i] == at(i + shift);
+    for (std::size_t i = 0; i < total && whole; ++i) whole = bufs[c][i] == pattern_at(i + shift);
     CHECK(whole);
   }
   streams.clear();  // the children see their ends
