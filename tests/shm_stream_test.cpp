@@ -33,10 +33,10 @@ namespace {
 // This process's end: its loop, hub and stream (introduced on `sock`, which it keeps).
 struct end {
   asio::io_context io;
-  hub h{io};
+  std::shared_ptr<hub> h = std::make_shared<hub>(io.get_executor());
   std::optional<stream> s;
   bool open(int sock, int rank, std::size_t capacity = 1 << 16) {
-    auto ch = introduce(sock, as(rank, 1 - rank, capacity), h.bell());
+    auto ch = introduce(sock, as(rank, 1 - rank, capacity), h->bell());
     if (!ch) return false;
     s.emplace(h, std::move(*ch), sock);
     return true;
@@ -266,13 +266,13 @@ TEST_CASE("one doorbell serves every stream of a loop: two peers writing at once
     children.push_back(child);
   }
   asio::io_context io;
-  hub h(io);
+  auto h = std::make_shared<hub>(io.get_executor());
   std::vector<std::unique_ptr<stream>> streams;
   std::vector<std::vector<std::byte>> bufs(2, std::vector<std::byte>(total));
   for (int c = 0; c < 2; ++c) {
     const int sock = ear.accept();
     REQUIRE(sock >= 0);
-    auto ch = introduce(sock, as(0, 1, 4096), h.bell());
+    auto ch = introduce(sock, as(0, 1, 4096), h->bell());
     REQUIRE(ch);
     streams.push_back(std::make_unique<stream>(h, std::move(*ch), sock));
   }

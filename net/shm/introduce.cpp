@@ -1,6 +1,7 @@
 #include "introduce.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -76,7 +77,7 @@ std::string send_with_fds(int sock, std::span<const std::byte> bytes, std::span<
   return {};
 }
 
-tl::expected<std::vector<int>, std::string> recv_with_fds(int sock, std::span<std::byte> bytes, std::size_t want) {
+tl::expected<std::vector<int>, std::string> recv_with_fds(int sock, std::span<std::byte> bytes, std::size_t want, int timeout_ms) {
   std::vector<int> fds;
   std::size_t got = 0;
   bool truncated = false;
@@ -90,6 +91,14 @@ tl::expected<std::vector<int>, std::string> recv_with_fds(int sock, std::span<st
     msg.msg_controllen = control.size();
     const ssize_t n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{sock, POLLIN, 0};
+      const int ready = ::poll(&p, 1, timeout_ms);
+      if (ready > 0 || (ready < 0 && errno == EINTR)) continue;
+      close_all(fds);
+      return tl::unexpected(ready == 0 ? std::string("the peer sent nothing within ") + std::to_string(timeout_ms) + " ms"
+                                       : error_text("poll"));
+    }
     if (n < 0) {
       close_all(fds);
       return tl::unexpected(error_text("recvmsg"));
@@ -118,43 +127,67 @@ tl::expected<std::vector<int>, std::string> recv_with_fds(int sock, std::span<st
   return fds;
 }
 
-tl::expected<channel, std::string> introduce(int sock, const introduction& me, const doorbell& mine) {
+tl::expected<peer_identity, std::string> vouch(int sock, uid_t user) {
   const auto peer = peer_of(sock);
   if (!peer) return tl::unexpected(peer.error());
-  if (peer->uid != me.user)
+  if (peer->uid != user)
     return tl::unexpected("process " + std::to_string(peer->pid) + " runs as user " + std::to_string(peer->uid) + ", not " +
-                          std::to_string(me.user));
+                          std::to_string(user));
+  return peer;
+}
 
-  segment mine_in = segment::create(me.capacity);
-  std::array<std::byte, hello_bytes> out{};
-  wire::put_u64(out.data(), hello_magic);
-  wire::put_u32(out.data() + 8, hello_version);
-  wire::put_u64(out.data() + 16, me.job);
-  wire::put_u32(out.data() + 24, static_cast<std::uint32_t>(me.rank));
-  wire::put_u32(out.data() + 28, static_cast<std::uint32_t>(me.peer_rank));
-  const int give[2] = {mine_in.fd(), mine.fd()};
-  if (auto e = send_with_fds(sock, out, give); !e.empty()) return tl::unexpected(e);
+offer make_offer(const introduction& me) {
+  offer o{segment::create(me.capacity), {}};
+  wire::put_u64(o.hello.data(), hello_magic);
+  wire::put_u32(o.hello.data() + 8, hello_version);
+  wire::put_u64(o.hello.data() + 16, me.job);
+  wire::put_u32(o.hello.data() + 24, static_cast<std::uint32_t>(me.rank));
+  wire::put_u32(o.hello.data() + 28, static_cast<std::uint32_t>(me.peer_rank));
+  return o;
+}
 
+std::string send_offer(int sock, const offer& o, const doorbell& mine) {
+  const int give[2] = {o.ring.fd(), mine.fd()};
+  return send_with_fds(sock, o.hello, give);
+}
+
+tl::expected<peer_offer, std::string> take_offer(int sock, std::uint64_t job, int timeout_ms) {
   std::array<std::byte, hello_bytes> in{};
-  auto fds = recv_with_fds(sock, in, 2);
+  auto fds = recv_with_fds(sock, in, 2, timeout_ms);
   if (!fds) return tl::unexpected(fds.error());
   // Taken at once: each refusal below closes them.
   auto theirs = segment::adopt((*fds)[0]);
   doorbell bell((*fds)[1]);
   if (wire::get_u64(in.data()) != hello_magic || wire::get_u32(in.data() + 8) != hello_version)
     return tl::unexpected(std::string("the peer's hello is no shared-memory hello of this version"));
-  if (wire::get_u64(in.data() + 16) != me.job)
-    return tl::unexpected(std::string("the peer belongs to another job"));
-  const auto their_rank = static_cast<int>(wire::get_u32(in.data() + 24));
-  const auto their_peer = static_cast<int>(wire::get_u32(in.data() + 28));
-  if (their_rank != me.peer_rank || their_peer != me.rank)
-    return tl::unexpected("the peer says it is rank " + std::to_string(their_rank) + " meeting rank " + std::to_string(their_peer) +
-                          ", not rank " + std::to_string(me.peer_rank) + " meeting rank " + std::to_string(me.rank));
+  if (wire::get_u64(in.data() + 16) != job) return tl::unexpected(std::string("the peer belongs to another job"));
   if (!theirs) return tl::unexpected("the peer's ring: " + theirs.error());
   if (auto e = check_doorbell(bell.fd()); !e.empty()) return tl::unexpected(e);
-  const int second = ::fcntl(bell.fd(), F_DUPFD_CLOEXEC, 0);
+  return peer_offer{static_cast<int>(wire::get_u32(in.data() + 24)), static_cast<int>(wire::get_u32(in.data() + 28)),
+                    std::move(*theirs), std::move(bell)};
+}
+
+tl::expected<channel, std::string> meet(const introduction& me, offer mine, peer_offer theirs, const peer_identity& who) {
+  if (theirs.rank != me.peer_rank || theirs.peer_rank != me.rank)
+    return tl::unexpected("the peer says it is rank " + std::to_string(theirs.rank) + " meeting rank " + std::to_string(theirs.peer_rank) +
+                          ", not rank " + std::to_string(me.peer_rank) + " meeting rank " + std::to_string(me.rank));
+  // The reader wakes the same doorbell as the writer: a descriptor of its own, so that
+  // each end closes its own.
+  const int second = ::fcntl(theirs.bell.fd(), F_DUPFD_CLOEXEC, 0);
   if (second < 0) return tl::unexpected(error_text("dup"));
-  return channel{ring_writer(std::move(*theirs), std::move(bell)), ring_reader(std::move(mine_in), doorbell(second)), *peer};
+  theirs.ring.close_fd();
+  mine.ring.close_fd();
+  return channel{ring_writer(std::move(theirs.ring), std::move(theirs.bell)), ring_reader(std::move(mine.ring), doorbell(second)), who};
+}
+
+tl::expected<channel, std::string> introduce(int sock, const introduction& me, const doorbell& mine) {
+  const auto who = vouch(sock, me.user);
+  if (!who) return tl::unexpected(who.error());
+  offer o = make_offer(me);
+  if (auto e = send_offer(sock, o, mine); !e.empty()) return tl::unexpected(e);
+  auto theirs = take_offer(sock, me.job);
+  if (!theirs) return tl::unexpected(theirs.error());
+  return meet(me, std::move(o), std::move(*theirs), *who);
 }
 
 }  // namespace optcast::shm

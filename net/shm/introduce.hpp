@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -34,8 +35,10 @@ tl::expected<peer_identity, std::string> peer_of(int sock);
 std::string send_with_fds(int sock, std::span<const std::byte> bytes, std::span<const int> fds);
 // Receives exactly bytes.size() bytes and, with them, exactly `want` descriptors (blocking).
 // Any other number of descriptors, or the socket's end first, is an error, and every
-// descriptor that came is closed.
-tl::expected<std::vector<int>, std::string> recv_with_fds(int sock, std::span<std::byte> bytes, std::size_t want);
+// descriptor that came is closed. A non-blocking socket is waited on up to `timeout_ms`
+// for each part (-1: no limit).
+tl::expected<std::vector<int>, std::string> recv_with_fds(int sock, std::span<std::byte> bytes, std::size_t want,
+                                                          int timeout_ms = -1);
 
 // The two rings between this process and one peer, and the peer's identity.
 struct channel {
@@ -55,5 +58,34 @@ struct introduction {
 // Over a connected unix stream socket (blocking, both sides at once): hellos, rings and
 // doorbells both ways. `mine` is this process's doorbell, which the peer will ring.
 tl::expected<channel, std::string> introduce(int sock, const introduction& me, const doorbell& mine);
+
+// The introduction in its steps, for a side that must not block (a fabric's loop) or that
+// learns whom it meets from the peer's hello (an acceptor): each side sends its offer and
+// takes the peer's, in either order; an acceptor takes first and answers.
+
+// The kernel's word on the peer: refused unless it runs as `user`.
+tl::expected<peer_identity, std::string> vouch(int sock, uid_t user);
+
+// This side's half: the ring it will read and its hello.
+struct offer {
+  segment ring;
+  std::array<std::byte, 32> hello{};
+};
+offer make_offer(const introduction& me);  // throws as segment::create does
+// Sends it with `mine`, this process's doorbell (the socket's buffer takes it at once).
+std::string send_offer(int sock, const offer& o, const doorbell& mine);
+
+// The peer's half, as it came: its ranks are checked by the caller (meet).
+struct peer_offer {
+  int rank = -1;       // the rank the peer says it is...
+  int peer_rank = -1;  // ...and the one it says it meets
+  segment ring;        // the ring this side will write, checked (ring.hpp)
+  doorbell bell;       // the peer's, checked to be an eventfd
+};
+// Receives the peer's offer: refused unless it is a hello of this version for `job`
+// with a sealed ring and an eventfd. A socket without it yet waits up to `timeout_ms`.
+tl::expected<peer_offer, std::string> take_offer(int sock, std::uint64_t job, int timeout_ms = -1);
+// The two halves joined into the channel, once the peer's ranks are the ones expected.
+tl::expected<channel, std::string> meet(const introduction& me, offer mine, peer_offer theirs, const peer_identity& who);
 
 }  // namespace optcast::shm

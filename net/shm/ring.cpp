@@ -64,6 +64,11 @@ void segment::reset() noexcept {
   capacity_ = 0;
 }
 
+void segment::close_fd() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
 segment segment::create(std::size_t capacity) {
   if (!valid_capacity(capacity))
     throw std::invalid_argument("shared-memory ring: capacity " + std::to_string(capacity) +

@@ -71,6 +71,9 @@ public:
   std::size_t capacity() const noexcept { return capacity_; }
   explicit operator bool() const noexcept { return base_ != nullptr; }
   void reset() noexcept;
+  // Closes the descriptor once it is passed on: the mapping stays (a link would
+  // otherwise hold two descriptors more than a socket does).
+  void close_fd() noexcept;
 
 private:
   int fd_ = -1;
@@ -115,6 +118,8 @@ public:
   // again. False if `want` bytes (at most the capacity) fit after all (the flag is
   // cleared): write instead of sleeping.
   bool sleep_for_room(std::size_t want) noexcept;
+  // Takes back sleep_for_room's word (this side polls instead): the reader need not ring.
+  void awake() noexcept { seg_.control().writer_asleep.store(0, std::memory_order_relaxed); }
   // Whether the reader broke the ring's rules (its counter behind or past the data).
   bool broken() const noexcept { return broken_; }
 
@@ -140,6 +145,8 @@ public:
   // Before sleeping on this side's doorbell: says so in the ring, then looks again. False
   // if bytes came meanwhile (the flag is cleared): read instead of sleeping.
   bool sleep() noexcept;
+  // Takes back sleep()'s word (this side polls instead): the writer need not ring.
+  void awake() noexcept { seg_.control().reader_asleep.store(0, std::memory_order_relaxed); }
   // Whether the writer broke the ring's rules (its counter behind the reader's or more
   // than the capacity ahead): nothing more is read.
   bool broken() const noexcept { return broken_; }

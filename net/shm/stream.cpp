@@ -8,7 +8,7 @@
 
 namespace optcast::shm {
 
-hub::hub(asio::io_context& io) : io_(io), watch_(io) {
+hub::hub(const asio::any_io_executor& ex) : ex_(ex), watch_(ex) {
   const int fd = ::fcntl(bell_.fd(), F_DUPFD_CLOEXEC, 0);
   if (fd < 0) throw std::system_error(errno, std::generic_category(), "shared-memory hub: dup");
   watch_.assign(fd);
@@ -22,7 +22,7 @@ hub::~hub() {
 
 void hub::arm(stream* s) {
   if (std::find(waiting_.begin(), waiting_.end(), s) == waiting_.end()) waiting_.push_back(s);
-  wait_bell();
+  if (!polling_) wait_bell();
 }
 
 void hub::disarm(stream* s) noexcept { std::erase(waiting_, s); }
@@ -38,11 +38,12 @@ void hub::wait_bell() {
     // loop again, never lost between.
     bell_.drain();
     poll();
-    wait_bell();
+    if (!polling_) wait_bell();
   });
 }
 
 bool hub::poll() {
+  if (waiting_.empty()) return false;
   bool did = false;
   // progress only posts handlers, so no stream goes away meanwhile; one may be armed anew.
   const auto now = waiting_;
@@ -54,9 +55,22 @@ bool hub::poll() {
   return did;
 }
 
-stream::stream(hub& h, channel ch, int unix_socket)
-    : hub_(h), out_(std::move(ch.out)), in_(std::move(ch.in)), peer_(ch.peer),
-      sock_(h.context(), asio::local::stream_protocol(), unix_socket) {
+bool hub::polling(bool on) {
+  if (on == polling_) return false;
+  polling_ = on;
+  if (on) {
+    for (stream* s : waiting_) s->stop_sleeping();
+    return false;
+  }
+  // Each stream says it sleeps, or finds what came since the last poll.
+  const bool did = poll();
+  wait_bell();
+  return did;
+}
+
+stream::stream(std::shared_ptr<hub> h, channel ch, int unix_socket)
+    : hub_(std::move(h)), out_(std::move(ch.out)), in_(std::move(ch.in)), peer_(ch.peer),
+      sock_(hub_->executor(), asio::local::stream_protocol(), unix_socket) {
   std::error_code ignored;
   sock_.non_blocking(true, ignored);
   watch_socket();
@@ -74,7 +88,7 @@ void stream::close() noexcept {
   sock_.shutdown(asio::socket_base::shutdown_both, ignored);  // the peer sees its end
   sock_.close(ignored);
   abort_all(asio::error::operation_aborted);
-  hub_.disarm(this);
+  hub_->disarm(this);
 }
 
 void stream::watch_socket() {
@@ -91,29 +105,31 @@ void stream::peer_gone() noexcept {
   gone_ = true;
   bool waiting = false;
   progress(waiting);  // reads take what it wrote first, then see the end
-  if (!waiting) hub_.disarm(this);
+  if (!waiting) hub_->disarm(this);
 }
 
-void stream::post(std::unique_ptr<completion> h, std::error_code ec, std::size_t n) { h->post(hub_.context(), ec, n); }
+void stream::post(completion_ptr h, std::error_code ec, std::size_t n) {
+  std::exchange(h.p, nullptr)->post(hub_->executor(), ec, n);
+}
 
 void stream::abort_all(std::error_code ec) noexcept {
   for (pending* p : {&read_, &write_, &wait_})
     if (p->done) post(std::move(p->done), ec, 0);
 }
 
-std::size_t stream::read_now(const asio::mutable_buffer* b, std::size_t count, std::error_code& ec) {
+std::size_t stream::read_now(const buffers<asio::mutable_buffer>& b, std::error_code& ec) {
   ec = {};
   if (!open_) {
     ec = asio::error::bad_descriptor;
     return 0;
   }
   std::size_t total = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    const std::size_t n = in_.read_some({static_cast<std::byte*>(b[i].data()), b[i].size()});
+  for (std::size_t i = 0; i < b.count; ++i) {
+    const std::size_t n = in_.read_some({static_cast<std::byte*>(b.bufs[i].data()), b.bufs[i].size()});
     total += n;
-    if (n < b[i].size()) break;
+    if (n < b.bufs[i].size()) break;
   }
-  if (total != 0 || count == 0) return total;
+  if (total != 0 || b.count == 0) return total;
   if (in_.broken())
     ec = std::make_error_code(std::errc::protocol_error);
   else if (gone_)
@@ -123,7 +139,7 @@ std::size_t stream::read_now(const asio::mutable_buffer* b, std::size_t count, s
   return 0;
 }
 
-std::size_t stream::write_now(const asio::const_buffer* b, std::size_t count, std::error_code& ec) {
+std::size_t stream::write_now(const buffers<asio::const_buffer>& b, std::error_code& ec) {
   ec = {};
   if (!open_) {
     ec = asio::error::bad_descriptor;
@@ -134,32 +150,23 @@ std::size_t stream::write_now(const asio::const_buffer* b, std::size_t count, st
     return 0;
   }
   std::size_t total = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    const std::size_t n = out_.write_some({static_cast<const std::byte*>(b[i].data()), b[i].size()});
+  for (std::size_t i = 0; i < b.count; ++i) {
+    const std::size_t n = out_.write_some({static_cast<const std::byte*>(b.bufs[i].data()), b.bufs[i].size()});
     total += n;
-    if (n < b[i].size()) break;
+    if (n < b.bufs[i].size()) break;
   }
-  if (total != 0 || count == 0) return total;
+  if (total != 0 || b.count == 0) return total;
   ec = out_.broken() ? std::make_error_code(std::errc::protocol_error) : asio::error::would_block;
   return 0;
 }
 
-void stream::start(pending& p, buffers<asio::mutable_buffer> b, std::unique_ptr<completion> h) {
+void stream::start(pending& p, completion_ptr h) {
   if (p.done) return post(std::move(h), asio::error::already_started, 0);
-  p.in = b;
+  if (!open_) return post(std::move(h), asio::error::bad_descriptor, 0);
   p.done = std::move(h);
   bool waiting = false;
   progress(waiting);
-  if (waiting) hub_.arm(this);
-}
-
-void stream::start(pending& p, buffers<asio::const_buffer> b, std::unique_ptr<completion> h) {
-  if (p.done) return post(std::move(h), asio::error::already_started, 0);
-  p.out = b;
-  p.done = std::move(h);
-  bool waiting = false;
-  progress(waiting);
-  if (waiting) hub_.arm(this);
+  if (waiting) hub_->arm(this);
 }
 
 bool stream::try_read(pending& r, bool& waiting) {
@@ -172,14 +179,15 @@ bool stream::try_read(pending& r, bool& waiting) {
       }
     } else {
       std::error_code ec;
-      const std::size_t n = read_now(r.in.bufs.data(), r.in.count, ec);
+      const std::size_t n = read_now(r.in, ec);
       if (ec != asio::error::would_block) {
         post(std::move(r.done), ec, n);
         return true;
       }
     }
-    // Nothing yet: say so, then look once more (bytes that came meanwhile are read now).
-    if (in_.sleep()) {
+    // Nothing yet. A polling loop looks again at its next turn; else say so in the ring,
+    // then look once more (bytes that came meanwhile are read now).
+    if (hub_->is_polling() || in_.sleep()) {
       waiting = true;
       return false;
     }
@@ -192,19 +200,24 @@ bool stream::progress(bool& waiting) {
   did |= try_read(wait_, waiting);
   while (write_.done) {
     std::error_code ec;
-    const std::size_t n = write_now(write_.out.bufs.data(), write_.out.count, ec);
+    const std::size_t n = write_now(write_.out, ec);
     if (ec != asio::error::would_block) {
       post(std::move(write_.done), ec, n);
       did = true;
       break;
     }
     // The ring was full (any room would have taken a part): wait for a byte of room.
-    if (out_.sleep_for_room(1)) {
+    if (hub_->is_polling() || out_.sleep_for_room(1)) {
       waiting = true;
       break;
     }
   }
   return did;
+}
+
+void stream::stop_sleeping() noexcept {
+  if (read_.done || wait_.done) in_.awake();
+  if (write_.done) out_.awake();
 }
 
 }  // namespace optcast::shm

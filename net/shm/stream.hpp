@@ -2,11 +2,12 @@
 // and async_wait, the members a TCP socket offers to asio::async_read and async_write, so
 // that a fabric reads and writes frames through memory with the code it uses on sockets.
 //
-// A stream whose operation cannot go on says in its ring that it sleeps, and the loop's
-// hub waits on this process's doorbell for every such stream at once: one descriptor in
-// the loop's epoll however many peers share the host. A peer rings only for a side that
-// said it sleeps, so a loop that is polling (hub::poll) moves messages without a system
-// call on either side. The unix socket the channel was introduced on is watched for its
+// A stream whose operation cannot go on waits in its hub, one per loop: while the loop
+// polls (hub::polling), the hub looks at the rings between the loop's turns (hub::poll)
+// and nobody rings anybody, so messages move without a system call on either side; once
+// the loop would sleep, each waiting stream says in its ring that it sleeps, and the hub
+// waits on this process's doorbell for all of them at once (one descriptor in the loop's
+// epoll however many peers share the host), rung by a peer only for a side that said so. The unix socket the channel was introduced on is watched for its
 // end: a peer that dies ends its streams at once (what it wrote before is read first).
 #pragma once
 
@@ -19,7 +20,9 @@
 #include <asio/async_result.hpp>
 #include <asio/buffer.hpp>
 #include <asio/error.hpp>
-#include <asio/io_context.hpp>
+#include <asio/any_io_executor.hpp>
+#include <asio/associated_allocator.hpp>
+#include <asio/associated_executor.hpp>
 #include <asio/local/stream_protocol.hpp>
 #include <asio/posix/stream_descriptor.hpp>
 #include <asio/post.hpp>
@@ -32,19 +35,27 @@ namespace optcast::shm {
 class stream;
 
 // One per loop: this process's doorbell, waited on in the loop for the streams that sleep.
+// Held by its streams (shared), so a stream that outlives its owner still finds it.
 class hub {
 public:
-  explicit hub(asio::io_context& io);
+  // Completions and the doorbell's wait run on `ex` (a fabric's strand, say).
+  explicit hub(const asio::any_io_executor& ex);
   ~hub();
   hub(const hub&) = delete;
   hub& operator=(const hub&) = delete;
 
   // The doorbell peers are given (introduce's `mine`).
   const doorbell& bell() const noexcept { return bell_; }
-  asio::io_context& context() noexcept { return io_; }
+  const asio::any_io_executor& executor() const noexcept { return ex_; }
   // Moves every waiting stream on as far as its rings allow, without a system call: true
-  // if an operation completed (its handler posted). For a loop that polls.
+  // if an operation completed (its handler posted).
   bool poll();
+  // Whether the loop polls (calls poll() between its turns) rather than sleeping in epoll:
+  // while it does, no waiting stream asks its peer to ring. Turned off (before the loop
+  // sleeps), each waiting stream says it sleeps or, if its bytes came meanwhile,
+  // completes: true then.
+  bool polling(bool on);
+  bool is_polling() const noexcept { return polling_; }
 
 private:
   friend class stream;
@@ -52,26 +63,26 @@ private:
   void disarm(stream* s) noexcept;
   void wait_bell();
 
-  asio::io_context& io_;
+  asio::any_io_executor ex_;
   doorbell bell_;
   asio::posix::stream_descriptor watch_;  // a second descriptor of bell_, for the loop
   std::vector<stream*> waiting_;          // streams with an operation that could not go on
-  bool watching_ = false;
+  bool watching_ = false, polling_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 class stream {
 public:
-  using executor_type = asio::io_context::executor_type;
+  using executor_type = asio::any_io_executor;
   using wait_type = asio::socket_base::wait_type;
 
   // Takes the channel and the unix socket it was introduced on (watched for its end).
-  stream(hub& h, channel ch, int unix_socket);
+  stream(std::shared_ptr<hub> h, channel ch, int unix_socket);
   ~stream();  // what still waits completes with operation_aborted
   stream(const stream&) = delete;
   stream& operator=(const stream&) = delete;
 
-  executor_type get_executor() noexcept { return hub_.context().get_executor(); }
+  executor_type get_executor() const noexcept { return hub_->executor(); }
   const peer_identity& peer() const noexcept { return peer_; }
   bool is_open() const noexcept { return open_; }
   // Ends the streams both ways: the peer sees its end; what waits here is aborted.
@@ -82,21 +93,22 @@ public:
   template <class MutableBuffers>
   std::size_t read_some(const MutableBuffers& b, std::error_code& ec) {
     const auto v = gather<asio::mutable_buffer>(b);
-    return read_now(v.bufs.data(), v.count, ec);
+    return read_now(v, ec);
   }
   // Without waiting: as much as there is room for (would_block if none; broken_pipe once
   // the peer is gone).
   template <class ConstBuffers>
   std::size_t write_some(const ConstBuffers& b, std::error_code& ec) {
     const auto v = gather<asio::const_buffer>(b);
-    return write_now(v.bufs.data(), v.count, ec);
+    return write_now(v, ec);
   }
 
   template <class MutableBuffers, class Token>
   auto async_read_some(const MutableBuffers& b, Token&& token) {
     return asio::async_initiate<Token, void(std::error_code, std::size_t)>(
         [this](auto handler, const MutableBuffers& bufs) {
-          start(read_, gather<asio::mutable_buffer>(bufs), erase(std::move(handler)));
+          read_.in = gather<asio::mutable_buffer>(bufs);
+          start(read_, erase(std::move(handler)));
         },
         token, b);
   }
@@ -104,7 +116,8 @@ public:
   auto async_write_some(const ConstBuffers& b, Token&& token) {
     return asio::async_initiate<Token, void(std::error_code, std::size_t)>(
         [this](auto handler, const ConstBuffers& bufs) {
-          start(write_, gather<asio::const_buffer>(bufs), erase(std::move(handler)));
+          write_.out = gather<asio::const_buffer>(bufs);
+          start(write_, erase(std::move(handler)));
         },
         token, b);
   }
@@ -115,7 +128,7 @@ public:
         [this, w](auto handler) {
           auto h = erase([inner = std::move(handler)](std::error_code ec, std::size_t) mutable { inner(ec); });
           if (w != wait_type::wait_read) return post(std::move(h), asio::error::operation_not_supported, 0);
-          start(wait_, buffers<asio::mutable_buffer>{}, std::move(h));
+          start(wait_, std::move(h));
         },
         token);
   }
@@ -135,52 +148,90 @@ private:
       if (B b(*it); b.size() != 0) out.bufs[out.count++] = b;
     return out;
   }
-  // A handler, type-erased and move-only, completed through the loop.
+  // A handler, type-erased and move-only, completed through the hub's executor (or its
+  // own), in memory from its own allocator (a fabric's per-connection slot, say).
   struct completion {
-    virtual ~completion() = default;
-    virtual void post(asio::io_context& io, std::error_code ec, std::size_t n) = 0;
+    virtual void post(const asio::any_io_executor& ex, std::error_code ec, std::size_t n) = 0;  // and frees itself
+    virtual void destroy() noexcept = 0;  // without posting
+  protected:
+    ~completion() = default;
   };
   template <class Handler>
   struct completion_of final : completion {
+    using alloc_type = typename std::allocator_traits<asio::associated_allocator_t<Handler>>::template rebind_alloc<completion_of>;
     explicit completion_of(Handler h) : handler(std::move(h)) {}
-    void post(asio::io_context& io, std::error_code ec, std::size_t n) override {
-      auto ex = asio::get_associated_executor(handler, io.get_executor());
-      asio::post(ex, [h = std::move(handler), ec, n]() mutable { h(ec, n); });
+    static completion_of* make(Handler h) {
+      alloc_type a(asio::get_associated_allocator(h));
+      completion_of* p = std::allocator_traits<alloc_type>::allocate(a, 1);
+      return new (p) completion_of(std::move(h));
     }
+    void free() noexcept {
+      alloc_type a(asio::get_associated_allocator(handler));
+      this->~completion_of();
+      std::allocator_traits<alloc_type>::deallocate(a, this, 1);
+    }
+    void post(const asio::any_io_executor& ex, std::error_code ec, std::size_t n) override {
+      // The handler is moved out and this memory freed before it is posted: its allocator
+      // may have room for one block only.
+      Handler h = std::move(handler);
+      free();
+      auto where = asio::get_associated_executor(h, ex);
+      asio::post(where, [h = std::move(h), ec, n]() mutable { h(ec, n); });
+    }
+    void destroy() noexcept override { free(); }
     Handler handler;
   };
+  struct completion_ptr {
+    completion* p = nullptr;
+    completion_ptr() = default;
+    explicit completion_ptr(completion* c) noexcept : p(c) {}
+    completion_ptr(completion_ptr&& o) noexcept : p(std::exchange(o.p, nullptr)) {}
+    completion_ptr& operator=(completion_ptr&& o) noexcept {
+      if (this != &o) {
+        reset();
+        p = std::exchange(o.p, nullptr);
+      }
+      return *this;
+    }
+    ~completion_ptr() { reset(); }
+    void reset() noexcept {
+      if (p) std::exchange(p, nullptr)->destroy();
+    }
+    explicit operator bool() const noexcept { return p != nullptr; }
+  };
   template <class Handler>
-  static std::unique_ptr<completion> erase(Handler h) {
-    return std::make_unique<completion_of<Handler>>(std::move(h));
+  static completion_ptr erase(Handler h) {
+    return completion_ptr(completion_of<Handler>::make(std::move(h)));
   }
-  // One kind of operation in wait: its buffers and its handler (none: nothing waits).
+  // One kind of operation in wait: its buffers (a read's or a write's) and its handler
+  // (none: nothing waits).
   struct pending {
     buffers<asio::mutable_buffer> in;
     buffers<asio::const_buffer> out;
-    std::unique_ptr<completion> done;
+    completion_ptr done;
   };
-  void start(pending& p, buffers<asio::mutable_buffer> b, std::unique_ptr<completion> h);
-  void start(pending& p, buffers<asio::const_buffer> b, std::unique_ptr<completion> h);
-  void post(std::unique_ptr<completion> h, std::error_code ec, std::size_t n);
-  std::size_t read_now(const asio::mutable_buffer* b, std::size_t count, std::error_code& ec);
-  std::size_t write_now(const asio::const_buffer* b, std::size_t count, std::error_code& ec);
-  // Completes what can complete; the rest say in their rings that they sleep. True if
-  // something completed; `waiting` says whether anything still waits.
+  void start(pending& p, completion_ptr h);
+  void post(completion_ptr h, std::error_code ec, std::size_t n);
+  std::size_t read_now(const buffers<asio::mutable_buffer>& b, std::error_code& ec);
+  std::size_t write_now(const buffers<asio::const_buffer>& b, std::error_code& ec);
+  // Completes what can complete; the rest, unless the hub polls, say in their rings that
+  // they sleep. True if something completed; `waiting` says whether anything still waits.
   bool progress(bool& waiting);
   // The rest of the reading side: true if r completed.
   bool try_read(pending& r, bool& waiting);
+  // The hub turned to polling: the peer need not ring for this stream now.
+  void stop_sleeping() noexcept;
   void watch_socket();
   void peer_gone() noexcept;
   void abort_all(std::error_code ec) noexcept;
 
-  hub& hub_;
+  std::shared_ptr<hub> hub_;
   ring_writer out_;
   ring_reader in_;
   peer_identity peer_;
   asio::local::stream_protocol::socket sock_;
   pending read_, write_, wait_;
   bool open_ = true, gone_ = false;
-  std::array<std::byte, 1> probe_{};
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
