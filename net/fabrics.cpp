@@ -17,16 +17,17 @@ std::string nothing_more(const fabric&) { return {}; }
 bool always() { return true; }
 
 const fabric_entry table[] = {
-    {"tcp", "TCP sockets (standalone Asio): a connection per peer and direction, opened on first use",
+    {"tcp", "TCP sockets (standalone Asio), and shared memory between ranks of a host: a connection per peer and direction, opened on first use",
      [](asio::io_context* io, const job_config& job, std::string_view variant) {
        auto c = job;
        if (variant == "encrypt") {
          c.encrypt = true;
-       } else if (variant == "shm") {  // every message between ranks of one host by single copy
-         c.single_copy = 1;
-         c.single_copy_min = 0;
+       } else if (variant == "shm") {  // shared memory between ranks of a host, whatever OPTCAST_SHM says
+         c.shm = true;
+       } else if (variant == "socket") {  // loopback TCP between ranks of a host too
+         c.shm = false;
        } else if (!variant.empty()) {
-         throw setup_error(make_error_code(errc::invalid_argument), "tcp: unknown variant '" + std::string(variant) + "' (encrypt, shm)");
+         throw setup_error(make_error_code(errc::invalid_argument), "tcp: unknown variant '" + std::string(variant) + "' (encrypt, shm, socket)");
        }
        return io ? tcp::connect(*io, c) : tcp::connect(c);
      },

@@ -126,7 +126,8 @@ int main(int argc, char** argv) try {
     report << "error 0 " << wrong << "\n" << elapsed() << "\n";
     return 1;
   }
-  report << "ok\n" << elapsed() << "\n" << checked << "\n" << optcast::tcp::connections(*tcp_fabric).single_copies << "\n";
+  const auto links = optcast::tcp::connections(*tcp_fabric);
+  report << "ok\n" << elapsed() << "\n" << checked << "\n" << links.single_copies << "\n" << links.in_memory << "\n";
   return 0;
 } catch (const optcast::setup_error& e) {
   std::fprintf(stderr, "tcp_rank_helper: %s\n", e.what());

@@ -139,7 +139,9 @@ constexpr std::uint64_t test_job_id = 0x0b7c457ull;
 class process_test_world final : public test_world {
 public:
   // kind: a fabric table row and its variant: "tcp", "tcp:encrypt", "tcp:shm" or
-  // "ofi:<provider>"
+  // "ofi:<provider>". The ranks of a test world share a host: plain tcp (and encrypt)
+  // run as ranks of different hosts do, through loopback TCP; tcp:shm through shared
+  // memory, messages of 4 KiB and more by single copy (both paths in every test).
   // (optcast/fabrics.hpp).
   process_test_world(const std::string& kind, int p, communicator_options o = {}, const job_options& jo = {})
       : server_("127.0.0.1", 0, p, test_job_id, jo.secret, kind.ends_with(":encrypt")), ios_(static_cast<std::size_t>(p)), caller_loops_(jo.caller_loops) {
@@ -162,9 +164,8 @@ public:
         c.ports = jo.ports;
         c.secret = jo.secret;
         c.bootstrap_timeout = std::chrono::seconds(20);
-        // The ranks of a test world share a host. Plain tcp runs as ranks of different hosts
-        // do, no single copy, so every pair's connection duplex; tcp:shm has single copy.
-        c.single_copy = 0;
+        c.shm = false;
+        c.shm_copy_min = 4096;
         if (jo.unexpected_limit) c.unexpected_limit = *jo.unexpected_limit;
         if (jo.unexpected_peer_limit) c.unexpected_peer_limit = *jo.unexpected_peer_limit;
         auto& io = *ios_[static_cast<std::size_t>(r)];
@@ -296,9 +297,9 @@ inline std::optional<std::string> job_env_for(std::string_view fabric) {
 }
 
 // The fabrics every conformance test runs on: local, the simulator (rounds and LogGP),
-// tcp, tcp with every frame encrypted, and tcp with every message by single copy (the
-// ranks of a test world share a host); in the libfabric run, libfabric's tcp;ofi_rxm
-// and shm.
+// tcp (loopback sockets), tcp with every frame encrypted, and tcp through shared memory
+// (the ranks of a test world share a host); in the libfabric run, libfabric's
+// tcp;ofi_rxm and shm.
 inline std::vector<std::string> fabric_kinds() {
   if (!ofi_run()) return {"local", "sim", "sim:logp", "tcp", "tcp:encrypt", "tcp:shm"};
   std::vector<std::string> kinds;
@@ -336,7 +337,7 @@ inline std::vector<world_case> world_cases(std::initializer_list<int> local, std
   for (int p : tcp)
     if (p <= 7) enc = std::max(enc, p);
   if (enc) out.push_back({"tcp:encrypt", enc});
-  if (enc) out.push_back({"tcp:shm", enc});  // and every message by single copy
+  if (enc) out.push_back({"tcp:shm", enc});  // and through shared memory
   // And on sub-communicators (split_test_world): once on each kind, at a middle size.
   int sub_local = 0, sub_tcp = 0;
   for (int p : local)

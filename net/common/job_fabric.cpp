@@ -23,7 +23,8 @@ void job_fabric::run_until(stop_predicate done) {
     throw std::logic_error("optcast: a fabric on the caller's io_context does not run it (run_until)");
   if (!poller_)
     poller_.emplace(io_, job_settings().poll, job_settings().poll_limit,
-                    [](void* self) { return static_cast<job_fabric*>(self)->check_network(); }, this);
+                    [](void* self) { return static_cast<job_fabric*>(self)->check_network(); }, this,
+                    [](void* self, bool polling) { static_cast<job_fabric*>(self)->loop_polls(polling); });
   poller_->run_until(done);
 }
 

@@ -93,6 +93,9 @@ protected:
   // While the loop polls (poller.hpp), between its turns: a transport whose completions
   // can be read without the loop reads them here; true if any operation completed.
   virtual bool check_network() { return false; }
+  // The loop now polls (true), calling check_network between its turns, or is about to
+  // sleep in epoll (false): a transport whose peers must be asked to wake it says so here.
+  virtual void loop_polls(bool polling) { (void)polling; }
 
   // Joins the job (its store connection, or kv store, or PMIx) and listens to it.
   void join_job();

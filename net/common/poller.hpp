@@ -22,9 +22,13 @@ public:
   // completion queue, read directly rather than through its descriptor and epoll): true
   // if it completed something.
   using check_fn = bool (*)(void* context);
+  // `turn`, where given, hears whether the loop now polls (true) or is about to sleep in
+  // epoll (false): a transport whose peers wake it only when it says it sleeps (shared
+  // memory) says so there.
+  using turn_fn = void (*)(void* context, bool polling);
   poller(asio::io_context& io, job_config::poll_mode mode, std::chrono::microseconds limit, check_fn check = nullptr,
-         void* context = nullptr) noexcept
-      : io_(io), mode_(mode), limit_(limit), check_(check), context_(context) {}
+         void* context = nullptr, turn_fn on_turn = nullptr) noexcept
+      : io_(io), mode_(mode), limit_(limit), check_(check), turn_(on_turn), context_(context) {}
 
   // Runs the loop's handlers until done() holds.
   void run_until(stop_predicate done);
@@ -44,8 +48,21 @@ private:
   asio::io_context& io_;
   job_config::poll_mode mode_;
   std::chrono::microseconds limit_;
+  // Tells turn_ of a change only.
+  void turn(bool polling) {
+    if (turn_ && polling != polling_) turn_(context_, polling);
+    polling_ = polling;
+  }
+  void sleep_one() {
+    turn(false);
+    if (io_.stopped()) io_.restart();
+    io_.run_one();
+  }
+
   check_fn check_;
+  turn_fn turn_;
   void* context_;
+  bool polling_ = false;
   double hits_ = 1.0;  // start by polling: a job's first calls come close together
   double contention_ = 0.0;  // recent polls' share that lost their core (moving average)
   int backoff_ = 0;    // waits to sleep through when a poll is next preempted

@@ -6,6 +6,8 @@
 // closes with no failure and nothing in flight. (Its reading is receive.cpp's read_bye.)
 #include <poll.h>
 
+#include <thread>
+
 #include "tcp_fabric.hpp"
 
 namespace optcast::tcp::impl {
@@ -46,7 +48,7 @@ void tcp_fabric::say_goodbye() noexcept {
       // the rest of the goodbye, until the job's outcome is known.
       frame.erase(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(n));
       goodbyes_.push_back({std::move(out.sock), std::move(frame)});
-      out.sock = tcp::socket(ex_);
+      out.sock = link(ex_);
     }
   }
 }
@@ -54,16 +56,21 @@ void tcp_fabric::say_goodbye() noexcept {
 void tcp_fabric::finish_goodbyes(std::chrono::milliseconds within) noexcept {
   const auto until = std::chrono::steady_clock::now() + within;
   for (auto& g : goodbyes_) {
-    const int fd = g.sock.native_handle();
     std::size_t done = 0;
     while (done < g.rest.size()) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count();
       if (left <= 0) break;
-      pollfd p{fd, POLLOUT, 0};
+      std::error_code ec;
+      done += g.sock.write_some(asio::buffer(g.rest.data() + done, g.rest.size() - done), ec);
+      if (ec && ec != asio::error::would_block && ec != asio::error::try_again && ec != asio::error::interrupted) break;  // the peer is gone
+      if (!ec) continue;
+      // Room comes as the peer reads: a socket says when; a ring is looked at again shortly.
+      if (g.sock.in_memory()) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        continue;
+      }
+      pollfd p{g.sock.socket().native_handle(), POLLOUT, 0};
       if (::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000))) < 0 && errno != EINTR) break;
-      const ssize_t n = ::send(fd, g.rest.data() + done, g.rest.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) done += static_cast<std::size_t>(n);
-      else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) break;  // the peer is gone
     }
     std::error_code ignored;
     g.sock.close(ignored);

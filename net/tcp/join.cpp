@@ -41,6 +41,8 @@ void tcp_fabric::bootstrap() {
     while (pe.out.size() < acceptors_.size()) pe.out.emplace_back(ex_);
   }
   for (auto& a : acceptors_) accept_next(a);
+  // And for the rings of this host's ranks, before any of them can know where.
+  listen_memory(listen_);
   // With who this host is, so that a peer can tell a loopback address of another host's
   // (a host name that means 127.0.1.1 there) from one it can reach, and its own host's
   // ranks from the others'.

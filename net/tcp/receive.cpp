@@ -87,7 +87,7 @@ void tcp_fabric::accept_next(tcp::acceptor& a) {
     if (!*alive || ec == asio::error::operation_aborted || !a.is_open()) return;
     if (!ec) {
       accept_failing_ = false;
-      admit_handshake(std::make_shared<in_conn>(std::move(s)));
+      admit_handshake(std::make_shared<in_conn>(link(std::move(s))));
       return accept_next(a);
     }
     // Out of descriptors (or another passing failure): accepting again at once would fail
@@ -196,6 +196,14 @@ void tcp_fabric::admit(const std::shared_ptr<in_conn>& c) {
     return refuse(c, hs_bad_rank, rank_name(static_cast<int>(r)) + " opened rail " + std::to_string(h.rail) + ", this rank has " + std::to_string(pe.in.size()));
   if (!peer_alive(static_cast<int>(r)))
     return refuse(c, hs_taken_dead, rank_name(static_cast<int>(r)) + " was taken for dead here");
+  if (c->sock.in_memory()) {
+    // What the kernel and the rings' introduction said must hold in the handshake too.
+    if (static_cast<int>(r) != c->introduced_as)
+      return refuse(c, hs_bad_rank, "it set up its rings as " + rank_name(c->introduced_as) + " and says it is " + rank_name(static_cast<int>(r)));
+    if (h.pid != 0 && h.pid != static_cast<std::uint32_t>(c->sock.memory()->peer().pid))
+      return refuse(c, hs_bad_rank, "it names process " + std::to_string(h.pid) + " for single copy, but is process " +
+                                        std::to_string(c->sock.memory()->peer().pid));
+  }
   if (keep_mine(c, h)) return;
   auto& slot = pe.in[h.rail];
   // A reader of this rank's own connection to it, on which it has written nothing: it
@@ -214,16 +222,17 @@ void tcp_fabric::admit(const std::shared_ptr<in_conn>& c) {
   c->rail = h.rail;
   std::error_code ignored_ec;
   c->pid = h.pid;
-  c->readable = h.pid != 0 && single_copy_allowed() && probe_reads(h);
+  c->readable = h.pid != 0 && single_copy_allowed(c->sock.in_memory()) && probe_reads(h);
   c->duplex = (h.flags & hs_duplex) != 0 && !c->readable;
   // Receipts are written back without waiting, and frames.cpp reads what has come
   // without blocking.
-  c->sock.non_blocking(true, ignored_ec);
+  c->sock.non_blocking(ignored_ec);
   slot = c;
   pe.in_closed = false;
   ++counts_.incoming;
+  if (c->sock.in_memory()) ++counts_.in_memory;
   std::error_code ignored;
-  c->sock.set_option(tcp::no_delay(true), ignored);
+  if (!c->sock.in_memory()) c->sock.socket().set_option(tcp::no_delay(true), ignored);
   final_reply(c, hs_ok | (c->readable ? hs_reads_you : 0) | (c->duplex ? hs_writes_back : 0));
   if (key_ && cfg_.encrypt) {
     const auto hello_bytes = std::span(c->hdr.data(), hs_bytes);
@@ -255,7 +264,7 @@ void tcp_fabric::final_reply(const std::shared_ptr<in_conn>& c, std::uint32_t wo
 bool tcp_fabric::keep_mine(const std::shared_ptr<in_conn>& c, const hello& h) {
   const int p = static_cast<int>(h.rank);
   // Only where both ends would be duplex: no single copy offered either way.
-  if ((h.flags & hs_duplex) == 0 || h.pid != 0 || offers_single_copy(p)) return false;
+  if ((h.flags & hs_duplex) == 0 || h.pid != 0 || offers_single_copy(p, memory_to(p))) return false;
   const auto& mine = out(p, h.rail);
   using st = out_conn::state;
   const bool opening = mine.st == st::resolving || mine.st == st::connecting || mine.st == st::handshake;

@@ -113,6 +113,9 @@ void tcp_fabric::on_closed() noexcept {
   for (auto& a : acceptors_) a.close(ignored);
   for (auto& c : handshaking_) c->sock.close(ignored);
   handshaking_.clear();
+  if (memory_acceptor_) memory_acceptor_->close(ignored);
+  for (auto& m : meetings_) m->sock.close(ignored);
+  meetings_.clear();
 }
 
 void tcp_fabric::on_left(std::chrono::milliseconds wait) noexcept {
@@ -173,7 +176,7 @@ bool tcp_fabric::fill_header(out_conn& out, operation& op) noexcept {
   // which an aborting fabric does without waiting for the receipt (drop_in), and a peer
   // still to read it then reads freed memory: "a malformed control message" in a job
   // that was only failing. They are small besides.
-  out.lending = out.by_reference && op.size > 0 && op.size >= cfg_.single_copy_min && op.tg.seq != seq_layout::control_seq;
+  out.lending = out.by_reference && op.size > 0 && op.size >= cfg_.shm_copy_min && op.tg.seq != seq_layout::control_seq;
   f.kind = out.lending ? frame_header::ref : frame_header::data;
   f.tg = op.tg;
   f.len = op.size;
@@ -275,31 +278,13 @@ void tcp_fabric::write_next(int p, int rail) {
   continue_write(p, rail);
 }
 
-namespace {
-
-// A second descriptor of `from`'s socket in `to`: each half of a connection used both ways
-// keeps the lifetime of a connection of its own (closed on its own errors, a goodbye kept
-// open to finish); the socket is one, and shut() ends it for both.
-std::error_code second_descriptor(tcp::socket& from, tcp::socket& to) {
-  std::error_code ec;
-  const auto protocol = from.local_endpoint(ec).protocol();
-  if (ec) return ec;
-  const int fd = ::fcntl(from.native_handle(), F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return {errno, std::system_category()};
-  to.assign(protocol, fd, ec);
-  if (ec) ::close(fd);
-  else to.non_blocking(true, ec);
-  return ec;
-}
-
-}  // namespace
 
 bool tcp_fabric::adopt(int p, int rail) {
   auto& pe = peer(p);
   const auto& c = pe.in[static_cast<std::size_t>(rail)];
   if (!c || !c->open || !c->duplex || c->reverse || c->said_bye || (cfg_.encrypt && !c->reverse_chan)) return false;
   auto& o = out(p, rail);
-  if (second_descriptor(c->sock, o.sock)) return false;  // then it opens one of its own
+  if (c->sock.share(o.sock)) return false;  // then it opens one of its own
   o.where = endpoint_text(c->sock);
   o.chan = std::move(c->reverse_chan);
   o.borrowed = true;
@@ -315,8 +300,8 @@ void tcp_fabric::read_back(int p, int rail) {
   auto& slot = pe.in[static_cast<std::size_t>(rail)];
   // Its own connection came first: it sends on that, never on this one.
   if (slot && slot->open) return;
-  tcp::socket s(o.sock.get_executor());
-  if (auto ec = second_descriptor(o.sock, s))
+  link s(o.sock.get_executor());
+  if (auto ec = o.sock.share(s))
     // It may write back now, and nothing would read it: the connection cannot be used.
     return fail_out(p, rail, make_error_code(errc::limit_exceeded),
                     "no descriptor to read " + rank_name(p) + "'s messages on the connection to it: " + ec.message());
@@ -352,13 +337,20 @@ void tcp_fabric::open_out(int p, int rail) {
                    rank_name(p) + " advertises " + at + ", a loopback address, but runs on another host (or network namespace): "
                       "its host name or OPTCAST_HOST means loopback there; set OPTCAST_IFNAME or OPTCAST_HOST on that host");
     o.where = at;
-    o.st = out_conn::state::connecting;
-    o.sock.async_connect(tcp::endpoint(ip, where->port), [this, alive, p, rail](std::error_code ec2) {
-      if (!*alive) return;
-      // Refused most often because the peer failed and exited: wait for the cause too.
-      if (ec2) return out_lost(p, rail, "cannot connect to " + rank_name(p) + " at " + out(p, rail).where + ": " + ec2.message());
-      send_hello(p, rail);
-    });
+    const tcp::endpoint ep(ip, where->port);
+    if (memory_to(p)) return open_memory(p, rail, rails.front(), ep);
+    connect_socket(p, rail, ep);
+  });
+}
+
+void tcp_fabric::connect_socket(int p, int rail, tcp::endpoint ep) {
+  auto& o = out(p, rail);
+  o.st = out_conn::state::connecting;
+  o.sock.socket().async_connect(ep, [this, alive = alive_, p, rail](std::error_code ec) {
+    if (!*alive) return;
+    // Refused most often because the peer failed and exited: wait for the cause too.
+    if (ec) return out_lost(p, rail, "cannot connect to " + rank_name(p) + " at " + out(p, rail).where + ": " + ec.message());
+    send_hello(p, rail);
   });
 }
 
@@ -366,7 +358,7 @@ void tcp_fabric::send_hello(int p, int rail) {
   auto& out = this->out(p, rail);
   out.st = out_conn::state::handshake;
   std::error_code ec;
-  out.sock.set_option(tcp::no_delay(true), ec);
+  if (!out.sock.in_memory()) out.sock.socket().set_option(tcp::no_delay(true), ec);
   hello h;
   h.flags = static_cast<std::uint16_t>((key_ ? hs_auth : 0) | (cfg_.encrypt ? hs_encrypt : 0));
   h.job = job_id_;
@@ -375,7 +367,7 @@ void tcp_fabric::send_hello(int p, int rail) {
   h.rail = static_cast<std::uint8_t>(rail);
   if (key_) h.nonce = auth::fresh_nonce();
   h.flags |= hs_duplex;
-  offer_single_copy(h, p);
+  offer_single_copy(h, p, out.sock.in_memory());
   out.offered = h.pid != 0;
   out.hs = encode(h);
   asio::async_write(out.sock, asio::buffer(out.hs), [this, alive = alive_, p, rail](std::error_code e, std::size_t) {
@@ -434,11 +426,12 @@ void tcp_fabric::handshake_done(int p, int rail) {
     if (adopt(p, rail)) write_next(p, rail);
     return;
   }
-  o.sock.non_blocking(true, ignored);
+  o.sock.non_blocking(ignored);
   limit_unsent(o.sock);
   o.by_reference = o.offered && (word & hs_reads_you) != 0;
   o.st = out_conn::state::ready;
   ++counts_.outgoing;
+  if (o.sock.in_memory()) ++counts_.in_memory;
   if (o.by_reference) read_receipts(p, rail);
   else if ((word & hs_writes_back) != 0) read_back(p, rail);
   write_next(p, rail);

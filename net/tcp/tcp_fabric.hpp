@@ -1,9 +1,10 @@
 // The TCP fabric's one class, shared by the files of net/tcp: tcp.cpp (bootstrap, the
 // operations' lifecycle, sending, failure), join.cpp (connecting to the job), receive.cpp
 // (accepting, handshakes, matching arrivals with receives), frames.cpp (reading frames
-// off a connection), single_copy.cpp (messages between ranks of one host read by
-// process_vm_readv), goodbye.cpp (leaving) and survive.cpp (a peer's death, its
-// replacement). Internal to net/tcp.
+// off a connection), memory.cpp (links through shared memory to ranks of this host),
+// by_reference.cpp (messages between ranks of one host read by process_vm_readv),
+// goodbye.cpp (leaving) and survive.cpp (a peer's death, its replacement); its
+// connections' state is connections.hpp's. Internal to net/tcp.
 #pragma once
 
 #include "optcast/net/tcp.hpp"
@@ -22,6 +23,7 @@
 #include <asio/bind_allocator.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
+#include <asio/local/stream_protocol.hpp>
 #include <asio/read.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
@@ -33,7 +35,9 @@
 #include "../common/handler_memory.hpp"
 #include "../common/op_queue.hpp"
 #include "../common/stall.hpp"
+#include "connections.hpp"
 #include "held.hpp"
+#include "link.hpp"
 #include "wire_format.hpp"
 #include "optcast/log.hpp"
 
@@ -42,132 +46,6 @@ namespace optcast::tcp {
 using asio::ip::tcp;
 
 namespace impl {
-
-constexpr auto handshake_timeout = std::chrono::seconds(10);
-
-// Where an operation is, in operation::transport.state.
-// st_lent: a send by reference, written, whose receiver has not yet copied it.
-// st_failing: taken off its queue by fail_communicator, about to complete.
-enum : std::uintptr_t { st_none = 0, st_queued, st_writing, st_posted, st_reading, st_posted_any, st_lent, st_failing };
-
-class tcp_fabric;
-
-struct in_conn {
-  explicit in_conn(tcp::socket s) : sock(std::move(s)), timer(sock.get_executor()) {}
-  tcp::socket sock;
-  asio::steady_timer timer;  // handshake deadline
-  detail::handler_memory mem;  // for the one read in flight
-  auto bound(auto handler) { return asio::bind_allocator(detail::handler_allocator<int>(mem), std::move(handler)); }
-  int peer = -1;
-  int rail = 0;           // which of the peer's connections to this rank it is
-  bool said_bye = false;  // its goodbye came: the end of the stream is no loss
-  std::array<std::byte, std::max(hs_bytes, frame_bytes)> hdr{};  // the hello, then frame headers
-  std::array<std::byte, reply_bytes> ack{};
-  auth::nonce nonce{};  // ours, for its proof
-  auth::proof proof{};  // its answer to it
-  std::unique_ptr<auth::channel> chan;  // OPTCAST_ENCRYPT
-  std::array<std::byte, auth::channel::tag_bytes> mac{};
-  std::uint32_t pid = 0;   // the peer's process, when
-  bool readable = false;   // this rank read its probe there: it may send by reference
-  // Duplex (hs_writes_back): this rank may send its own frames to the peer on this
-  // connection (the acceptor's side, with the key for them until they are taken), or
-  // `reverse`: the connection is this rank's own, read for the frames the peer writes back.
-  bool duplex = false, reverse = false;
-  std::unique_ptr<auth::channel> reverse_chan;
-  bool heard = false;      // a frame came on it
-  std::array<std::byte, ref_bytes> ref{};  // the reference being read
-  // Receipts written back to the peer: those waiting and those being written.
-  std::unique_ptr<auth::channel> back;  // OPTCAST_ENCRYPT: theirs
-  std::vector<std::byte> receipts, receipts_writing;
-  operation* target = nullptr;     // posted receive being filled in place
-  std::error_code cancelled;       // target was cancelled: it ends so once its bytes are in
-  tag pending_tag{};               // unexpected payload being read
-  call_signature pending_sig{};
-  std::uint64_t abort_code = 0;    // of the abort frame being read
-  detail::message_buffer payload;
-  bool open = true;
-
-  // What one read took from the socket beyond the frame in hand: a read takes every frame
-  // that has come (small messages come several to a read), and frames are taken from here
-  // before the socket is read again (frames.cpp).
-  static constexpr std::size_t rx_capacity = 16 << 10;
-  std::unique_ptr<std::byte[]> rx = std::make_unique<std::byte[]>(rx_capacity);
-  std::size_t rx_begin = 0, rx_end = 0;
-  bool drained = false;  // the last read left the socket empty: wait before reading again
-  bool in_loop = false;  // read_frame's loop is on the stack: a nested call asks it for more
-  bool more = false;
-  std::size_t buffered() const noexcept { return rx_end - rx_begin; }
-  // Up to n buffered bytes to dst; how many.
-  std::size_t take(std::byte* dst, std::size_t n) noexcept {
-    const std::size_t k = std::min(n, buffered());
-    if (k != 0 && dst != nullptr) std::memcpy(dst, rx.get() + rx_begin, k);
-    rx_begin += k;
-    if (rx_begin == rx_end) rx_begin = rx_end = 0;
-    return k;
-  }
-  void compact() noexcept {
-    if (rx_begin == 0) return;
-    std::memmove(rx.get(), rx.get() + rx_begin, buffered());
-    rx_end -= rx_begin;
-    rx_begin = 0;
-  }
-};
-
-struct out_conn {
-  // awaiting: its peer answered hs_use_mine; the peer's connection is to carry these.
-  enum class state { idle, resolving, connecting, handshake, awaiting, ready, failed };
-  explicit out_conn(const asio::any_io_executor& ex) : sock(ex) {}
-  state st = state::idle;
-  tcp::socket sock;
-  std::string where;  // "host:port", for messages
-  std::array<std::byte, hs_bytes> hs{};
-  std::array<std::byte, reply_bytes> ack{};
-  auth::nonce acceptor_nonce{};
-  auth::proof proof{};
-  std::unique_ptr<auth::channel> chan;  // OPTCAST_ENCRYPT
-  detail::message_buffer sealed;        // the frame being written, encrypted, and its tag
-  std::array<std::byte, frame_bytes> hdr{};
-  const std::byte* body = nullptr;      // what follows hdr on the wire, and its length
-  std::size_t body_len = 0;
-  bool offered = false;       // single copy, in its hello; and the acceptor's yes to it:
-  bool by_reference = false;  // large messages go as references (frame_ref)
-  bool lending = false;       // the frame being written is one
-  bool borrowed = false;      // on the peer's connection (duplex), not one this rank opened
-  std::array<std::byte, ref_bytes> ref{};
-  // The receipts the peer writes back (frame_done), read one at a time.
-  std::unique_ptr<auth::channel> back;  // OPTCAST_ENCRYPT
-  std::array<std::byte, frame_bytes + auth::channel::tag_bytes> receipt{};
-  std::shared_ptr<detail::handler_memory> read_mem = std::make_shared<detail::handler_memory>();
-  operation* writing = nullptr;
-  std::error_code cancelled;  // writing was cancelled: it ends so once its frame is out
-  std::size_t written = 0;  // of header + payload
-  detail::op_queue queue;
-  // For the one write in flight; shared, so a handler outliving the fabric keeps it.
-  std::shared_ptr<detail::handler_memory> mem = std::make_shared<detail::handler_memory>();
-};
-
-struct peer_state {
-  explicit peer_state(const asio::any_io_executor& ex) {
-    out.emplace_back(ex);
-    in.resize(1);
-  }
-  // A connection per rail toward it (one only to a rank of this host, or of one rail),
-  // and from it.
-  std::vector<out_conn> out;
-  std::vector<std::shared_ptr<in_conn>> in;
-  std::vector<std::string> where;  // the addresses it listens on, one per rail
-  int rails = 1;                   // of `out`, those its operations use (1 toward this host)
-  bool in_closed = false;  // a connection of its to us ended: nothing more will come
-  std::uint64_t broke = 0;  // when a link with it broke (tcp_fabric::breaks_), 0: none
-  int byes = 0;            // of its connections to us, those that said goodbye
-  // Its goodbye (frame_bye) on every connection: the newest collective it finished, and
-  // that it left in good order; its connections' ends are then no loss.
-  std::optional<std::pair<std::uint32_t, call_signature>> left;
-  detail::op_queue posted;
-  detail::op_queue lent;  // sends by reference awaiting its receipt
-  held_messages unexpected;
-  std::size_t unexpected_bytes = 0;  // its share of tcp_fabric::unexpected_bytes_
-};
 
 // The one-port model has a rank send one message at a time. With the kernel's send
 // buffer (autotuned to megabytes) a send "completes" long before its bytes are on the
@@ -185,7 +63,9 @@ inline std::size_t notsent_lowat() {
 
 // Loopback has no link to share (and the extra wakeups cost it throughput), so only
 // connections to other hosts are limited.
-inline void limit_unsent(tcp::socket& s) {
+inline void limit_unsent(link& l) {
+  if (l.in_memory()) return;
+  auto& s = l.socket();
   const int v = static_cast<int>(notsent_lowat());
   std::error_code ec;
   const auto peer = s.remote_endpoint(ec);
@@ -209,19 +89,11 @@ inline std::pair<std::vector<std::string>, std::string> split_entry(const std::s
 // Ends a connection for both ends at once: a socket may have a second descriptor (one
 // connection both ways, a reader and a writer), and closing one alone would leave the
 // connection open, the peer waiting on it.
-inline void shut(tcp::socket& s) noexcept {
-  std::error_code ignored;
-  if (s.is_open()) s.shutdown(tcp::socket::shutdown_both, ignored);
-  s.close(ignored);
-}
+inline void shut(link& s) noexcept { s.end(); }
 
 inline std::string rank_name(int r) { return "rank " + std::to_string(r); }
 
-inline std::string endpoint_text(const tcp::socket& s) {
-  std::error_code ec;
-  auto ep = s.remote_endpoint(ec);
-  return ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
-}
+inline std::string endpoint_text(const link& s) { return s.remote(); }
 
 class tcp_fabric final : public detail::job_fabric {
 public:
@@ -339,13 +211,46 @@ private:
   // written within `within` (0: not at all, the peers having left as well), then closed.
   void finish_goodbyes(std::chrono::milliseconds within) noexcept;
 
-  // ------------------------------------------------------------------ single copy
-  // (single_copy.cpp) between ranks of one host.
+  // ------------------------------------------------------------------ shared memory
+  // (memory.cpp) toward the ranks of this host: the same frames through rings.
 
-  bool single_copy_allowed() const noexcept { return cfg_.single_copy == 1 || (cfg_.single_copy == -1 && key_.has_value()); }
+  bool same_host(int p) const noexcept {
+    const auto& host = layout_.host_of;
+    return host.size() == peers_.size() && host[static_cast<std::size_t>(p)] == host[static_cast<std::size_t>(cfg_.rank)];
+  }
+  // Whether this rank's links to p go through memory.
+  bool memory_to(int p) const noexcept { return hub_ && same_host(p); }
+  // The unix socket a rank of this host listens on for its peers' rings: abstract, so
+  // per network namespace (an emulated host's ranks never find another's), and named by
+  // the job, the rank and its TCP address (unique on the host while it listens).
+  std::string memory_name(int r, const std::string& address) const;
+  // Bootstrap: the hub and the unix socket, before this rank says where it listens.
+  void listen_memory(const std::string& address);
+  void accept_memory();
+  void meet_accepted(const std::shared_ptr<meeting>& m);
+  // The opener's side: rings with p, then the handshake over them; a peer that does not
+  // answer there is connected to at `fallback` over TCP instead.
+  void open_memory(int p, int rail, const std::string& address, tcp::endpoint fallback);
+  void met(int p, int rail, const std::shared_ptr<meeting>& m, tcp::endpoint fallback);
+  void drop_meeting(const std::shared_ptr<meeting>& m) noexcept;
+  // The size of the ring this rank reads from each peer of its host.
+  std::size_t ring_capacity() const noexcept;
+  bool check_network() override { return hub_ && hub_->poll(); }
+  void loop_polls(bool polling) override {
+    if (hub_) hub_->polling(polling);
+  }
+  // Over TCP.
+  void connect_socket(int p, int rail, tcp::endpoint ep);
+
+  // ------------------------------------------------------------------ single copy
+  // (by_reference.cpp) between ranks of one host.
+
+  // On a link through memory the kernel vouches for the peer's process; over TCP only
+  // a job secret makes its hello's word good enough to read memory it names.
+  bool single_copy_allowed(bool in_memory) const noexcept { return cfg_.shm && (in_memory || key_.has_value()); }
   // The hello's offer toward a rank of this host (nothing toward others).
-  bool offers_single_copy(int p) const noexcept;
-  void offer_single_copy(hello& h, int p);
+  bool offers_single_copy(int p, bool in_memory) const noexcept { return same_host(p) && single_copy_allowed(in_memory); }
+  void offer_single_copy(hello& h, int p, bool in_memory);
   // Whether the opener's probe reads as it said (the acceptor's answer to the offer).
   bool probe_reads(const hello& h) const;
   // A frame_ref's reference, then the copy into the posted receive (else a held buffer).
@@ -466,6 +371,9 @@ private:
   topology layout_;
   std::vector<peer_state> peers_;
   std::vector<std::shared_ptr<in_conn>> handshaking_;
+  std::shared_ptr<shm::hub> hub_;  // null: no shared memory (job_config::shm)
+  std::optional<asio::local::stream_protocol::acceptor> memory_acceptor_;
+  std::vector<std::shared_ptr<meeting>> meetings_;  // introductions under way, either side
   std::uint64_t handshakes_dropped_ = 0;  // for the pending limit (logged at powers of two)
   bool accept_failing_ = false;           // accept fails (out of descriptors): said once
   detail::buffer_pool pool_;
@@ -479,7 +387,7 @@ private:
   std::uint64_t breaks_ = 0;          // links broken so far (peer_state::broke)
   connection_counts counts_;
   struct lingering_goodbye {
-    tcp::socket sock;
+    link sock;
     std::vector<std::byte> rest;  // of the goodbye frame, unwritten
   };
   std::vector<lingering_goodbye> goodbyes_;

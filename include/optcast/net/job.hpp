@@ -36,9 +36,11 @@
 //   OPTCAST_TIMEOUT              default collective deadline, seconds (default 120)
 //   OPTCAST_BOOTSTRAP_TIMEOUT    how long to wait for the store, seconds (60)
 //   OPTCAST_PORTS                k of the k-port model (default 1)
-//   OPTCAST_SHM                  0: no single copy between ranks of one host; 1: also
-//                                without a job secret (default: with a secret only)
-//   OPTCAST_SHM_MIN              the smallest message sent so (bytes, default 262144)
+//   OPTCAST_SHM                  0: ranks of one host talk through loopback TCP, as
+//                                ranks of different hosts do (default 1: through
+//                                shared memory, job_config::shm)
+//   OPTCAST_SHM_MIN              there, the smallest message read straight out of the
+//                                sender's memory (bytes, default 262144)
 //   OPTCAST_UNEXPECTED_LIMIT     bytes of messages a rank holds for receives not yet
 //                                posted, from all peers together (default, or 0:
 //                                automatic, job_config::limits_for)
@@ -102,14 +104,15 @@ struct job_config {
   // networks.
   bool encrypt = false;
   int ports = 1;
-  // Between ranks of one host (the same host identity), the TCP fabric moves messages of
-  // at least single_copy_min bytes by reference: the receiver copies them straight from
-  // the sender's memory into its own (process_vm_readv, one copy where loopback TCP makes
-  // two), on connections whose two ends proved they can (net/tcp/single_copy.cpp).
-  // -1: only in jobs with a secret (a peer proves who it is before another reads memory
-  // it names); 0: never; 1: also without a secret.
-  int single_copy = -1;
-  std::size_t single_copy_min = std::size_t{256} << 10;
+  // Shared memory between ranks of one host (the same host identity: boot and network
+  // namespace), net/shm: the TCP fabric's frames go through a ring per direction, which
+  // a polling receiver reads with no system call, and messages of at least shm_copy_min
+  // bytes by reference, the receiver copying them straight out of the sender's memory
+  // (process_vm_readv: one copy). The kernel vouches for the peer (same user), so no
+  // secret is needed; a job with one still proves it. false: loopback TCP, as between
+  // hosts (single copy over it only in jobs with a secret).
+  bool shm = true;
+  std::size_t shm_copy_min = std::size_t{256} << 10;
   // Messages that arrive before their receive is posted wait in memory; a peer (or a
   // stranger holding the job id) must not make this rank hold more than this many bytes
   // of them, each counted with its record's overhead beside its payload. Beyond it the

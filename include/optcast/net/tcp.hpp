@@ -49,8 +49,10 @@ std::string listen_address(const optcast::fabric& f);
 struct connection_counts {
   int outgoing = 0;
   int incoming = 0;
-  // Messages received by single copy from ranks of this host (job_config::single_copy).
+  // Messages received by single copy from ranks of this host (job_config::shm).
   std::uint64_t single_copies = 0;
+  // Of the outgoing and incoming, those through shared memory (job_config::shm).
+  int in_memory = 0;
   // Of the incoming, those that also carry this rank's messages to the peer (it opened no
   // connection of its own: a pair's messages both ways on one).
   int both_ways = 0;

@@ -1,107 +1,40 @@
-// Single copy between ranks of one host. Over loopback TCP a message is copied twice (into
-// the kernel and out of it) in segments, each with its system calls; here the receiver
-// copies it once, straight from the sender's memory into its posted receive, with
-// process_vm_readv (Linux's cross-memory attach, as Open MPI's vader uses). The TCP
-// connection still carries everything else: small messages, the references
-// (frame_ref: the message's address and a token), and, back the other way, the receipts
-// (frame_done) that end the sends; so order, matching, signatures, goodbyes and failures
-// work as for any frame.
+// Messages by reference between ranks of one host: the receiver copies them once,
+// straight from the sender's memory into its posted receive (net/shm/peer_memory.hpp). The
+// link still carries everything else: small messages, the references (frame_ref: the
+// message's address and a token), and, back the other way, the receipts (frame_done)
+// that end the sends; so order, matching, signatures, goodbyes and failures work as for
+// any frame.
 //
-// Whether the receiver can read the sender (same kernel and process namespace, ptrace
-// permission, no seccomp filter in the way) is proven once per connection: the sender's
-// hello names 8 bytes of its memory and what they hold, and the acceptor reads them. Only
-// ranks the job's layout puts on one host offer it (emulated hosts share a kernel but
-// must talk through their links), and only in jobs with a secret unless the user asks
-// (OPTCAST_SHM=1): a peer proves who it is before another reads memory it names.
-#include <sys/prctl.h>
-#include <sys/uio.h>
+// The sender's hello names its probe, and the acceptor reads it. Only ranks the job's
+// layout puts on one host offer it (emulated hosts share a kernel but must talk through
+// their links); on a link through memory the kernel vouches for the peer's process, over
+// TCP only in jobs with a secret (a peer proves who it is before another reads memory it
+// names).
 #include <unistd.h>
 
 #include <cerrno>
-#include <fstream>
-#include <random>
-#include <sstream>
+#include <cstring>
 #include <string>
 
 #include "tcp_fabric.hpp"
+#include "../shm/peer_memory.hpp"
 
 namespace optcast::tcp::impl {
 
-namespace {
-
-// What this process's probe holds: fixed for its life, random so that another
-// process's memory does not hold it by chance.
-const std::uint64_t& probe_cookie() {
-  static const std::uint64_t cookie = [] {
-    std::random_device rd;
-    return (std::uint64_t{rd()} << 32 | rd()) | 1;
-  }();
-  return cookie;
-}
-
-// Copies len bytes at `from` in process pid to `to`: 0, or the errno of the failure.
-int read_peer(std::uint32_t pid, std::uint64_t from, std::byte* to, std::uint64_t len) {
-  std::uint64_t done = 0;
-  while (done < len) {
-    iovec local{to + done, static_cast<std::size_t>(len - done)};
-    iovec remote{reinterpret_cast<void*>(static_cast<std::uintptr_t>(from + done)), static_cast<std::size_t>(len - done)};
-    const ssize_t n = ::process_vm_readv(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
-    if (n == 0) return EFAULT;  // a range that ends in unmapped memory reads short
-    done += static_cast<std::uint64_t>(n);
-  }
-  return 0;
-}
-
-// Whether process pid is gone or on its way out. Its memory is torn down before it is
-// gone, and a read meanwhile fails with EFAULT, not ESRCH: a peer dying mid-send, not one
-// that named memory it does not have. PF_EXITING (0x4) is set as exit begins.
-bool exiting(std::uint32_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(f, line)) return true;
-  const auto name_end = line.rfind(')');  // the name may hold spaces and parentheses
-  if (name_end == std::string::npos) return false;
-  std::istringstream fields(line.substr(name_end + 1));
-  std::string state;
-  long long skipped = 0;
-  unsigned long long flags = 0;
-  fields >> state >> skipped >> skipped >> skipped >> skipped >> skipped >> flags;  // ppid pgrp session tty tpgid
-  if (!fields) return false;
-  return state == "Z" || state == "X" || (flags & 0x4) != 0;
-}
-
-}  // namespace
-
-bool tcp_fabric::offers_single_copy(int p) const noexcept {
-  const auto& host = layout_.host_of;
-  return single_copy_allowed() && host.size() == peers_.size() && host[static_cast<std::size_t>(p)] == host[static_cast<std::size_t>(cfg_.rank)];
-}
-
-void tcp_fabric::offer_single_copy(hello& h, int p) {
-  if (!offers_single_copy(p)) return;
-  // Where Yama restricts ptrace to descendants (ptrace_scope 1), let the peers read.
-  static const bool allowed = [] {
-#ifdef PR_SET_PTRACER
-    ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-#endif
-    return true;
-  }();
-  (void)allowed;
+void tcp_fabric::offer_single_copy(hello& h, int p, bool in_memory) {
+  if (!offers_single_copy(p, in_memory)) return;
+  const auto mine = shm::my_probe();
   h.pid = static_cast<std::uint32_t>(::getpid());
-  h.probe = reinterpret_cast<std::uintptr_t>(&probe_cookie());
-  h.cookie = probe_cookie();
+  h.probe = mine.address;
+  h.cookie = mine.cookie;
 }
 
 bool tcp_fabric::probe_reads(const hello& h) const {
-  std::array<std::byte, 8> got{};
-  if (const int e = read_peer(h.pid, h.probe, got.data(), got.size())) {
+  const int e = shm::probe_reads(static_cast<pid_t>(h.pid), h.probe, h.cookie);
+  if (e != 0 && e != EINVAL)
     log(log_level::debug, rank_name(cfg_.rank) + ": cannot read rank " + std::to_string(h.rank) + "'s memory (" + std::strerror(e) +
-                              "): its messages come through the socket");
-    return false;
-  }
-  return wire::get_u64(got.data()) == h.cookie;
+                              "): its messages come through the link");
+  return e == 0;
 }
 
 void tcp_fabric::take_ref(const std::shared_ptr<in_conn>& c, tag tg, const call_signature& sig, std::uint64_t len) {
@@ -122,10 +55,10 @@ void tcp_fabric::take_ref(const std::shared_ptr<in_conn>& c, tag tg, const call_
     op->transport.state = st_reading;
     c->target = op;
   }
-  if (const int e = read_peer(c->pid, from, into, len)) {
+  if (const int e = shm::read_peer(static_cast<pid_t>(c->pid), from, into, len)) {
     if (held) release_unexpected(peer(c->peer), len);
     // Gone: its process ended (its connection's end says how, or the loss grace decides).
-    if (e == ESRCH || exiting(c->pid)) return in_ended(c, "its process is gone (" + std::string(std::strerror(e)) + ")");
+    if (e == ESRCH || shm::exiting(static_cast<pid_t>(c->pid))) return in_ended(c, "its process is gone (" + std::string(std::strerror(e)) + ")");
     return protocol_error(c, "a message by reference that cannot be read from its memory (" + std::string(std::strerror(e)) + ")");
   }
   ++counts_.single_copies;
