@@ -3,6 +3,10 @@
 // are optcast-bench p2p's.
 #include <catch2/catch.hpp>
 
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -12,6 +16,7 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 
+#include "common/cores.hpp"
 #include "common/poller.hpp"
 
 using namespace optcast;
@@ -92,4 +97,57 @@ TEST_CASE("adaptive backs off on a contended core: a preempted poll is followed 
   // 1 + 2 + 4 + ... + 128 covers 200 waits with 8 polls; polls that keep their core halve
   // the back-off, and 11-24 were seen (under ASan too). Without backing off it polls all 200.
   CHECK(polls <= 50);
+}
+
+TEST_CASE("a transport hears when the loop polls and when it is about to sleep", "[poller]") {
+  // Shared memory asks its peers to ring only for a loop that sleeps: it must hear of
+  // every change, and polling must be said before the first poll, sleeping before epoll.
+  struct heard {
+    std::vector<bool> turns;
+    int checks_while_sleeping = 0;
+  } h;
+  auto check = [](void* c) {
+    auto* x = static_cast<heard*>(c);
+    if (x->turns.empty() || !x->turns.back()) ++x->checks_while_sleeping;
+    return false;
+  };
+  auto turn = [](void* c, bool polling) { static_cast<heard*>(c)->turns.push_back(polling); };
+  asio::io_context io;
+  detail::poller poller(io, mode::adaptive, 200us, check, &h, turn);
+  poller.yield_when_idle(false);
+  asio::steady_timer timer(io);
+  for (int i = 0; i < 5; ++i) {  // waits far longer than the limit: poll, then sleep, each time at first
+    bool fired = false;
+    timer.expires_after(3ms);
+    timer.async_wait([&](std::error_code) { fired = true; });
+    auto done = [&] { return fired; };
+    poller.run_until(done);
+    REQUIRE(fired);
+  }
+  REQUIRE_FALSE(h.turns.empty());
+  CHECK(h.turns.front());
+  for (std::size_t i = 1; i < h.turns.size(); ++i) CHECK(h.turns[i] != h.turns[i - 1]);  // changes only
+  CHECK(std::find(h.turns.begin(), h.turns.end(), false) != h.turns.end());  // it slept
+  CHECK(h.checks_while_sleeping == 0);
+}
+
+TEST_CASE("the cores a process may use follow its affinity mask", "[poller]") {
+  // A child pinned to one core, asking for the first time (the answer is kept: the
+  // parent asks after the fork).
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    if (::sched_setaffinity(0, sizeof one, &one) != 0) std::_Exit(2);
+    std::_Exit(detail::usable_cores() == 1 ? 0 : 1);
+  }
+  int status = -1;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  const int all = detail::usable_cores();
+  CHECK(all >= 1);
+  CHECK(all <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }

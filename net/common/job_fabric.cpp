@@ -1,6 +1,8 @@
 // The lifecycle of a fabric with one process per rank (job_fabric.hpp).
 #include "job_fabric.hpp"
 
+#include "cores.hpp"
+
 #include <stdexcept>
 #include <thread>
 
@@ -21,10 +23,17 @@ job_fabric::job_fabric(asio::io_context& io)
 void job_fabric::run_until(stop_predicate done) {
   if (borrowed_loop())  // run() waits for the owner's threads instead
     throw std::logic_error("optcast: a fabric on the caller's io_context does not run it (run_until)");
-  if (!poller_)
+  if (!poller_) {
     poller_.emplace(io_, job_settings().poll, job_settings().poll_limit,
                     [](void* self) { return static_cast<job_fabric*>(self)->check_network(); }, this,
                     [](void* self, bool polling) { static_cast<job_fabric*>(self)->loop_polls(polling); });
+    // A core for each rank of this host: an empty poll spins on. More ranks than cores,
+    // and it yields to the one it waits for.
+    if (const topology* t = layout(); t && !t->host_of.empty()) {
+      const auto here = t->ranks_on(t->host_of[static_cast<std::size_t>(job_settings().rank)]).size();
+      poller_->yield_when_idle(static_cast<int>(here) > usable_cores());
+    }
+  }
   poller_->run_until(done);
 }
 

@@ -15,7 +15,7 @@ namespace optcast::detail {
 template <class Connect>
 std::shared_ptr<fabric> with_own_loop(Connect connect) {
   struct holder {
-    asio::io_context io;
+    asio::io_context io{1};  // one thread runs it: handlers posted from it stay its own
     std::shared_ptr<fabric> f;
     ~holder() { f.reset(); }  // the fabric first, while its loop still exists
   };

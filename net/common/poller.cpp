@@ -19,6 +19,20 @@ constexpr auto contended = std::chrono::microseconds(200);
 constexpr int most_backoff = 4096;
 // How long a poll runs before the thread's CPU clock is read (poll_for_a_while).
 constexpr auto unclocked = std::chrono::microseconds(50);
+// Of a poll's turns, those that also poll the loop's reactor when the transport has a
+// check of its own: a turn of the check is tens of nanoseconds, the reactor's a system
+// call (0.3-1 us here), so the loop's other work (timers, the store) waits a few
+// microseconds at most.
+constexpr unsigned reactor_every = 16;
+
+// A spinning core's pause: the sibling hyperthread and the memory bus get the slot.
+inline void relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 // This thread's CPU time: set beside the wall clock over a poll, what the poll lost to
 // other threads. A count of involuntary switches would not do: a yield that lets
@@ -40,12 +54,14 @@ poller::poll_outcome poller::poll_for_a_while() {
   // nearly every poll ends within a few microseconds: it is read only once a poll has
   // run `unclocked`, which hides at most that much of a lost core from the judgement.
   bool clocked = false;
-  clock::time_point wall_mark;
+  clock::time_point wall_mark, last = start;
   std::chrono::nanoseconds cpu_mark{};
   const auto lost_since_mark = [&] { return clocked && (clock::now() - wall_mark) - (thread_cpu() - cpu_mark) > contended; };
-  for (;;) {
+  for (unsigned turn_count = 0;; ++turn_count) {
     if (io_.stopped()) io_.restart();
-    if (io_.poll_one() != 0) return {true, lost_since_mark()};
+    // The loop's reactor is a system call (epoll_wait): where the transport can look at
+    // the network without it (check_), only every so often, and first thing.
+    if ((!check_ || turn_count % reactor_every == 0) && io_.poll_one() != 0) return {true, lost_since_mark()};
     if (check_ && check_(context_)) return {true, lost_since_mark()};
     const auto before = clock::now();
     if (adaptive) {
@@ -56,8 +72,14 @@ poller::poll_outcome poller::poll_for_a_while() {
         cpu_mark = thread_cpu();
       }
     }
-    ::sched_yield();
-    if (adaptive && clock::now() - before > contended) return {false, true};
+    if (yield_) {
+      ::sched_yield();
+      if (adaptive && clock::now() - before > contended) return {false, true};
+    } else {
+      relax();
+      if (adaptive && before - last > contended) return {false, true};  // preempted between two looks
+      last = before;
+    }
   }
 }
 
@@ -98,8 +120,8 @@ void poller::run_until(stop_predicate done) {
     sleep_one();
     record(clock::now() - start <= limit_);
   }
-  // Whoever runs the loop next (a close, a caller's run) sleeps in it: peers must ring.
-  turn(false);
+  // The transport stays as it is: the loop sleeps only in run_until (sleep_one turns
+  // it), and between calls nothing runs it at all, so nothing needs waking.
 }
 
 }  // namespace optcast::detail

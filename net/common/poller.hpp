@@ -32,6 +32,11 @@ public:
 
   // Runs the loop's handlers until done() holds.
   void run_until(stop_predicate done);
+  // Whether an empty poll yields its core (sched_yield, as Open MPI's ranks do when the
+  // host is oversubscribed) or spins on it: spinning answers sooner, yielding lets a rank
+  // that shares the core run. Yields unless told the host has a core for each of its
+  // ranks.
+  void yield_when_idle(bool yield) noexcept { yield_ = yield; }
   // Waits that polled (or began by polling) so far: what the policy decided, for tests.
   long polls() const noexcept { return polls_; }
 
@@ -63,6 +68,7 @@ private:
   turn_fn turn_;
   void* context_;
   bool polling_ = false;
+  bool yield_ = true;
   double hits_ = 1.0;  // start by polling: a job's first calls come close together
   double contention_ = 0.0;  // recent polls' share that lost their core (moving average)
   int backoff_ = 0;    // waits to sleep through when a poll is next preempted

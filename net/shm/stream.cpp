@@ -43,15 +43,42 @@ void hub::wait_bell() {
 }
 
 bool hub::poll() {
-  if (waiting_.empty()) return false;
   bool did = false;
-  // progress only posts handlers, so no stream goes away meanwhile; one may be armed anew.
-  const auto now = waiting_;
-  for (stream* s : now) {
+  // progress only posts (or collects) handlers: no stream goes away or is armed meanwhile.
+  for (std::size_t i = 0; i < waiting_.size();) {
     bool waiting = false;
-    did |= s->progress(waiting);
-    if (!waiting) disarm(s);
+    did |= waiting_[i]->progress(waiting);
+    if (waiting) {
+      ++i;
+    } else {
+      waiting_[i] = waiting_.back();
+      waiting_.pop_back();
+    }
   }
+  return did;
+}
+
+bool hub::poll_here() {
+  if (collecting_) return poll();  // from a handler poll_here runs: its loop takes them
+  collecting_ = true;
+  bool did = false;
+  // Streams only collect their completions while they are looked at (none goes away
+  // meanwhile); the handlers run after, and what they start and completes at once is
+  // collected for the next round, never run inside its own initiation.
+  for (;;) {
+    poll();
+    if (ready_.empty()) break;
+    did = true;
+    auto batch = std::move(ready_);
+    ready_.clear();
+    const auto alive = alive_;  // a handler may end the fabric, and with it this hub
+    for (auto& r : batch) {
+      if (!*alive) return true;  // the rest are destroyed with the batch
+      std::exchange(r.done.p, nullptr)->invoke(r.ec, r.n);
+    }
+    if (!*alive) return true;
+  }
+  collecting_ = false;
   return did;
 }
 
@@ -109,6 +136,7 @@ void stream::peer_gone() noexcept {
 }
 
 void stream::post(completion_ptr h, std::error_code ec, std::size_t n) {
+  if (hub_->collecting_) return hub_->ready_.push_back({std::move(h), ec, n});
   std::exchange(h.p, nullptr)->post(hub_->executor(), ec, n);
 }
 

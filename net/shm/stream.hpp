@@ -50,6 +50,11 @@ public:
   // Moves every waiting stream on as far as its rings allow, without a system call: true
   // if an operation completed (its handler posted).
   bool poll();
+  // The same, but the handlers run here, one after another, as do those of the operations
+  // they start that complete at once: for a loop's own thread between its turns (a
+  // handler posted from outside the loop's run costs the loop a wake-up), where nothing
+  // else runs the executor.
+  bool poll_here();
   // Whether the loop polls (calls poll() between its turns) rather than sleeping in epoll:
   // while it does, no waiting stream asks its peer to ring. Turned off (before the loop
   // sleeps), each waiting stream says it sleeps or, if its bytes came meanwhile,
@@ -62,6 +67,11 @@ private:
   void arm(stream* s);
   void disarm(stream* s) noexcept;
   void wait_bell();
+
+  // poll_here's: completions are kept here to run, not posted.
+  struct ready_completion;
+  std::vector<ready_completion> ready_;
+  bool collecting_ = false;
 
   asio::any_io_executor ex_;
   doorbell bell_;
@@ -152,6 +162,7 @@ private:
   // own), in memory from its own allocator (a fabric's per-connection slot, say).
   struct completion {
     virtual void post(const asio::any_io_executor& ex, std::error_code ec, std::size_t n) = 0;  // and frees itself
+    virtual void invoke(std::error_code ec, std::size_t n) = 0;  // here and now, and frees itself
     virtual void destroy() noexcept = 0;  // without posting
   protected:
     ~completion() = default;
@@ -177,6 +188,11 @@ private:
       free();
       auto where = asio::get_associated_executor(h, ex);
       asio::post(where, [h = std::move(h), ec, n]() mutable { h(ec, n); });
+    }
+    void invoke(std::error_code ec, std::size_t n) override {
+      Handler h = std::move(handler);
+      free();
+      std::move(h)(ec, n);
     }
     void destroy() noexcept override { free(); }
     Handler handler;
@@ -233,6 +249,12 @@ private:
   pending read_, write_, wait_;
   bool open_ = true, gone_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+struct hub::ready_completion {
+  stream::completion_ptr done;
+  std::error_code ec;
+  std::size_t n = 0;
 };
 
 }  // namespace optcast::shm

@@ -43,9 +43,10 @@ void tcp_fabric::fill(const std::shared_ptr<in_conn>& c) {
     read_frame(c);
   };
   const auto room = asio::buffer(c->rx.get() + c->rx_end, in_conn::rx_capacity - c->rx_end);
-  if (c->drained && !borrowed_loop()) {
+  if (c->drained && !borrowed_loop() && !c->sock.in_memory()) {
     // The last read emptied the socket: a read now would only say EAGAIN (Asio reads
-    // before it waits), so wait for it to be readable, then read what came.
+    // before it waits), so wait for it to be readable, then read what came. (A ring's
+    // read that finds nothing costs no system call, and waits as cheaply.)
     c->sock.async_wait(tcp::socket::wait_read, c->bound([this, alive = alive_, c, room, got](std::error_code ec) {
       if (!*alive || !c->open) return;
       if (ec) return in_ended(c, ec.message());

@@ -235,7 +235,7 @@ private:
   void drop_meeting(const std::shared_ptr<meeting>& m) noexcept;
   // The size of the ring this rank reads from each peer of its host.
   std::size_t ring_capacity() const noexcept;
-  bool check_network() override { return hub_ && hub_->poll(); }
+  bool check_network() override { return hub_ && hub_->poll_here(); }
   void loop_polls(bool polling) override {
     if (hub_) hub_->polling(polling);
   }
