@@ -7,9 +7,9 @@
 #   - what crossed between the hosts went through the links, not around them: the two
 #     hosts' interfaces together sent at least what the collectives must move between
 #     hosts (ranks of different hosts share one kernel here, but never memory);
-#   - ranks of one host talked over their own host (loopback), not the links: one
-#     connection between two ranks of a host (the job's log says so), and the links
-#     carried no more than the inter-host volume plus overhead.
+#   - ranks of one host talked over their own host (shared memory), not the links: each
+#     rank's log names rings with the other rank of its host and with no rank of the
+#     other host (whose abstract unix socket is in another network namespace).
 #
 #   tests/rails_test.sh OPTCAST_BENCH          (root; exit 77 where it cannot run)
 set -uo pipefail
@@ -32,7 +32,7 @@ size=$((4 << 20))
 pids=()
 for r in 0 1 2 3; do
   bash "$NS" exec "$TAG" $((r / 2)) env OPTCAST_RANK=$r OPTCAST_SIZE=4 OPTCAST_STORE=10.97.0.1:29700 OPTCAST_JOB_ID=$$ \
-    OPTCAST_LOG=info OPTCAST_BOOTSTRAP_TIMEOUT=10000 timeout 120 "$BENCH" coll --fabric tcp -o bcast,allreduce,allgather,scatter,gather \
+    OPTCAST_LOG=debug OPTCAST_BOOTSTRAP_TIMEOUT=10000 timeout 120 "$BENCH" coll --fabric tcp -o bcast,allreduce,allgather,scatter,gather \
     -l $size -t 0.3 -m 3 -r 3 --alg multi_lane > "$work/rank$r" 2>&1 &
   pids+=($!)
 done
@@ -45,6 +45,13 @@ grep -q "2 hosts x 2 ranks, 2 rails" "$work/rank0" || { echo "FAIL: rank 0 did n
 for op in bcast allreduce allgather scatter gather; do
   grep -Eq "^optcast $op $size .* ok$" "$work/rank0" || { echo "FAIL: no verified $op line:"; cat "$work/rank0"; exit 1; }
   grep -q "# $op $size: multi_lane" "$work/rank0" || { echo "FAIL: $op did not run multi_lane"; exit 1; }
+done
+for r in 0 1 2 3; do
+  mate=$((r ^ 1))
+  grep -q "rank $r: rings with rank $mate " "$work/rank$r" || { echo "FAIL: rank $r set up no rings with rank $mate, of its host"; exit 1; }
+  if grep -E "rank $r: rings with rank [$(( (r / 2) * 2 == 0 ? 2 : 0 ))$(( (r / 2) * 2 == 0 ? 3 : 1 ))] " "$work/rank$r"; then
+    echo "FAIL: rank $r set up rings with a rank of the other host"; exit 1
+  fi
 done
 reps=$(awk -v s=$size '$1 == "optcast" && $3 == s {n += $4 + 1} END {print n}' "$work/rank0")  # + the warm-up each
 sent0=0 sent1=0

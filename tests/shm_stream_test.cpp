@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <optional>
 #include <random>
 #include <vector>
@@ -299,4 +300,45 @@ TEST_CASE("one doorbell serves every stream of a loop: two peers writing at once
     REQUIRE(::waitpid(child, &status, 0) == child);
     CHECK(WEXITSTATUS(status) == 0);
   }
+}
+
+TEST_CASE("a polling hub moves bytes with no doorbell rung and runs their handlers in place; a sleeping one is rung", "[shm]") {
+  listener ear;
+  const int sa = ear.connect(), sb = ear.accept();
+  REQUIRE(sa >= 0);
+  REQUIRE(sb >= 0);
+  asio::io_context io;
+  auto ha = std::make_shared<hub>(io.get_executor()), hb = std::make_shared<hub>(io.get_executor());
+  auto fb = std::async(std::launch::async, [&] { return introduce(sb, as(1, 0), hb->bell()); });
+  auto ca = introduce(sa, as(0, 1), ha->bell());
+  auto cb = fb.get();
+  REQUIRE(ca);
+  REQUIRE(cb);
+  stream a(ha, std::move(*ca), sa), b(hb, std::move(*cb), sb);
+  std::array<std::byte, 8> out{}, in{};
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = pattern_at(i);
+  std::error_code ec;
+
+  ha->polling(true);
+  std::size_t got = 0;
+  a.async_read_some(asio::buffer(in), [&](std::error_code e, std::size_t n) { got = e ? 0 : n; });
+  CHECK_FALSE(ha->poll_here());  // nothing there yet
+  CHECK(b.write_some(asio::buffer(out), ec) == out.size());
+  CHECK_FALSE(ha->bell().drain());  // a polls: b had no reason to ring
+  CHECK(ha->poll_here());           // the handler ran here, with no loop run
+  CHECK(got == out.size());
+  CHECK(in == out);
+
+  // Sleeping, a asks b to ring: only the doorbell gets the loop to read.
+  ha->polling(false);
+  got = 0;
+  in = {};
+  a.async_read_some(asio::buffer(in), [&](std::error_code e, std::size_t n) {
+    got = e ? 0 : n;
+    io.stop();
+  });
+  CHECK(b.write_some(asio::buffer(out), ec) == out.size());
+  io.run_for(std::chrono::seconds(10));
+  CHECK(got == out.size());
+  CHECK(in == out);
 }

@@ -99,6 +99,8 @@ struct job_options {
   // Rank r meets the others in kv(r) (job_config::kv) instead of the world's TCP store,
   // whose address the ranks are then not given: one object for all, or each its own.
   std::function<std::shared_ptr<kv_store>(int rank)> kv;
+  // Rank r's settings, changed last (one rank's shared memory off, say).
+  std::function<void(int rank, job_config&)> adjust;
 };
 
 // A directory of the test's own, removed with everything in it.
@@ -168,6 +170,7 @@ public:
         c.shm_copy_min = 4096;
         if (jo.unexpected_limit) c.unexpected_limit = *jo.unexpected_limit;
         if (jo.unexpected_peer_limit) c.unexpected_peer_limit = *jo.unexpected_peer_limit;
+        if (jo.adjust) jo.adjust(r, c);
         auto& io = *ios_[static_cast<std::size_t>(r)];
         try {
           // The fabric table's row, and its variant after the colon.

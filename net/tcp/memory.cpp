@@ -131,6 +131,7 @@ void tcp_fabric::meet_accepted(const std::shared_ptr<meeting>& m) {
     std::erase(meetings_, m);
     m->timer.cancel();
     if (rel) return refuse_it("its socket: " + rel.message());
+    log(log_level::debug, rank_name(cfg_.rank) + ": rings with " + rank_name(r) + " (process " + std::to_string(m->who.pid) + "), through shared memory");
     auto c = std::make_shared<in_conn>(link(std::make_shared<shm::stream>(hub_, std::move(*ch), fd)));
     c->introduced_as = r;
     admit_handshake(c);  // the handshake, as on a socket
@@ -199,6 +200,7 @@ void tcp_fabric::met(int p, int rail, const std::shared_ptr<meeting>& m, tcp::en
   const int fd = m->sock.release(rel);
   if (rel) return give_up("its socket: " + rel.message());
   std::erase(meetings_, m);
+  log(log_level::debug, rank_name(cfg_.rank) + ": rings with " + rank_name(p) + " (process " + std::to_string(m->who.pid) + "), through shared memory");
   out(p, rail).sock = link(std::make_shared<shm::stream>(hub_, std::move(*ch), fd));
   send_hello(p, rail);
 }

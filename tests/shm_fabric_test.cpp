@@ -1,0 +1,85 @@
+// The TCP fabric's links through shared memory (net/tcp/memory.cpp): the ranks of a test
+// world share a host, so with shared memory on every link between them goes through rings
+// (and messages of the threshold and more by single copy), with it off none does; a rank
+// that has it off is reached over TCP by ranks that have it on. Counted through
+// tcp::connections, the data checked on every rank.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "optcast/collectives.hpp"
+#include "optcast/net/tcp.hpp"
+#include "optcast/when_all.hpp"
+#include "worlds.hpp"
+
+using namespace optcast;
+
+namespace {
+
+// Every rank sends `n` bytes to every other and checks what each sent it.
+task<result<void>> all_to_all(communicator& c, std::size_t n, std::vector<std::vector<std::byte>>& got) {
+  auto& f = c.get_fabric();
+  const int p = c.size(), me = c.rank();
+  std::vector<std::vector<std::byte>> out(static_cast<std::size_t>(p));
+  got.assign(static_cast<std::size_t>(p), std::vector<std::byte>(n));
+  std::vector<operation> ops;
+  for (int q = 0; q < p; ++q) {
+    if (q == me) continue;
+    out[static_cast<std::size_t>(q)] = optcast::testing::bytes(n, me * 16 + q);
+    ops.push_back(f.send(q, {1, 0}, out[static_cast<std::size_t>(q)]));
+    ops.push_back(f.recv(q, {1, 0}, got[static_cast<std::size_t>(q)]));
+  }
+  if (auto r = co_await when_all(std::span<operation>(ops)); !r) co_return r;
+  for (int q = 0; q < p; ++q)
+    if (q != me && got[static_cast<std::size_t>(q)] != optcast::testing::bytes(n, q * 16 + me)) co_return fail(errc::protocol_violation);
+  co_return result<void>{};
+}
+
+}  // namespace
+
+TEST_CASE("the ranks of a host talk through shared memory, and over loopback TCP with it off", "[tcp][shm][fabric]") {
+  const std::string kind = GENERATE("tcp:shm", "tcp");
+  INFO(kind);
+  const int p = 4;
+  auto w = optcast::testing::make_world(kind, p);
+  std::vector<std::vector<std::vector<std::byte>>> got(p);
+  // 100 B through the rings, 64 KiB by single copy (the test worlds' threshold is 4 KiB).
+  for (std::size_t n : {std::size_t{100}, std::size_t{65536}}) {
+    auto res = w->run_all([&](communicator& c) { return all_to_all(c, n, got[static_cast<std::size_t>(c.rank())]); });
+    for (int r = 0; r < p; ++r) REQUIRE(res[static_cast<std::size_t>(r)]);
+  }
+  for (int r = 0; r < p; ++r) {
+    const auto n = tcp::connections(w->comms()[static_cast<std::size_t>(r)].get_fabric());
+    INFO("rank " << r << ": " << n.outgoing << " out, " << n.incoming << " in, " << n.in_memory << " in memory, " << n.single_copies
+                 << " single copies");
+    CHECK(n.outgoing + n.incoming >= p - 1);
+    if (kind == "tcp:shm") {
+      CHECK(n.in_memory == n.outgoing + n.incoming);
+      CHECK(n.single_copies >= static_cast<std::uint64_t>(p - 1));
+    } else {
+      CHECK(n.in_memory == 0);
+      CHECK(n.single_copies == 0);
+    }
+  }
+}
+
+TEST_CASE("a rank with shared memory off is reached over TCP; the others still meet in memory", "[tcp][shm][fabric]") {
+  const int p = 3;
+  optcast::testing::job_options jo;
+  jo.adjust = [](int r, job_config& c) { c.shm = r != 0; };
+  auto w = std::make_unique<optcast::testing::process_test_world>("tcp", p, communicator_options{}, jo);
+  std::vector<std::vector<std::vector<std::byte>>> got(p);
+  for (std::size_t n : {std::size_t{100}, std::size_t{65536}}) {
+    auto res = w->run_all([&](communicator& c) { return all_to_all(c, n, got[static_cast<std::size_t>(c.rank())]); });
+    for (int r = 0; r < p; ++r) REQUIRE(res[static_cast<std::size_t>(r)]);
+  }
+  const auto n0 = tcp::connections(w->comms()[0].get_fabric()), n1 = tcp::connections(w->comms()[1].get_fabric()),
+             n2 = tcp::connections(w->comms()[2].get_fabric());
+  CHECK(n0.in_memory == 0);
+  // Ranks 1 and 2 each have one or two links between them (in memory) and those with rank 0 (not).
+  CHECK(n1.in_memory >= 1);
+  CHECK(n2.in_memory >= 1);
+  CHECK(n1.in_memory + n2.in_memory <= 4);
+  CHECK(n1.outgoing + n1.incoming > n1.in_memory);
+  CHECK(n2.outgoing + n2.incoming > n2.in_memory);
+}
