@@ -65,8 +65,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM; trap 'exit 129' HUP; trap 'exit 130' INT  # bash skips the EXIT trap when a signal kills it
 # A job secret, as optcast's own launcher gives its ranks (unless the caller set one, or
-# OPTCAST_SECRET= for none): the ranks authenticate, and those of one host copy large
-# messages out of each other's memory (OPTCAST_SHM).
+# OPTCAST_SECRET= for none): the ranks authenticate (those of one host meet through
+# shared memory either way, OPTCAST_SHM).
 if [ -z "${OPTCAST_SECRET+set}${OPTCAST_SECRET_FILE+set}" ]; then
   (umask 077 && head -c 24 /dev/urandom | base64 > "$out/secret")
   export OPTCAST_SECRET_FILE="$out/secret"
