@@ -45,6 +45,8 @@ inline constexpr std::uint64_t ring_magic = 0x676e69725f6f7074;  // "tpo_ring"
 inline constexpr std::uint32_t ring_version = 1;
 inline constexpr std::size_t ring_page = 4096;
 inline constexpr std::size_t ring_min_capacity = 4096, ring_max_capacity = std::size_t{1} << 30;
+// A writer publishes what it copies in at least this often (ring_writer::write_some).
+inline constexpr std::size_t publish_every = std::size_t{8} << 10;
 
 // A mapped ring segment and its descriptor (kept to pass on, or closed).
 class segment {
