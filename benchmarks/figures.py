@@ -43,6 +43,8 @@ def render(where, options):
         return stamp + "```text\n" + text + ("" if text.endswith("\n") else "\n") + "```\n"
     args = [sys.executable, os.path.join(repo, "benchmarks", "table.py"), "--p", str(run["p"]), "--rate-mbit", str(run["rate_mbit"])]
     args += ["--ppn", str(run.get("ppn", 1)), "--rails", str(run.get("rails", 1))]  # older runs: one rank, one rail
+    if int(run.get("sittings", 1)) > 1:
+        args.append("--sittings")
     args += shlex.split(options) + [os.path.join(d, f) for f in run["files"]]
     out = subprocess.run(args, capture_output=True, text=True)
     if out.returncode not in (0, 1) or not out.stdout:

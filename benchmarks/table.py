@@ -7,7 +7,8 @@ usage: table.py [--p 8] [--ppn 1] [--rails 1] [--rate-mbit 954] [--stat med|min]
 Each FILE holds lines "label op bytes reps min_us med_us max_us ok" (optcast-bench coll,
 ../shared/bench/mpi_coll_bench and gloo_coll_bench); other lines are ignored. A label
 "name#2" is a second run of "name": optcast's two runs are shown as a range, and its
-ratios use the slower one. Gloo's allreduce variants (ring, bcube, halving-doubling)
+ratios use the slower one; with --sittings (the files of several sittings) every library
+shows, and is compared by, the median of its runs. Gloo's allreduce variants (ring, bcube, halving-doubling)
 count as one peer, its best (and so do Open MPI's runs with and without coll/han). The
 bound is the time the bytes need on a host's k = --rails links of --rate-mbit (goodput B,
 each direction) for H = --p hosts of n = --ppn ranks each (what crosses a host's links):
@@ -24,6 +25,7 @@ and block count optcast's automatic choice took (its "# op bytes: alg, n = N" li
 import argparse
 import collections
 import math
+import statistics
 import re
 import sys
 
@@ -36,6 +38,8 @@ ap.add_argument("--rate-mbit", type=float, default=954.0)
 ap.add_argument("--stat", default="med", choices=["med", "min"])
 ap.add_argument("--sizes", help="only these sizes, bytes, comma-separated")
 ap.add_argument("--ops", help="only these collectives, comma-separated")
+ap.add_argument("--sittings", action="store_true",
+                help="the files are several sittings: each library's figure is the median of its runs' medians")
 a = ap.parse_args()
 
 col = 5 if a.stat == "med" else 4
@@ -66,6 +70,8 @@ p, n = a.p, a.ppn
 
 
 def bound_us(op, m):
+    if p < 2:  # one host: nothing crosses a link
+        return None
     if m < 262144 or op == "barrier":  # a barrier carries no bytes: no bandwidth bound
         return None
     t = m / B * 1e6
@@ -83,6 +89,8 @@ def bound_us(op, m):
 def fmt(us):
     if us is None:
         return "—"
+    if us < 10:  # per-call costs on one host: a tenth of a microsecond tells
+        return "%.1f µs" % us
     if us < 1000:
         return "%.0f µs" % us
     if us < 1e6:
@@ -114,13 +122,16 @@ for (op, m) in sorted(runs, key=lambda k: (order.index(k[0]) if k[0] in order el
         v = by.get(l, [])
         if not v:
             cells.append("")
+        elif a.sittings:
+            cells.append(fmt(statistics.median(v)))
         elif l == ours and len(v) > 1:
             cells.append("%s–%s" % (fmt(min(v)), fmt(max(v))) if fmt(min(v)) != fmt(max(v)) else fmt(v[0]))
         else:
             cells.append(fmt(min(v)))  # a peer's variants: its best
     b = bound_us(op, m)
-    mine = max(by[ours]) if by.get(ours) else None
-    best = min((min(by[l]) for l in peers if by.get(l)), default=None)
+    one = statistics.median if a.sittings else None
+    mine = (one or max)(by[ours]) if by.get(ours) else None
+    best = min(((one or min)(by[l]) for l in peers if by.get(l)), default=None)
     r_bound = "%.2f×" % (mine / b) if mine and b else "—"
     r_peer = "%.2f×" % (mine / best) if mine and best else "—"
     print("| %s | %s | %s | %s | %s | %s | %s |" % (op, hsize(m), " | ".join(cells), fmt(b), r_bound, r_peer, chosen.get((op, m), "")))
