@@ -69,6 +69,7 @@ private:
   void* context_;
   bool polling_ = false;
   bool yield_ = true;
+  unsigned turns_ = 0;  // of the transport's check, for the reactor's every so often
   double hits_ = 1.0;  // start by polling: a job's first calls come close together
   double contention_ = 0.0;  // recent polls' share that lost their core (moving average)
   int backoff_ = 0;    // waits to sleep through when a poll is next preempted
