@@ -83,3 +83,20 @@ TEST_CASE("a rank with shared memory off is reached over TCP; the others still m
   CHECK(n1.outgoing + n1.incoming > n1.in_memory);
   CHECK(n2.outgoing + n2.incoming > n2.in_memory);
 }
+
+TEST_CASE("encrypted frames and a job secret's proofs work over the rings too", "[tcp][shm][fabric]") {
+  const int p = 3;
+  optcast::testing::job_options jo;
+  jo.adjust = [](int, job_config& c) { c.shm = true; };
+  auto w = std::make_unique<optcast::testing::process_test_world>("tcp:encrypt", p, communicator_options{}, jo);
+  std::vector<std::vector<std::vector<std::byte>>> got(p);
+  for (std::size_t n : {std::size_t{100}, std::size_t{65536}}) {
+    auto res = w->run_all([&](communicator& c) { return all_to_all(c, n, got[static_cast<std::size_t>(c.rank())]); });
+    for (int r = 0; r < p; ++r) REQUIRE(res[static_cast<std::size_t>(r)]);
+  }
+  for (int r = 0; r < p; ++r) {
+    const auto n = tcp::connections(w->comms()[static_cast<std::size_t>(r)].get_fabric());
+    CHECK(n.in_memory == n.outgoing + n.incoming);
+    CHECK(n.in_memory > 0);
+  }
+}
