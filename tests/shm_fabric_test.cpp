@@ -35,6 +35,16 @@ task<result<void>> all_to_all(communicator& c, std::size_t n, std::vector<std::v
   co_return result<void>{};
 }
 
+// all_to_all on every rank of w: 100 B (through the rings) and 64 KiB (by single copy:
+// the test worlds' threshold is 4 KiB).
+void all_to_all_twice(optcast::testing::test_world& w, int p) {
+  std::vector<std::vector<std::vector<std::byte>>> got(static_cast<std::size_t>(p));
+  for (std::size_t n : {std::size_t{100}, std::size_t{65536}}) {
+    auto res = w.run_all([&](communicator& c) { return all_to_all(c, n, got[static_cast<std::size_t>(c.rank())]); });
+    for (int r = 0; r < p; ++r) REQUIRE(res[static_cast<std::size_t>(r)]);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("the ranks of a host talk through shared memory, and over loopback TCP with it off", "[tcp][shm][fabric]") {
@@ -42,12 +52,7 @@ TEST_CASE("the ranks of a host talk through shared memory, and over loopback TCP
   INFO(kind);
   const int p = 4;
   auto w = optcast::testing::make_world(kind, p);
-  std::vector<std::vector<std::vector<std::byte>>> got(p);
-  // 100 B through the rings, 64 KiB by single copy (the test worlds' threshold is 4 KiB).
-  for (std::size_t n : {std::size_t{100}, std::size_t{65536}}) {
-    auto res = w->run_all([&](communicator& c) { return all_to_all(c, n, got[static_cast<std::size_t>(c.rank())]); });
-    for (int r = 0; r < p; ++r) REQUIRE(res[static_cast<std::size_t>(r)]);
-  }
+  all_to_all_twice(*w, p);
   for (int r = 0; r < p; ++r) {
     const auto n = tcp::connections(w->comms()[static_cast<std::size_t>(r)].get_fabric());
     INFO("rank " << r << ": " << n.outgoing << " out, " << n.incoming << " in, " << n.in_memory << " in memory, " << n.single_copies
@@ -68,11 +73,7 @@ TEST_CASE("a rank with shared memory off is reached over TCP; the others still m
   optcast::testing::job_options jo;
   jo.adjust = [](int r, job_config& c) { c.shm = r != 0; };
   auto w = std::make_unique<optcast::testing::process_test_world>("tcp", p, communicator_options{}, jo);
-  std::vector<std::vector<std::vector<std::byte>>> got(p);
-  for (std::size_t n : {std::size_t{100}, std::size_t{65536}}) {
-    auto res = w->run_all([&](communicator& c) { return all_to_all(c, n, got[static_cast<std::size_t>(c.rank())]); });
-    for (int r = 0; r < p; ++r) REQUIRE(res[static_cast<std::size_t>(r)]);
-  }
+  all_to_all_twice(*w, p);
   const auto n0 = tcp::connections(w->comms()[0].get_fabric()), n1 = tcp::connections(w->comms()[1].get_fabric()),
              n2 = tcp::connections(w->comms()[2].get_fabric());
   CHECK(n0.in_memory == 0);
@@ -89,11 +90,7 @@ TEST_CASE("encrypted frames and a job secret's proofs work over the rings too", 
   optcast::testing::job_options jo;
   jo.adjust = [](int, job_config& c) { c.shm = true; };
   auto w = std::make_unique<optcast::testing::process_test_world>("tcp:encrypt", p, communicator_options{}, jo);
-  std::vector<std::vector<std::vector<std::byte>>> got(p);
-  for (std::size_t n : {std::size_t{100}, std::size_t{65536}}) {
-    auto res = w->run_all([&](communicator& c) { return all_to_all(c, n, got[static_cast<std::size_t>(c.rank())]); });
-    for (int r = 0; r < p; ++r) REQUIRE(res[static_cast<std::size_t>(r)]);
-  }
+  all_to_all_twice(*w, p);
   for (int r = 0; r < p; ++r) {
     const auto n = tcp::connections(w->comms()[static_cast<std::size_t>(r)].get_fabric());
     CHECK(n.in_memory == n.outgoing + n.incoming);
