@@ -37,17 +37,16 @@ void hub::wait_bell() {
     // Drained before the streams look: a ring after this is seen by them or wakes the
     // loop again, never lost between.
     bell_.drain();
-    poll();
-    if (!polling_) wait_bell();
+    poll_here();
+    if (*alive && !polling_) wait_bell();
   });
 }
 
-bool hub::poll() {
-  bool did = false;
-  // progress only posts (or collects) handlers: no stream goes away or is armed meanwhile.
+void hub::poll() {
+  // progress only collects completions: no stream goes away or is armed meanwhile.
   for (std::size_t i = 0; i < waiting_.size();) {
     bool waiting = false;
-    did |= waiting_[i]->progress(waiting);
+    waiting_[i]->progress(waiting);
     if (waiting) {
       ++i;
     } else {
@@ -55,31 +54,47 @@ bool hub::poll() {
       waiting_.pop_back();
     }
   }
-  return did;
 }
 
-bool hub::poll_here() {
-  if (collecting_) return poll();  // from a handler poll_here runs: its loop takes them
-  collecting_ = true;
+void hub::completed(completion_ptr h, std::error_code ec, std::size_t n) {
+  ready_.push_back({std::move(h), ec, n});
+  if (running_ || drain_posted_) return;  // run_ready on the stack, or a handler on its way, takes it
+  drain_posted_ = true;
+  asio::post(ex_, [this, alive = alive_] {
+    if (!*alive) return;
+    drain_posted_ = false;
+    run_ready();
+  });
+}
+
+bool hub::run_ready() {
+  if (running_) return false;  // the one on the stack takes them
+  running_ = true;
   bool did = false;
-  // Streams only collect their completions while they are looked at (none goes away
-  // meanwhile); the handlers run after, and what they start and completes at once is
-  // collected for the next round, never run inside its own initiation.
-  for (;;) {
-    poll();
-    if (ready_.empty()) break;
+  const auto alive = alive_;  // a handler may end the fabric, and with it this hub
+  // What the handlers start and completes at once comes after, never inside its own
+  // initiation.
+  while (!ready_.empty()) {
     did = true;
     auto batch = std::move(ready_);
     ready_.clear();
-    const auto alive = alive_;  // a handler may end the fabric, and with it this hub
     for (auto& r : batch) {
       if (!*alive) return true;  // the rest are destroyed with the batch
       std::exchange(r.done.p, nullptr)->invoke(r.ec, r.n);
     }
     if (!*alive) return true;
   }
-  collecting_ = false;
+  running_ = false;
   return did;
+}
+
+bool hub::poll_here() {
+  if (running_) {  // from a handler run_ready runs: its loop takes what completes
+    poll();
+    return false;
+  }
+  poll();
+  return run_ready();
 }
 
 bool hub::polling(bool on) {
@@ -90,7 +105,7 @@ bool hub::polling(bool on) {
     return false;
   }
   // Each stream says it sleeps, or finds what came since the last poll.
-  const bool did = poll();
+  const bool did = poll_here();
   wait_bell();
   return did;
 }
@@ -135,10 +150,7 @@ void stream::peer_gone() noexcept {
   if (!waiting) hub_->disarm(this);
 }
 
-void stream::post(completion_ptr h, std::error_code ec, std::size_t n) {
-  if (hub_->collecting_) return hub_->ready_.push_back({std::move(h), ec, n});
-  std::exchange(h.p, nullptr)->post(hub_->executor(), ec, n);
-}
+void stream::post(completion_ptr h, std::error_code ec, std::size_t n) { hub_->completed(std::move(h), ec, n); }
 
 void stream::abort_all(std::error_code ec) noexcept {
   for (pending* p : {&read_, &write_, &wait_})

@@ -34,6 +34,59 @@ namespace optcast::shm {
 
 class stream;
 
+// A handler, type-erased and move-only, run by the hub (in the order completions
+// happened), in memory from its own allocator (a fabric's per-connection slot, say).
+struct completion {
+  virtual void invoke(std::error_code ec, std::size_t n) = 0;  // here and now, and frees itself
+  virtual void destroy() noexcept = 0;  // without running it
+protected:
+  ~completion() = default;
+};
+template <class Handler>
+struct completion_of final : completion {
+  using alloc_type = typename std::allocator_traits<asio::associated_allocator_t<Handler>>::template rebind_alloc<completion_of>;
+  explicit completion_of(Handler h) : handler(std::move(h)) {}
+  static completion_of* make(Handler h) {
+    alloc_type a(asio::get_associated_allocator(h));
+    completion_of* p = std::allocator_traits<alloc_type>::allocate(a, 1);
+    return new (p) completion_of(std::move(h));
+  }
+  void free() noexcept {
+    alloc_type a(asio::get_associated_allocator(handler));
+    this->~completion_of();
+    std::allocator_traits<alloc_type>::deallocate(a, this, 1);
+  }
+  void invoke(std::error_code ec, std::size_t n) override {
+    Handler h = std::move(handler);
+    free();
+    std::move(h)(ec, n);
+  }
+  void destroy() noexcept override { free(); }
+  Handler handler;
+};
+struct completion_ptr {
+  completion* p = nullptr;
+  completion_ptr() = default;
+  explicit completion_ptr(completion* c) noexcept : p(c) {}
+  completion_ptr(completion_ptr&& o) noexcept : p(std::exchange(o.p, nullptr)) {}
+  completion_ptr& operator=(completion_ptr&& o) noexcept {
+    if (this != &o) {
+      reset();
+      p = std::exchange(o.p, nullptr);
+    }
+    return *this;
+  }
+  ~completion_ptr() { reset(); }
+  void reset() noexcept {
+    if (p) std::exchange(p, nullptr)->destroy();
+  }
+  explicit operator bool() const noexcept { return p != nullptr; }
+};
+template <class Handler>
+completion_ptr erase(Handler h) {
+  return completion_ptr(completion_of<Handler>::make(std::move(h)));
+}
+
 // One per loop: this process's doorbell, waited on in the loop for the streams that sleep.
 // Held by its streams (shared), so a stream that outlives its owner still finds it.
 class hub {
@@ -47,13 +100,11 @@ public:
   // The doorbell peers are given (introduce's `mine`).
   const doorbell& bell() const noexcept { return bell_; }
   const asio::any_io_executor& executor() const noexcept { return ex_; }
-  // Moves every waiting stream on as far as its rings allow, without a system call: true
-  // if an operation completed (its handler posted).
-  bool poll();
-  // The same, but the handlers run here, one after another, as do those of the operations
-  // they start that complete at once: for a loop's own thread between its turns (a
-  // handler posted from outside the loop's run costs the loop a wake-up), where nothing
-  // else runs the executor.
+  // Moves every waiting stream on as far as its rings allow, without a system call, and
+  // runs the handlers of what completed here: true if anything did. On the executor (the
+  // doorbell's wait calls it there), or from the loop's own thread between its turns
+  // where nothing else runs the executor (a handler posted from outside the loop's run
+  // costs the loop a wake-up).
   bool poll_here();
   // Whether the loop polls (calls poll() between its turns) rather than sleeping in epoll:
   // while it does, no waiting stream asks its peer to ring. Turned off (before the loop
@@ -68,10 +119,16 @@ private:
   void disarm(stream* s) noexcept;
   void wait_bell();
 
-  // poll_here's: completions are kept here to run, not posted.
+  // Every stream's completions, in the order they happened: run by poll_here, or by one
+  // handler posted for all of them. Never posted one by one: a handler posted earlier and
+  // one run in place later would run out of order.
   struct ready_completion;
   std::vector<ready_completion> ready_;
-  bool collecting_ = false;
+  bool running_ = false;       // run_ready is on the stack: it takes what comes meanwhile
+  bool drain_posted_ = false;  // a handler to run them is on its way
+  void poll();
+  void completed(completion_ptr h, std::error_code ec, std::size_t n);
+  bool run_ready();
 
   asio::any_io_executor ex_;
   doorbell bell_;
@@ -117,7 +174,7 @@ public:
   auto async_read_some(const MutableBuffers& b, Token&& token) {
     return asio::async_initiate<Token, void(std::error_code, std::size_t)>(
         [this](auto handler, const MutableBuffers& bufs) {
-          read_.in = gather<asio::mutable_buffer>(bufs);
+          if (!read_.done) read_.in = gather<asio::mutable_buffer>(bufs);  // else start() refuses it
           start(read_, erase(std::move(handler)));
         },
         token, b);
@@ -126,7 +183,7 @@ public:
   auto async_write_some(const ConstBuffers& b, Token&& token) {
     return asio::async_initiate<Token, void(std::error_code, std::size_t)>(
         [this](auto handler, const ConstBuffers& bufs) {
-          write_.out = gather<asio::const_buffer>(bufs);
+          if (!write_.done) write_.out = gather<asio::const_buffer>(bufs);  // else start() refuses it
           start(write_, erase(std::move(handler)));
         },
         token, b);
@@ -157,67 +214,6 @@ private:
     for (auto it = asio::buffer_sequence_begin(seq); it != asio::buffer_sequence_end(seq) && out.count < max_buffers; ++it)
       if (B b(*it); b.size() != 0) out.bufs[out.count++] = b;
     return out;
-  }
-  // A handler, type-erased and move-only, completed through the hub's executor (or its
-  // own), in memory from its own allocator (a fabric's per-connection slot, say).
-  struct completion {
-    virtual void post(const asio::any_io_executor& ex, std::error_code ec, std::size_t n) = 0;  // and frees itself
-    virtual void invoke(std::error_code ec, std::size_t n) = 0;  // here and now, and frees itself
-    virtual void destroy() noexcept = 0;  // without posting
-  protected:
-    ~completion() = default;
-  };
-  template <class Handler>
-  struct completion_of final : completion {
-    using alloc_type = typename std::allocator_traits<asio::associated_allocator_t<Handler>>::template rebind_alloc<completion_of>;
-    explicit completion_of(Handler h) : handler(std::move(h)) {}
-    static completion_of* make(Handler h) {
-      alloc_type a(asio::get_associated_allocator(h));
-      completion_of* p = std::allocator_traits<alloc_type>::allocate(a, 1);
-      return new (p) completion_of(std::move(h));
-    }
-    void free() noexcept {
-      alloc_type a(asio::get_associated_allocator(handler));
-      this->~completion_of();
-      std::allocator_traits<alloc_type>::deallocate(a, this, 1);
-    }
-    void post(const asio::any_io_executor& ex, std::error_code ec, std::size_t n) override {
-      // The handler is moved out and this memory freed before it is posted: its allocator
-      // may have room for one block only.
-      Handler h = std::move(handler);
-      free();
-      auto where = asio::get_associated_executor(h, ex);
-      asio::post(where, [h = std::move(h), ec, n]() mutable { h(ec, n); });
-    }
-    void invoke(std::error_code ec, std::size_t n) override {
-      Handler h = std::move(handler);
-      free();
-      std::move(h)(ec, n);
-    }
-    void destroy() noexcept override { free(); }
-    Handler handler;
-  };
-  struct completion_ptr {
-    completion* p = nullptr;
-    completion_ptr() = default;
-    explicit completion_ptr(completion* c) noexcept : p(c) {}
-    completion_ptr(completion_ptr&& o) noexcept : p(std::exchange(o.p, nullptr)) {}
-    completion_ptr& operator=(completion_ptr&& o) noexcept {
-      if (this != &o) {
-        reset();
-        p = std::exchange(o.p, nullptr);
-      }
-      return *this;
-    }
-    ~completion_ptr() { reset(); }
-    void reset() noexcept {
-      if (p) std::exchange(p, nullptr)->destroy();
-    }
-    explicit operator bool() const noexcept { return p != nullptr; }
-  };
-  template <class Handler>
-  static completion_ptr erase(Handler h) {
-    return completion_ptr(completion_of<Handler>::make(std::move(h)));
   }
   // One kind of operation in wait: its buffers (a read's or a write's) and its handler
   // (none: nothing waits).
@@ -252,7 +248,7 @@ private:
 };
 
 struct hub::ready_completion {
-  stream::completion_ptr done;
+  completion_ptr done;
   std::error_code ec;
   std::size_t n = 0;
 };
