@@ -1,5 +1,6 @@
 #include "optcast/net/local.hpp"
 
+#include "core/frame_arena.hpp"
 #include "optcast/fabric_base.hpp"
 #include "optcast/trace.hpp"
 
@@ -35,8 +36,14 @@ class local_fabric;
 }  // namespace
 
 struct world_state {
+  ~world_state() {
+    if (frames) frames->release();
+  }
   asio::io_context* io = nullptr;
   bool owned = false;  // the world's own loop, which run_until drives
+  // The world's own loop runs on one thread: the collectives' coroutine frames come from
+  // an arena there, reused call after call (null: the heap, on a caller's loop).
+  detail::frame_arena* frames = nullptr;
   // The whole world's work, one handler at a time, however many threads run io.
   asio::any_io_executor ex;
   int ports = 1;
@@ -93,6 +100,7 @@ public:
   bool receives_from_any() const noexcept override { return true; }
   const asio::any_io_executor* executor() const noexcept override { return &w_->ex; }
   asio::io_context* borrowed_loop() const noexcept override { return w_->owned ? nullptr : w_->io; }
+  detail::frame_arena* frames() const noexcept override { return w_->frames; }
 
   bool start(operation& op) noexcept override {
     if (auto ec = check_op(*this, op)) return fail_now(op, ec, "bad operation");
@@ -357,6 +365,7 @@ std::shared_ptr<world_state> make_state(int p, asio::io_context& io, int ports) 
 world::world(int p, int ports)
     : owned_io_(std::make_unique<asio::io_context>(1)), state_(make_state(p, *owned_io_, ports)) {
   state_->owned = true;
+  state_->frames = detail::frame_arena::create();
 }
 
 world::world(int p, asio::io_context& io, int ports) : state_(make_state(p, io, ports)) {}
