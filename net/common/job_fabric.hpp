@@ -17,7 +17,6 @@
 #include <asio/strand.hpp>
 
 #include "deadlines.hpp"
-#include "core/frame_arena.hpp"
 #include "poller.hpp"
 #include "stall.hpp"
 #include "optcast/fabric_base.hpp"
@@ -29,9 +28,7 @@ class job_fabric : public fabric_base {
 public:
   job_fabric(asio::io_context& io);
   // A transport's destructor calls close() itself: close() calls its hooks.
-  ~job_fabric() override {
-    if (arena_) arena_->release();
-  }
+  ~job_fabric() override = default;
 
   int rank() const noexcept override { return job_settings().rank; }
   int size() const noexcept override { return job_settings().size; }
@@ -46,15 +43,7 @@ public:
   void own_loop() noexcept {
     owns_loop_ = true;
     deadlines_.keep_idle_timer();
-    // One thread runs a loop of the fabric's own: its collectives' coroutine frames can
-    // come from an arena, reused call after call, where each was a malloc and a free.
-    try {
-      arena_ = frame_arena::create();  // null under the sanitizers: the heap
-    } catch (const std::bad_alloc&) {
-      arena_ = nullptr;
-    }
   }
-  frame_arena* frames() const noexcept override { return arena_; }
   const asio::any_io_executor* executor() const noexcept override { return &ex_; }
 
   // Closes the fabric and leaves the job, waiting up to `wait` for its outcome (the
@@ -150,7 +139,6 @@ private:
   void flush_control(std::chrono::milliseconds most) noexcept;
 
   bool owns_loop_ = false;
-  frame_arena* arena_ = nullptr;  // own_loop's
   result<void> outcome_;  // the job's, once closed
   asio::steady_timer loss_timer_{ex_};
   detail::deadline_table deadlines_;

@@ -114,7 +114,7 @@ void tcp_fabric::read_body(const std::shared_ptr<in_conn>& c, std::byte* data, s
   }));
 }
 
-// single_copy.cpp's, here for read_body.
+// by_reference.cpp's, here for read_body.
 void tcp_fabric::read_ref(const std::shared_ptr<in_conn>& c, tag tg, const call_signature& sig, std::uint64_t len) {
   if (!c->readable) return protocol_error(c, "a message by reference on a connection that cannot carry one");
   read_body(c, c->ref.data(), ref_bytes, [this, c, tg, sig, len] { take_ref(c, tg, sig, len); });

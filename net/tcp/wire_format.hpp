@@ -31,7 +31,7 @@ namespace optcast::tcp::impl {
 // Then, toward a rank of its own host, the opener's offer of single copy (zero without):
 // u32 pid, u32 zero, u64 the address of 8 bytes in its memory, u64 what they hold. The
 // acceptor that can read them there says so in its final reply (hs_reads_you in the
-// status word's high half), and frames by reference may then come (single_copy.cpp).
+// status word's high half), and frames by reference may then come (by_reference.cpp).
 // hs_duplex: the opener reads frames written back on its connection; an acceptor that has
 // not read its probe says it may write them (hs_writes_back in the final reply), and then
 // sends its own messages to the opener on this connection rather than opening another,
@@ -183,7 +183,7 @@ constexpr std::size_t max_abort_text = 2000;
 // says goodbye: it has left once every one of them has (0: one, from a rank of one rail).
 // No payload (with encryption, its tag alone).
 constexpr std::uint32_t frame_bye = 0x42444f43;  // "CODB"
-// A message by reference (single_copy.cpp), on a connection whose acceptor read the
+// A message by reference (by_reference.cpp), on a connection whose acceptor read the
 // opener's probe: the header as a data frame's (its length the message's), then 16 bytes,
 // u64 the message's address in the sender, u64 the sender's token for it.
 constexpr std::uint32_t frame_ref = 0x52444f43;  // "CODR"
