@@ -27,6 +27,7 @@ void job_fabric::run_until(stop_predicate done) {
     poller_.emplace(io_, job_settings().poll, job_settings().poll_limit,
                     [](void* self) { return static_cast<job_fabric*>(self)->check_network(); }, this,
                     [](void* self, bool polling) { static_cast<job_fabric*>(self)->loop_polls(polling); });
+    poller_->check_first(network_first());
     // A core for each rank of this host: an empty poll spins on. More ranks than cores,
     // and it yields to the one it waits for.
     if (const topology* t = layout(); t && !t->host_of.empty()) {

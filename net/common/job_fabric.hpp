@@ -96,6 +96,9 @@ protected:
   // The loop now polls (true), calling check_network between its turns, or is about to
   // sleep in epoll (false): a transport whose peers must be asked to wake it says so here.
   virtual void loop_polls(bool polling) { (void)polling; }
+  // Whether the poller may look at the network (check_network) before the loop's queued
+  // handlers (poller::check_first).
+  virtual bool network_first() const noexcept { return false; }
 
   // Joins the job (its store connection, or kv store, or PMIx) and listens to it.
   void join_job();

@@ -59,12 +59,19 @@ poller::poll_outcome poller::poll_for_a_while() {
   const auto lost_since_mark = [&] { return clocked && (clock::now() - wall_mark) - (thread_cpu() - cpu_mark) > contended; };
   for (;;) {
     if (io_.stopped()) io_.restart();
-    // The loop's reactor is a system call (epoll_wait): where the transport can look at
-    // the network without it (check_), only every so often, counted across waits (a
-    // collective's next wait begins as soon as its last ended: a reactor's turn at the
-    // start of each would lie on every message's path).
-    if (check_ && check_(context_)) return {true, lost_since_mark()};
-    if ((!check_ || ++turns_ % reactor_every == 0) && io_.poll_one() != 0) return {true, lost_since_mark()};
+    // The loop's reactor is a system call (epoll_wait): where the transport asks for it
+    // (check_first), it looks at the network without it first and at the reactor only
+    // every so often, counted across waits (a collective's next wait begins as soon as
+    // its last ended: a reactor's turn at the start of each would lie on every message's
+    // path).
+    if (check_first_) {
+      if (check_(context_)) return {true, lost_since_mark()};
+      if (++turns_ % reactor_every == 0 && io_.poll_one() != 0) return {true, lost_since_mark()};
+    } else {
+      // The loop's handlers first (a failure's handling among them), then the transport.
+      if (io_.poll_one() != 0) return {true, lost_since_mark()};
+      if (check_ && check_(context_)) return {true, lost_since_mark()};
+    }
     const auto before = clock::now();
     if (adaptive) {
       if (before - start >= limit_) return {false, lost_since_mark()};

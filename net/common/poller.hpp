@@ -37,6 +37,11 @@ public:
   // that shares the core run. Yields unless told the host has a core for each of its
   // ranks.
   void yield_when_idle(bool yield) noexcept { yield_ = yield; }
+  // Whether check runs before the loop's handlers, and the reactor only every 16th turn:
+  // for a transport whose check completes everything it has in order (shared memory's
+  // hub). libfabric's does not: a failure's handling queued on the loop must run before
+  // its next completions start operations on an endpoint the failure changed.
+  void check_first(bool first) noexcept { check_first_ = first && check_; }
   // Waits that polled (or began by polling) so far: what the policy decided, for tests.
   long polls() const noexcept { return polls_; }
 
@@ -69,6 +74,7 @@ private:
   void* context_;
   bool polling_ = false;
   bool yield_ = true;
+  bool check_first_ = false;
   unsigned turns_ = 0;  // of the transport's check, for the reactor's every so often
   double hits_ = 1.0;  // start by polling: a job's first calls come close together
   double contention_ = 0.0;  // recent polls' share that lost their core (moving average)

@@ -236,6 +236,9 @@ private:
   // The size of the ring this rank reads from each peer of its host.
   std::size_t ring_capacity() const noexcept;
   bool check_network() override { return hub_ && hub_->poll_here(); }
+  // The hub runs every stream's completions in order, and TCP's own sockets stay on
+  // the loop (every 16th turn).
+  bool network_first() const noexcept override { return hub_ != nullptr; }
   void loop_polls(bool polling) override {
     if (hub_) hub_->polling(polling);
   }
