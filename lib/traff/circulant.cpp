@@ -129,10 +129,21 @@ void find_recv(const skips& s, int r, const canonical_walk& w, int* recv, int st
   const int q = s.q(), b = w.b;
   const std::uint64_t all = ((std::uint64_t{1} << (q + 1)) - 1) & ~(std::uint64_t{1} << b);
   const std::int64_t target = static_cast<std::int64_t>(s.p()) + r;
+  // The schedule holds every index but b once (Condition 1): the last one is the index
+  // left in the list, so the search ends a block early and skips its last stretch.
+  const bool last_by_elimination = stop == q;
+  if (last_by_elimination) --stop;
+  const auto take_last = [&](std::uint64_t remaining) {
+    if (!last_by_elimination) return;
+    assert(std::popcount(remaining) == 1);
+    const int e = std::countr_zero(remaining);
+    recv[static_cast<unsigned>(q - 1)] = e == q ? b : e - q;
+  };
   const allblocks_search search{s.data(), stop, q, recv, target};
   if (r == 0) {  // no canonical sequence: the whole search (from skip index q - 1, as q is excluded)
-    [[maybe_unused]] const auto found = search.run(0, 2 * static_cast<std::int64_t>(s.p()), q, {0, all});
+    const auto found = search.run(0, 2 * static_cast<std::int64_t>(s.p()), q, {0, all});
     assert(found.k == stop);
+    take_last(found.remaining);
     return;
   }
   std::int64_t rp = target - s[b];
@@ -150,6 +161,7 @@ void find_recv(const skips& s, int r, const canonical_walk& w, int* recv, int st
     st = search.run(rp, rp + s[e], allblocks_search::next(st.remaining, e), st);
   }
   assert(k == stop);
+  take_last(st.remaining);
 }
 
 // Both schedules with r's canonical walk done once (schedule_for).
