@@ -74,16 +74,19 @@ bool hub::run_ready() {
   const auto alive = alive_;  // a handler may end the fabric, and with it this hub
   // What the handlers start and completes at once comes after, never inside its own
   // initiation.
+  // The two vectors trade places, keeping their capacity: a batch costs no allocation.
+  auto batch = std::move(spare_);
   while (!ready_.empty()) {
     did = true;
-    auto batch = std::move(ready_);
-    ready_.clear();
+    batch.swap(ready_);
     for (auto& r : batch) {
       if (!*alive) return true;  // the rest are destroyed with the batch
       std::exchange(r.done.p, nullptr)->invoke(r.ec, r.n);
     }
     if (!*alive) return true;
+    batch.clear();
   }
+  spare_ = std::move(batch);
   running_ = false;
   return did;
 }
@@ -91,7 +94,7 @@ bool hub::run_ready() {
 bool hub::poll_here() {
   if (running_) {  // from a handler run_ready runs: its loop takes what completes
     poll();
-    return false;
+    return !ready_.empty();
   }
   poll();
   return run_ready();

@@ -123,7 +123,7 @@ private:
   // handler posted for all of them. Never posted one by one: a handler posted earlier and
   // one run in place later would run out of order.
   struct ready_completion;
-  std::vector<ready_completion> ready_;
+  std::vector<ready_completion> ready_, spare_;  // spare_: the last batch's, emptied
   bool running_ = false;       // run_ready is on the stack: it takes what comes meanwhile
   bool drain_posted_ = false;  // a handler to run them is on its way
   void poll();

@@ -43,6 +43,8 @@ struct meeting {
   asio::local::stream_protocol::socket sock;
   asio::steady_timer timer;  // handshake_timeout
   int peer = -1, rail = 0;   // the opener's: whom it meets
+  tcp::endpoint fallback;    // the opener's: where it connects if the meeting fails
+  shm::introduction me;      // the opener's, kept from its offer to the meeting
   std::optional<shm::offer> mine;
   shm::peer_identity who;
 };

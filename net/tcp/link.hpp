@@ -68,8 +68,7 @@ public:
   void close(std::error_code& ec) {
     ec = {};
     if (shm_) {
-      if (shm_.use_count() == 1) shm_->close();
-      shm_.reset();
+      shm_.reset();  // the last holder's reset closes the stream (its destructor)
       return;
     }
     sock_.close(ec);

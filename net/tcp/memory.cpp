@@ -142,64 +142,54 @@ void tcp_fabric::open_memory(int p, int rail, const std::string& address, tcp::e
   auto m = std::make_shared<meeting>(ex_);
   m->peer = p;
   m->rail = rail;
+  m->fallback = fallback;
   meetings_.push_back(m);
   out(p, rail).st = out_conn::state::connecting;
-  m->sock.async_connect(asio::local::stream_protocol::endpoint(memory_name(p, address)),
-                        [this, alive = alive_, p, rail, m, fallback](std::error_code ec) {
-    if (!*alive || out(p, rail).st != out_conn::state::connecting) return;
-    if (ec) {  // nobody listens there: its shared memory is off, or it is gone
-      log(log_level::debug, rank_name(cfg_.rank) + ": no shared memory with " + rank_name(p) + " (" + ec.message() + "): over TCP");
-      drop_meeting(m);
-      return connect_socket(p, rail, fallback);
-    }
-    auto give_up = [&](const std::string& why) {
-      log(log_level::warn, rank_name(cfg_.rank) + ": no shared memory with " + rank_name(p) + " (" + why + "): over TCP");
-      drop_meeting(m);
-      connect_socket(p, rail, fallback);
-    };
+  m->sock.async_connect(asio::local::stream_protocol::endpoint(memory_name(p, address)), [this, alive = alive_, m](std::error_code ec) {
+    if (!*alive || out(m->peer, m->rail).st != out_conn::state::connecting) return;
+    // Nobody listens there: its shared memory is off, or it is gone (not worth a warning).
+    if (ec) return over_tcp_instead(m, log_level::debug, ec.message());
     const auto who = shm::vouch(m->sock.native_handle(), ::geteuid());
-    if (!who) return give_up(who.error());
+    if (!who) return over_tcp_instead(m, log_level::warn, who.error());
     m->who = *who;
-    const shm::introduction me{job_id_, cfg_.rank, p, ring_capacity(), ::geteuid()};
+    m->me = shm::introduction{job_id_, cfg_.rank, m->peer, ring_capacity(), ::geteuid()};
     try {
-      m->mine.emplace(shm::make_offer(me));
+      m->mine.emplace(shm::make_offer(m->me));
     } catch (const std::exception& e) {
-      return give_up(std::string("no ring for it here: ") + e.what());
+      return over_tcp_instead(m, log_level::warn, std::string("no ring for it here: ") + e.what());
     }
-    if (auto e = shm::send_offer(m->sock.native_handle(), *m->mine, hub_->bell()); !e.empty()) return give_up(e);
+    if (auto e = shm::send_offer(m->sock.native_handle(), *m->mine, hub_->bell()); !e.empty())
+      return over_tcp_instead(m, log_level::warn, e);
     m->timer.expires_after(handshake_timeout);
     m->timer.async_wait([m](std::error_code e) {
       std::error_code ignored;
       if (!e) m->sock.close(ignored);  // its wait below ends, and the link goes over TCP
     });
-    m->sock.async_wait(unix_socket::wait_read, [this, alive, p, rail, m, fallback](std::error_code e) {
-      if (!*alive || out(p, rail).st != out_conn::state::connecting) return;
-      if (e) {
-        log(log_level::warn, rank_name(cfg_.rank) + ": " + rank_name(p) + " did not set up shared memory within 10 s: over TCP");
-        drop_meeting(m);
-        return connect_socket(p, rail, fallback);
-      }
-      met(p, rail, m, fallback);
+    m->sock.async_wait(unix_socket::wait_read, [this, alive, m](std::error_code e) {
+      if (!*alive || out(m->peer, m->rail).st != out_conn::state::connecting) return;
+      if (e) return over_tcp_instead(m, log_level::warn, "it did not set up its rings within 10 s");
+      met(m);
     });
   });
 }
 
-void tcp_fabric::met(int p, int rail, const std::shared_ptr<meeting>& m, tcp::endpoint fallback) {
+void tcp_fabric::over_tcp_instead(const std::shared_ptr<meeting>& m, log_level level, const std::string& why) {
+  log(level, rank_name(cfg_.rank) + ": no shared memory with " + rank_name(m->peer) + " (" + why + "): over TCP");
+  drop_meeting(m);
+  connect_socket(m->peer, m->rail, m->fallback);
+}
+
+void tcp_fabric::met(const std::shared_ptr<meeting>& m) {
   m->timer.cancel();
-  auto give_up = [&](const std::string& why) {
-    log(log_level::warn, rank_name(cfg_.rank) + ": no shared memory with " + rank_name(p) + " (" + why + "): over TCP");
-    drop_meeting(m);
-    connect_socket(p, rail, fallback);
-  };
   auto theirs = shm::take_offer(m->sock.native_handle(), job_id_, offer_wait_ms);
-  if (!theirs) return give_up(theirs.error());
-  const shm::introduction me{job_id_, cfg_.rank, p, m->mine->ring.capacity(), ::geteuid()};
-  auto ch = shm::meet(me, std::move(*m->mine), std::move(*theirs), m->who);
-  if (!ch) return give_up(ch.error());
+  if (!theirs) return over_tcp_instead(m, log_level::warn, theirs.error());
+  auto ch = shm::meet(m->me, std::move(*m->mine), std::move(*theirs), m->who);
+  if (!ch) return over_tcp_instead(m, log_level::warn, ch.error());
   std::error_code rel;
   const int fd = m->sock.release(rel);
-  if (rel) return give_up("its socket: " + rel.message());
+  if (rel) return over_tcp_instead(m, log_level::warn, "its socket: " + rel.message());
   std::erase(meetings_, m);
+  const int p = m->peer, rail = m->rail;
   log(log_level::debug, rank_name(cfg_.rank) + ": rings with " + rank_name(p) + " (process " + std::to_string(m->who.pid) + "), through shared memory");
   out(p, rail).sock = link(std::make_shared<shm::stream>(hub_, std::move(*ch), fd));
   send_hello(p, rail);

@@ -231,7 +231,8 @@ private:
   // The opener's side: rings with p, then the handshake over them; a peer that does not
   // answer there is connected to at `fallback` over TCP instead.
   void open_memory(int p, int rail, const std::string& address, tcp::endpoint fallback);
-  void met(int p, int rail, const std::shared_ptr<meeting>& m, tcp::endpoint fallback);
+  void met(const std::shared_ptr<meeting>& m);
+  void over_tcp_instead(const std::shared_ptr<meeting>& m, log_level level, const std::string& why);
   void drop_meeting(const std::shared_ptr<meeting>& m) noexcept;
   // The size of the ring this rank reads from each peer of its host.
   std::size_t ring_capacity() const noexcept;
