@@ -112,19 +112,34 @@ bool check(const std::string& op, const buffers& b, int rank, int p) {
   return true;
 }
 
-task<result<void>> run_op(communicator& c, const std::string& op, buffers& b, const collective_options& o) {
+// The collective named once per (collective, size), not compared by name at each call:
+// a loop of small calls would time the string comparisons too.
+enum class op_kind { barrier, bcast, scatter, gather, allgather, alltoall, reduce, allreduce };
+
+op_kind kind_of(const std::string& op) {
+  static const std::map<std::string, op_kind> kinds{{"barrier", op_kind::barrier},     {"bcast", op_kind::bcast},
+                                                    {"scatter", op_kind::scatter},     {"gather", op_kind::gather},
+                                                    {"allgather", op_kind::allgather}, {"alltoall", op_kind::alltoall},
+                                                    {"reduce", op_kind::reduce},       {"allreduce", op_kind::allreduce}};
+  return kinds.at(op);  // CLI11 checked the names
+}
+
+task<result<void>> run_op(communicator& c, op_kind op, buffers& b, const collective_options& o) {
   const std::size_t m = b.m, pm = static_cast<std::size_t>(c.size()) * m, n = m / sizeof(float);
   const auto bytes = [](std::vector<unsigned char>& v, std::size_t k) { return std::as_writable_bytes(std::span(v.data(), k)); };
   const auto cbytes = [](const std::vector<unsigned char>& v, std::size_t k) { return std::as_bytes(std::span(v.data(), k)); };
-  if (op == "barrier") return barrier(c, o);
-  if (op == "bcast") return broadcast(c, bytes(b.rb, m), 0, o);
-  if (op == "scatter") return scatter<std::byte>(c, cbytes(b.sb, c.rank() == 0 ? pm : 0), bytes(b.rb, m), 0, o);
-  if (op == "gather") return gather<std::byte>(c, cbytes(b.sb, m), bytes(b.rb, c.rank() == 0 ? pm : 0), 0, o);
-  if (op == "allgather") return allgather<std::byte>(c, cbytes(b.sb, m), bytes(b.rb, pm), o);
-  if (op == "alltoall") return alltoall<std::byte>(c, cbytes(b.sb, pm), bytes(b.rb, pm), o);
   const std::span<const float> in(b.fs.data(), n);
   const std::span<float> out(b.fr.data(), n);
-  if (op == "reduce") return reduce<float>(c, in, out, ops::sum, 0, o);
+  switch (op) {
+    case op_kind::barrier: return barrier(c, o);
+    case op_kind::bcast: return broadcast(c, bytes(b.rb, m), 0, o);
+    case op_kind::scatter: return scatter<std::byte>(c, cbytes(b.sb, c.rank() == 0 ? pm : 0), bytes(b.rb, m), 0, o);
+    case op_kind::gather: return gather<std::byte>(c, cbytes(b.sb, m), bytes(b.rb, c.rank() == 0 ? pm : 0), 0, o);
+    case op_kind::allgather: return allgather<std::byte>(c, cbytes(b.sb, m), bytes(b.rb, pm), o);
+    case op_kind::alltoall: return alltoall<std::byte>(c, cbytes(b.sb, pm), bytes(b.rb, pm), o);
+    case op_kind::reduce: return reduce<float>(c, in, out, ops::sum, 0, o);
+    case op_kind::allreduce: break;
+  }
   return allreduce<float>(c, in, out, ops::sum, o);
 }
 
@@ -306,11 +321,12 @@ int coll_cmd(int argc, char** argv) {
       progress.show("coll: " + op + " " + format_bytes(m) + " (" + std::to_string(++pair) + " of " +
                     std::to_string(ops.size() * sizes.size()) + ")");
       collective_options o{.alg = chosen.count(op) ? chosen[op] : algorithm::automatic, .blocks = blocks};
+      const op_kind kind = kind_of(op);
       const auto [alg_name, n] = plan_of(comm, op, m, o);
       bool ok = true;
       init(op, b, rank, p);
       if (auto r = call(optcast::barrier(comm)); !r) return failed("barrier", r.error());
-      if (auto r = call(run_op(comm, op, b, o)); !r) return failed(op.c_str(), r.error());  // warm-up
+      if (auto r = call(run_op(comm, kind, b, o)); !r) return failed(op.c_str(), r.error());  // warm-up
       ok &= check(op, b, rank, p);
       std::vector<double> t;
       double total = 0;
@@ -336,7 +352,7 @@ int coll_cmd(int argc, char** argv) {
         const int k_calls = timing == "loop" ? calls : 1;
         const double start = seconds_now();
         for (int k = 0; k < k_calls; ++k)
-          if (auto r = call(run_op(comm, op, b, o)); !r) return failed(op.c_str(), r.error());
+          if (auto r = call(run_op(comm, kind, b, o)); !r) return failed(op.c_str(), r.error());
         const double end = seconds_now();
         if (last) ok &= check(op, b, rank, p);
         auto mx = max_of(comm, call, {timing == "sync" ? end : end - start, 0});

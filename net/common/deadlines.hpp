@@ -1,13 +1,13 @@
 // Collective deadlines on an Asio event loop: one steady_timer serves them all.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
-#include <unordered_map>
+#include <vector>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/steady_timer.hpp>
@@ -38,32 +38,36 @@ public:
   std::uint64_t arm(std::uint32_t seq, std::chrono::nanoseconds timeout) {
     const auto t = std::chrono::duration_cast<clock::duration>(timeout);
     const auto when = clock::now() + t;
-    const std::uint64_t token = ++last_token_;
-    entries_.emplace(key{when, token, false}, seq);
-    auto& w = when_[token];
-    w.deadline = when;
+    entry e{++last_token_, seq, when, std::nullopt};
     if (on_warn_ && warn_lead_) {
-      if (const auto lead = warn_lead_(t); lead > clock::duration::zero() && lead < t) {
-        w.warning = when - lead;
-        entries_.emplace(key{*w.warning, token, true}, seq);
-      }
+      if (const auto lead = warn_lead_(t); lead > clock::duration::zero() && lead < t) e.warning = when - lead;
     }
+    live_.push_back(e);
     rearm_if_moved();
-    return token;
+    return e.token;
   }
 
   void disarm(std::uint64_t token) noexcept {
-    auto it = when_.find(token);
-    if (it == when_.end()) return;
-    entries_.erase(key{it->second.deadline, token, false});
-    if (it->second.warning) entries_.erase(key{*it->second.warning, token, true});
-    when_.erase(it);
+    const auto it = std::find_if(live_.begin(), live_.end(), [&](const entry& e) { return e.token == token; });
+    if (it == live_.end()) return;
+    *it = live_.back();
+    live_.pop_back();
     // Keep the timer on the nearest entry, and idle when there is none, so that an
     // application's io_context.run() returns once its work is done.
     rearm_if_moved();
   }
 
 private:
+  // A fabric has a handful of calls in flight, each arming and disarming a deadline:
+  // a flat vector scanned whole costs less than a tree's nodes (a malloc and a free each).
+  struct entry {
+    std::uint64_t token;
+    std::uint32_t seq;
+    clock::time_point deadline;
+    std::optional<clock::time_point> warning;  // before the deadline, until it fired
+  };
+  // What fires next, and the order of events at the same instant (arming order, a
+  // warning before its deadline).
   struct key {
     clock::time_point when;
     std::uint64_t token;
@@ -75,22 +79,27 @@ private:
     }
     bool operator==(const key& o) const noexcept { return when == o.when && token == o.token && warning == o.warning; }
   };
-  struct times {
-    clock::time_point deadline;
-    std::optional<clock::time_point> warning;
-  };
+  static key next_of(const entry& e) noexcept { return e.warning ? key{*e.warning, e.token, true} : key{e.deadline, e.token, false}; }
+  // The live entry that fires first (live_ not empty).
+  std::size_t nearest() const noexcept {
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < live_.size(); ++i)
+      if (next_of(live_[i]) < next_of(live_[best])) best = i;
+    return best;
+  }
 
   void rearm_if_moved() {
-    if (entries_.empty()) {
+    if (live_.empty()) {
       if (keep_idle_) return;
       if (armed_) timer_.cancel();
       armed_.reset();
       return;
     }
-    if (armed_ && *armed_ == entries_.begin()->first) return;
-    if (keep_idle_ && armed_ && armed_->when <= entries_.begin()->first.when) return;
-    armed_ = entries_.begin()->first;
-    timer_.expires_at(armed_->when);
+    const key first = next_of(live_[nearest()]);
+    if (armed_ && *armed_ == first) return;
+    if (keep_idle_ && armed_ && armed_->when <= first.when) return;
+    armed_ = first;
+    timer_.expires_at(first.when);
     timer_.async_wait([this, alive = alive_](std::error_code ec) {
       if (!*alive || ec) return;  // destroyed, or superseded by a nearer entry
       expire();
@@ -100,17 +109,18 @@ private:
   void expire() {
     armed_.reset();
     const auto now = clock::now();
-    while (!entries_.empty() && entries_.begin()->first.when <= now) {
-      auto it = entries_.begin();
-      const key k = it->first;
-      const std::uint32_t seq = it->second;
-      entries_.erase(it);
+    while (!live_.empty()) {
+      const std::size_t i = nearest();
+      const key k = next_of(live_[i]);
+      if (k.when > now) break;
+      const std::uint32_t seq = live_[i].seq;
       auto alive = alive_;
       if (k.warning) {
-        when_[k.token].warning.reset();
+        live_[i].warning.reset();
         on_warn_(seq);  // may arm or disarm others
       } else {
-        when_.erase(k.token);
+        live_[i] = live_.back();
+        live_.pop_back();
         on_expire_(seq);  // may arm or disarm others, or destroy us with the fabric
       }
       if (!*alive) return;
@@ -122,8 +132,7 @@ private:
   std::function<void(std::uint32_t)> on_expire_;
   std::function<void(std::uint32_t)> on_warn_;
   std::function<clock::duration(clock::duration)> warn_lead_;
-  std::map<key, std::uint32_t> entries_;
-  std::unordered_map<std::uint64_t, times> when_;
+  std::vector<entry> live_;
   std::optional<key> armed_;  // the entry the timer waits for
   std::uint64_t last_token_ = 0;
   bool keep_idle_ = false;

@@ -288,7 +288,7 @@ std::shared_ptr<impl::ofi_fabric> make(asio::io_context& io, const config& cfg, 
     throw setup_error(make_error_code(errc::invalid_argument),
                       "OPTCAST_ENCRYPT is for the TCP fabric: libfabric moves the data itself, unencrypted");
   auto f = std::make_shared<impl::ofi_fabric>(io, cfg);
-  if (owns_loop) f->own_loop();
+  if (owns_loop) f->own_loop(/*arena=*/false);
   f->bootstrap();
   return f;
 }

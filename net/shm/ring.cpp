@@ -156,26 +156,54 @@ std::size_t ring_writer::room() const noexcept {
     broken_ = true;
     return 0;
   }
+  tail_seen_ = tail;
   return seg_.capacity() - static_cast<std::size_t>(used);
 }
 
-std::size_t ring_writer::write_some(std::span<const std::byte> bytes) noexcept {
-  const std::size_t n = std::min(room(), bytes.size());
-  if (n == 0) return 0;
+std::size_t ring_writer::room_for(std::size_t want) const noexcept {
+  if (broken_) return 0;
+  // The reader only moves its counter forwards: the room last seen is there still.
+  const std::size_t seen = seg_.capacity() - static_cast<std::size_t>(head_ - tail_seen_);
+  return seen >= want ? seen : room();
+}
+
+void ring_writer::publish() noexcept {
   auto& c = seg_.control();
+  // Sequentially consistent with the reader's sleep(): either it sees this head, or
+  // this side sees it asleep and rings; never both miss.
+  c.head.store(head_, std::memory_order_seq_cst);
+  if (c.reader_asleep.load(std::memory_order_seq_cst) && c.reader_asleep.exchange(0, std::memory_order_acq_rel))
+    wake_.ring();
+}
+
+std::size_t ring_writer::write_some(std::span<const std::byte> bytes) noexcept {
+  const std::span<const std::byte> one[] = {bytes};
+  return write_some(std::span<const std::span<const std::byte>>(one));
+}
+
+std::size_t ring_writer::write_some(std::span<const std::span<const std::byte>> parts) noexcept {
+  std::size_t total = 0;
+  for (const auto& p : parts) total += p.size();
+  const std::size_t n = std::min(room_for(total), total);
+  if (n == 0) return 0;
   // Published a piece at a time: a reader that is polling copies the first piece out
   // while this side copies the next in, and a large message costs about one copy's time
   // rather than two.
-  for (std::size_t done = 0; done < n;) {
-    const std::size_t k = std::min(publish_every, n - done);
-    copy_in(seg_.data(), seg_.capacity(), head_, bytes.data() + done, k);
-    head_ += k;
-    done += k;
-    // Sequentially consistent with the reader's sleep(): either it sees this head, or
-    // this side sees it asleep and rings; never both miss.
-    c.head.store(head_, std::memory_order_seq_cst);
-    if (c.reader_asleep.load(std::memory_order_seq_cst) && c.reader_asleep.exchange(0, std::memory_order_acq_rel))
-      wake_.ring();
+  std::size_t left = n, unpublished = 0;
+  for (const auto& p : parts) {
+    for (std::size_t off = 0; off < p.size() && left > 0;) {
+      const std::size_t k = std::min({p.size() - off, left, publish_every - unpublished});
+      copy_in(seg_.data(), seg_.capacity(), head_, p.data() + off, k);
+      head_ += k;
+      off += k;
+      left -= k;
+      unpublished += k;
+      if (unpublished == publish_every || left == 0) {
+        publish();
+        unpublished = 0;
+      }
+    }
+    if (left == 0) break;
   }
   return n;
 }

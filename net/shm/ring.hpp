@@ -114,6 +114,9 @@ public:
   // Copies as many leading bytes of `bytes` as there is room for and publishes them:
   // how many (0 when full). Wakes the reader if it sleeps.
   std::size_t write_some(std::span<const std::byte> bytes) noexcept;
+  // The same for `parts` one after the other (a frame's header and body): published
+  // together, so the reader sees them at once and the ring's counters are touched once.
+  std::size_t write_some(std::span<const std::span<const std::byte>> parts) noexcept;
   // Bytes there is room for now (0 also when the reader's counter is out of bounds).
   std::size_t room() const noexcept;
   // Before waiting on this side's doorbell for room: says so in the ring, then looks
@@ -130,7 +133,13 @@ public:
 private:
   segment seg_;
   doorbell wake_;
+  // Room for `want` bytes, reading the reader's counter only when the last reading of it
+  // shows too little (its cache line is the reader's: a miss on every write otherwise).
+  std::size_t room_for(std::size_t want) const noexcept;
+  void publish() noexcept;
+
   std::uint64_t head_ = 0;  // this side's copy: the shared one is only ever stored
+  mutable std::uint64_t tail_seen_ = 0;  // the reader's counter when last read
   mutable bool broken_ = false;
 };
 

@@ -192,12 +192,9 @@ std::size_t stream::write_now(const buffers<asio::const_buffer>& b, std::error_c
     ec = asio::error::broken_pipe;
     return 0;
   }
-  std::size_t total = 0;
-  for (std::size_t i = 0; i < b.count; ++i) {
-    const std::size_t n = out_.write_some({static_cast<const std::byte*>(b.bufs[i].data()), b.bufs[i].size()});
-    total += n;
-    if (n < b.bufs[i].size()) break;
-  }
+  std::array<std::span<const std::byte>, max_buffers> parts;
+  for (std::size_t i = 0; i < b.count; ++i) parts[i] = {static_cast<const std::byte*>(b.bufs[i].data()), b.bufs[i].size()};
+  const std::size_t total = out_.write_some(std::span<const std::span<const std::byte>>(parts.data(), b.count));
   if (total != 0 || b.count == 0) return total;
   ec = out_.broken() ? std::make_error_code(std::errc::protocol_error) : asio::error::would_block;
   return 0;
