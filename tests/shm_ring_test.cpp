@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -141,6 +142,35 @@ TEST_CASE("a full ring takes nothing more, and a writer waiting for room is rung
   CHECK(w.room() == 50);
   CHECK_FALSE(w.sleep_for_room(50));  // room enough: write, do not sleep
   CHECK(w.write_some(big) == 50);
+}
+
+// A frame's parts are published together, and cut where the room ends; the writer that
+// saw the ring full reads the reader's counter again rather than trusting its old reading.
+TEST_CASE("parts written together arrive together, cut at the room there is, and freed room is seen again", "[shm]") {
+  auto seg = segment::create(4096);
+  auto peer = segment::adopt(::dup(seg.fd()));
+  REQUIRE(peer);
+  ring_writer w(std::move(*peer), doorbell());
+  ring_reader r(std::move(seg), doorbell());
+  std::vector<std::byte> head(56), body(8);
+  for (std::size_t i = 0; i < head.size(); ++i) head[i] = std::byte(i);
+  for (std::size_t i = 0; i < body.size(); ++i) body[i] = std::byte(200 + i);
+  const std::span<const std::byte> frame[] = {head, body};
+  REQUIRE(w.write_some(std::span<const std::span<const std::byte>>(frame)) == 64);
+  REQUIRE(r.available() == 64);
+  std::vector<std::byte> out(64);
+  REQUIRE(r.read_some(out) == 64);
+  CHECK(std::equal(head.begin(), head.end(), out.begin()));
+  CHECK(std::equal(body.begin(), body.end(), out.begin() + 56));
+
+  std::vector<std::byte> fill(4096 - 60, std::byte{7});
+  REQUIRE(w.write_some(fill) == fill.size());  // 60 bytes of room left
+  CHECK(w.write_some(std::span<const std::span<const std::byte>>(frame)) == 60);  // all of the head, 4 of the body
+  CHECK(w.write_some(std::span<const std::span<const std::byte>>(frame)) == 0);
+  std::vector<std::byte> drain(4096);
+  CHECK(r.read_some(drain) == 4096);
+  CHECK(std::equal(body.begin(), body.begin() + 4, drain.end() - 4));
+  CHECK(w.write_some(std::span<const std::span<const std::byte>>(frame)) == 64);  // the freed room, seen
 }
 
 TEST_CASE("a segment from a peer is refused unless it is a sealed ring of this version", "[shm]") {
