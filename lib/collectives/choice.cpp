@@ -36,7 +36,7 @@ constexpr std::size_t remembered = 16;
 struct choice_memo {
   std::array<choice_key, remembered> keys{};
   std::array<resolved, remembered> answers{};
-  std::size_t filled = 0, next = 0;
+  std::size_t filled = 0, next = 0, last = 0;
 };
 
 }  // namespace
@@ -45,7 +45,10 @@ bool has_lanes(const communicator& c) {
   // Every call asks: the common answer (no layout, or a host per rank on one rail) without
   // looking at the shape.
   const topology* t = c.get_fabric().layout();
-  if (!t || (t->rails <= 1 && t->hosts() == t->size())) return false;
+  if (!t) return false;
+  // Lanes run between hosts: one host (the first thing a user tries) has none.
+  const int hosts = t->hosts();
+  if (hosts <= 1 || (t->rails <= 1 && hosts == t->size())) return false;
   const lane_shape* s = lane_shape::cached(t, c.rank());
   return s && s->worth_it();
 }
@@ -67,9 +70,16 @@ resolved resolve(const communicator& c, collective coll, const collective_option
   key.shape = shape;
   if (lanes) key.lanes = {lanes->hosts, lanes->per_host, lanes->rails, lanes->sub};
   thread_local choice_memo memo;
-  for (std::size_t i = 0; i < memo.filled; ++i)
-    if (memo.keys[i] == key) return memo.answers[i];
+  // From the last one found: a loop of one call finds it at the first comparison.
+  for (std::size_t k = 0; k < memo.filled; ++k) {
+    const std::size_t i = (memo.last + k) % memo.filled;
+    if (memo.keys[i] == key) {
+      memo.last = i;
+      return memo.answers[i];
+    }
+  }
   const resolved r = resolve_for(key.p, key.ports, c.options(), coll, o, t, m, shape, lanes);
+  memo.last = memo.next;
   memo.keys[memo.next] = key;
   memo.answers[memo.next] = r;
   memo.next = (memo.next + 1) % remembered;

@@ -129,12 +129,16 @@ public:
   // call_start (and the options it refers to).
   task<result<void>> run(task<result<void>> body);
 
-  // Also records the operator and element type in the signature.
+  // Also records the operator and element type in the signature. Entry points ask twice
+  // (accepts, then resolve): the topology is looked at once.
   call_traits traits(const erased_reduction* op = nullptr) noexcept;
   // The multi-lane rows take equal parts only: with counts that differ, `t` loses its
   // lanes (the automatic choice keeps to the one-lane rows) and multi_lane asked for by
   // name is refused; false after that refusal.
   bool equal_parts_only(const std::vector<std::size_t>& counts, call_traits& t);
+
+private:
+  signed char lanes_ = -1;  // has_lanes(comm), once known
 };
 
 resolved resolve(const communicator& c, collective coll, const collective_options& o, const call_traits& traits,

@@ -109,7 +109,8 @@ call_traits call_start::traits(const erased_reduction* op) noexcept {
     sig.type = op->type_code;
     sig.elem = static_cast<std::uint32_t>(op->elem);
   }
-  return {comm.ports(), op ? op->commutative : true, op ? op->order_free : true, has_lanes(comm)};
+  if (lanes_ < 0) lanes_ = has_lanes(comm) ? 1 : 0;
+  return {comm.ports(), op ? op->commutative : true, op ? op->order_free : true, lanes_ == 1};
 }
 
 bool call_start::equal_parts_only(const std::vector<std::size_t>& counts, call_traits& t) {

@@ -14,7 +14,10 @@ namespace optcast::detail {
 
 namespace {
 
-thread_local frame_arena* current = nullptr;
+// Initial-exec: every coroutine frame's allocation and free reads it, and the general
+// model is a call to __tls_get_addr each time from a shared library (eight bytes of the
+// static TLS block's surplus where the library is loaded by dlopen, as the torch module is).
+__attribute__((tls_model("initial-exec"))) thread_local frame_arena* current = nullptr;
 
 // Before every frame: the arena it came from, nullptr for the heap (freed frames are
 // handed back to where they came from, whichever scope is current then).
