@@ -153,6 +153,9 @@ public:
   std::size_t read_some(std::span<std::byte> to) noexcept;
   // Bytes waiting (0 also when the writer's counter is out of bounds: see broken()).
   std::size_t available() const noexcept;
+  // Whether the writer's counter moved since this side last read (or the ring broke):
+  // one load, for a loop that looks many times for every time something came.
+  bool changed() const noexcept { return broken_ || seg_.control().head.load(std::memory_order_acquire) != tail_; }
   // Before sleeping on this side's doorbell: says so in the ring, then looks again. False
   // if bytes came meanwhile (the flag is cleared): read instead of sleeping.
   bool sleep() noexcept;

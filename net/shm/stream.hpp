@@ -231,6 +231,11 @@ private:
   bool progress(bool& waiting);
   // The rest of the reading side: true if r completed.
   bool try_read(pending& r, bool& waiting);
+  // For a polling hub, between progress() calls: nothing it could complete has changed
+  // (reads wait and their ring has nothing new; no write waits; the peer is there).
+  bool quiet() const noexcept {
+    return open_ && !gone_ && !write_.done && (read_.done || wait_.done) && !in_.changed();
+  }
   // The hub turned to polling: the peer need not ring for this stream now.
   void stop_sleeping() noexcept;
   void watch_socket();
