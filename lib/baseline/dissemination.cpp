@@ -40,15 +40,20 @@ task<result<void>> barrier_dissemination(fabric& f, std::uint32_t seq) {
 task<result<void>> barrier_recursive_doubling(fabric& f, std::uint32_t seq) {
   if (f.size() == 1) co_return result<void>{};
   std::uint32_t step = 0;
-  const auto k = co_await fold(f, seq, step, {}, {}, {}, nullptr);
-  if (!k) co_return fail(k.error());
-  if (k->v < 0) co_return result<void>{};
-  for (int mask = 1; mask < k->pof2; mask <<= 1, ++step) {
-    const int partner = k->real(k->v ^ mask);
+  folded k = fold_shape(f.size(), f.rank());
+  if (k.rem > 0) {
+    const auto got = co_await fold(f, seq, step, {}, {}, {}, nullptr);
+    if (!got) co_return fail(got.error());
+    k = *got;
+  }
+  if (k.v < 0) co_return result<void>{};
+  for (int mask = 1; mask < k.pof2; mask <<= 1, ++step) {
+    const int partner = k.real(k.v ^ mask);
     if (auto res = co_await exchange(f, partner, std::span<const std::byte>(), partner, std::span<std::byte>(), {seq, step}); !res)
       co_return res;
   }
-  co_return co_await unfold(f, seq, *k, {});
+  if (k.rem > 0) co_return co_await unfold(f, seq, k, {});
+  co_return result<void>{};
 }
 
 // The rounds it takes: ceil(log_{k+1} p).

@@ -6,13 +6,18 @@ namespace {
 constexpr std::uint32_t unfold_step = 0x7fffffffu;  // after every exchange's step
 }
 
-task<result<folded>> fold(fabric& f, std::uint32_t seq, std::uint32_t& step, std::span<std::byte> mine,
-                          std::span<std::byte> result, std::span<std::byte> in, const erased_reduction* op) {
-  const int p = f.size(), r = f.rank();
+folded fold_shape(int p, int r) noexcept {
   folded k;
   while (k.pof2 * 2 <= p) k.pof2 *= 2;
   k.rem = p - k.pof2;
   k.v = r - k.rem;
+  return k;
+}
+
+task<result<folded>> fold(fabric& f, std::uint32_t seq, std::uint32_t& step, std::span<std::byte> mine,
+                          std::span<std::byte> result, std::span<std::byte> in, const erased_reduction* op) {
+  const int r = f.rank();
+  folded k = fold_shape(f.size(), r);
   if (k.rem == 0) co_return k;
   if (r < 2 * k.rem) {
     if (r % 2 == 1) {

@@ -21,6 +21,10 @@ struct folded {
   int real(int u) const noexcept { return u < rem ? 2 * u : u + rem; }
 };
 
+// Who folds with whom among p ranks, and rank r's place: no messages. Where p is a power
+// of two nobody folds (rem 0), and the callers skip fold() and unfold() (two coroutine
+// frames a call) altogether.
+folded fold_shape(int p, int r) noexcept;
 // Folds the pairs, step {seq, step} (step advanced where p is not a power of two): the
 // even rank receives its partner's `mine` into `in` and, with an operator, combines it
 // into its own `mine` on the right; the odd one sends `mine` and receives the even one's

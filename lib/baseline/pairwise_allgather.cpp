@@ -21,20 +21,25 @@ task<result<void>> allgather_recursive_doubling(fabric& f, std::uint32_t seq, st
     return out.subspan(at(a), at(b) - at(a));
   };
   std::uint32_t step = 0;
-  const auto k = co_await fold(f, seq, step, segments(r, r + 1), out, segments(std::min(r + 1, p - 1), std::min(r + 2, p)), nullptr);
-  if (!k) co_return fail(k.error());
-  if (k->v < 0) co_return result<void>{};
+  folded k = fold_shape(p, r);
+  if (k.rem > 0) {
+    const auto got = co_await fold(f, seq, step, segments(r, r + 1), out, segments(std::min(r + 1, p - 1), std::min(r + 2, p)), nullptr);
+    if (!got) co_return fail(got.error());
+    k = *got;
+  }
+  if (k.v < 0) co_return result<void>{};
   // The ranks of places [u, w): from real(u), a folded pair's place holding both of its ranks' segments.
-  const auto end = [&](int w) { return w <= k->rem ? 2 * w : w + k->rem; };
-  for (int mask = 1; mask < k->pof2; mask <<= 1, ++step) {
-    const int mine = k->v & ~(mask - 1), theirs = mine ^ mask;
-    const int partner = k->real(k->v ^ mask);
-    if (auto res = co_await exchange(f, partner, segments(k->real(mine), end(mine + mask)), partner,
-                                     segments(k->real(theirs), end(theirs + mask)), {seq, step});
+  const auto end = [&](int w) { return w <= k.rem ? 2 * w : w + k.rem; };
+  for (int mask = 1; mask < k.pof2; mask <<= 1, ++step) {
+    const int mine = k.v & ~(mask - 1), theirs = mine ^ mask;
+    const int partner = k.real(k.v ^ mask);
+    if (auto res = co_await exchange(f, partner, segments(k.real(mine), end(mine + mask)), partner,
+                                     segments(k.real(theirs), end(theirs + mask)), {seq, step});
         !res)
       co_return res;
   }
-  co_return co_await unfold(f, seq, *k, out);
+  if (k.rem > 0) co_return co_await unfold(f, seq, k, out);
+  co_return result<void>{};
 }
 
 }  // namespace optcast::algorithms

@@ -86,11 +86,16 @@ task<result<void>> pairwise(fabric& f, std::uint32_t seq, std::span<std::byte> w
   const auto in_lease = f.scratch().take(work.size());
   const std::span<std::byte> in = in_lease.span().first(work.size());
   std::uint32_t step = 0;
-  const auto k = co_await fold(f, seq, step, work, work, in, &op);
-  if (!k) co_return fail(k.error());
-  if (k->v < 0) co_return result<void>{};
-  if (auto res = co_await steps(f, seq, step, work, in, op, *k); !res) co_return res;
-  co_return co_await unfold(f, seq, *k, work);
+  folded k = fold_shape(f.size(), f.rank());
+  if (k.rem > 0) {
+    const auto got = co_await fold(f, seq, step, work, work, in, &op);
+    if (!got) co_return fail(got.error());
+    k = *got;
+  }
+  if (k.v < 0) co_return result<void>{};
+  if (auto res = co_await steps(f, seq, step, work, in, op, k); !res) co_return res;
+  if (k.rem > 0) co_return co_await unfold(f, seq, k, work);
+  co_return result<void>{};
 }
 
 }  // namespace
