@@ -26,9 +26,10 @@ using mode = job_config::poll_mode;
 namespace {
 
 // `waits` waits of `each` on a timer of the loop, through one poller; its poll count.
-long polls_over(mode m, int waits, std::chrono::microseconds each, std::chrono::microseconds limit = 200us) {
+long polls_over(mode m, int waits, std::chrono::microseconds each, std::chrono::microseconds limit = 200us, int sharers = 0) {
   asio::io_context io;
   detail::poller poller(io, m, limit);
+  if (sharers > 0) poller.yield_when_idle(true, sharers);
   asio::steady_timer timer(io);
   for (int i = 0; i < waits; ++i) {
     bool fired = false;
@@ -84,6 +85,13 @@ TEST_CASE("adaptive polls waits that end within its limit", "[poller]") {
   const long polls = polls_over(mode::adaptive, 50, 50us, 5ms);
   CHECK(polls >= 25);
   CHECK(polls <= 50);
+}
+
+TEST_CASE("a core shared by the job's own ranks stretches the limit: their turns are not an idle wait", "[poller]") {
+  // Waits of 1 ms against a limit of 200 us: alone, the polls run out and it sleeps; with
+  // 8 of the job's ranks to a core (limit 1.6 ms) it polls them, yielding between looks.
+  CHECK(polls_over(mode::adaptive, 60, 1ms, 200us) <= 15);
+  CHECK(polls_over(mode::adaptive, 60, 1ms, 200us, 8) >= 30);
 }
 
 TEST_CASE("adaptive backs off on a contended core: a preempted poll is followed by sleeping waits", "[poller]") {

@@ -31,8 +31,9 @@ void job_fabric::run_until(stop_predicate done) {
     // A core for each rank of this host: an empty poll spins on. More ranks than cores,
     // and it yields to the one it waits for.
     if (const topology* t = layout(); t && !t->host_of.empty()) {
-      const auto here = t->ranks_on(t->host_of[static_cast<std::size_t>(job_settings().rank)]).size();
-      poller_->yield_when_idle(static_cast<int>(here) > usable_cores());
+      const int here = static_cast<int>(t->ranks_on(t->host_of[static_cast<std::size_t>(job_settings().rank)]).size());
+      const int cores = std::max(usable_cores(), 1);
+      poller_->yield_when_idle(here > cores, (here + cores - 1) / cores);
     }
   }
   poller_->run_until(done);

@@ -92,7 +92,7 @@ poller::poll_outcome poller::poll_for_a_while() {
       start = last = before;
     }
     if (adaptive) {
-      if (before - start >= limit_) return {false, lost_since_mark()};
+      if (before - start >= limit_ * sharers_) return {false, lost_since_mark()};
       if (!clocked && before - start >= unclocked) {
         clocked = true;
         wall_mark = before;
@@ -101,7 +101,7 @@ poller::poll_outcome poller::poll_for_a_while() {
     }
     if (yield_) {
       ::sched_yield();
-      if (adaptive && clock::now() - before > contended) return {false, true};
+      if (adaptive && clock::now() - before > contended * sharers_) return {false, true};
     } else {
       relax();
       if (adaptive && before - last > contended) return {false, true};  // preempted between two looks
