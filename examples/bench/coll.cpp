@@ -114,31 +114,31 @@ bool check(const std::string& op, const buffers& b, int rank, int p) {
 
 // The collective named once per (collective, size), not compared by name at each call:
 // a loop of small calls would time the string comparisons too.
-enum class op_kind { barrier, bcast, scatter, gather, allgather, alltoall, reduce, allreduce };
+enum class coll_kind { barrier, bcast, scatter, gather, allgather, alltoall, reduce, allreduce };
 
-op_kind kind_of(const std::string& op) {
-  static const std::map<std::string, op_kind> kinds{{"barrier", op_kind::barrier},     {"bcast", op_kind::bcast},
-                                                    {"scatter", op_kind::scatter},     {"gather", op_kind::gather},
-                                                    {"allgather", op_kind::allgather}, {"alltoall", op_kind::alltoall},
-                                                    {"reduce", op_kind::reduce},       {"allreduce", op_kind::allreduce}};
+coll_kind coll_kind_of(const std::string& op) {
+  static const std::map<std::string, coll_kind> kinds{{"barrier", coll_kind::barrier},     {"bcast", coll_kind::bcast},
+                                                    {"scatter", coll_kind::scatter},     {"gather", coll_kind::gather},
+                                                    {"allgather", coll_kind::allgather}, {"alltoall", coll_kind::alltoall},
+                                                    {"reduce", coll_kind::reduce},       {"allreduce", coll_kind::allreduce}};
   return kinds.at(op);  // CLI11 checked the names
 }
 
-task<result<void>> run_op(communicator& c, op_kind op, buffers& b, const collective_options& o) {
+task<result<void>> run_op(communicator& c, coll_kind op, buffers& b, const collective_options& o) {
   const std::size_t m = b.m, pm = static_cast<std::size_t>(c.size()) * m, n = m / sizeof(float);
   const auto bytes = [](std::vector<unsigned char>& v, std::size_t k) { return std::as_writable_bytes(std::span(v.data(), k)); };
   const auto cbytes = [](const std::vector<unsigned char>& v, std::size_t k) { return std::as_bytes(std::span(v.data(), k)); };
   const std::span<const float> in(b.fs.data(), n);
   const std::span<float> out(b.fr.data(), n);
   switch (op) {
-    case op_kind::barrier: return barrier(c, o);
-    case op_kind::bcast: return broadcast(c, bytes(b.rb, m), 0, o);
-    case op_kind::scatter: return scatter<std::byte>(c, cbytes(b.sb, c.rank() == 0 ? pm : 0), bytes(b.rb, m), 0, o);
-    case op_kind::gather: return gather<std::byte>(c, cbytes(b.sb, m), bytes(b.rb, c.rank() == 0 ? pm : 0), 0, o);
-    case op_kind::allgather: return allgather<std::byte>(c, cbytes(b.sb, m), bytes(b.rb, pm), o);
-    case op_kind::alltoall: return alltoall<std::byte>(c, cbytes(b.sb, pm), bytes(b.rb, pm), o);
-    case op_kind::reduce: return reduce<float>(c, in, out, ops::sum, 0, o);
-    case op_kind::allreduce: break;
+    case coll_kind::barrier: return barrier(c, o);
+    case coll_kind::bcast: return broadcast(c, bytes(b.rb, m), 0, o);
+    case coll_kind::scatter: return scatter<std::byte>(c, cbytes(b.sb, c.rank() == 0 ? pm : 0), bytes(b.rb, m), 0, o);
+    case coll_kind::gather: return gather<std::byte>(c, cbytes(b.sb, m), bytes(b.rb, c.rank() == 0 ? pm : 0), 0, o);
+    case coll_kind::allgather: return allgather<std::byte>(c, cbytes(b.sb, m), bytes(b.rb, pm), o);
+    case coll_kind::alltoall: return alltoall<std::byte>(c, cbytes(b.sb, pm), bytes(b.rb, pm), o);
+    case coll_kind::reduce: return reduce<float>(c, in, out, ops::sum, 0, o);
+    case coll_kind::allreduce: break;
   }
   return allreduce<float>(c, in, out, ops::sum, o);
 }
@@ -321,7 +321,7 @@ int coll_cmd(int argc, char** argv) {
       progress.show("coll: " + op + " " + format_bytes(m) + " (" + std::to_string(++pair) + " of " +
                     std::to_string(ops.size() * sizes.size()) + ")");
       collective_options o{.alg = chosen.count(op) ? chosen[op] : algorithm::automatic, .blocks = blocks};
-      const op_kind kind = kind_of(op);
+      const coll_kind kind = coll_kind_of(op);
       const auto [alg_name, n] = plan_of(comm, op, m, o);
       bool ok = true;
       init(op, b, rank, p);
