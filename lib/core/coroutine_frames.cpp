@@ -14,10 +14,11 @@ namespace optcast::detail {
 
 namespace {
 
-// Initial-exec: every coroutine frame's allocation and free reads it, and the general
-// model is a call to __tls_get_addr each time from a shared library (eight bytes of the
-// static TLS block's surplus where the library is loaded by dlopen, as the torch module is).
-__attribute__((tls_model("initial-exec"))) thread_local frame_arena* current = nullptr;
+// The general dynamic model (a call to __tls_get_addr at each frame's allocation and free):
+// initial-exec would spare it, but a library loaded by dlopen (the torch module, into a
+// Python that has loaded torch) then fails to load: "cannot allocate memory in static TLS
+// block" (tried; the install and torch tests caught it).
+thread_local frame_arena* current = nullptr;
 
 // Before every frame: the arena it came from, nullptr for the heap (freed frames are
 // handed back to where they came from, whichever scope is current then).
