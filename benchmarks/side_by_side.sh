@@ -40,13 +40,15 @@
 #   --record NAME    keep them, stamped, in benchmarks/results/NAME for the docs' generated
 #                    tables (benchmarks/figures.py; "<!-- figures: benchmarks/results/NAME -->")
 #   --keep-cluster   do not bring the cluster down (nor up, if one is up already)
+#   --no-gloo        leave Gloo out (its ranks busy-poll without yielding: on a host with
+#                    many more ranks than cores a sitting takes minutes)
 #   --help
 # Environment: SHARED (default ../shared from the repository), BENCH (optcast-bench,
 # default build/examples/optcast-bench), OPTCAST_ARGS (more options for optcast-bench coll).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 hosts=8 ppn=1 rails=1 rate=1gbit sizes=8,65536,1048576,16777216 ops=bcast,scatter,gather,reduce,allreduce,allgather
-budget=2 out="" keep=0 goodput="" calibration="" record="" timing=sync calls=50 sittings=1
+budget=2 out="" keep=0 goodput="" calibration="" record="" timing=sync calls=50 sittings=1 gloo=1
 command="benchmarks/side_by_side.sh $*"
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
@@ -66,6 +68,7 @@ while [ $# -gt 0 ]; do
     --goodput) goodput=$2; shift 2 ;;
     --calibration) calibration=$2; shift 2 ;;
     --keep-cluster) keep=1; shift ;;
+    --no-gloo) gloo=0; shift ;;
     --help|-h) usage; exit 0 ;;
     *) echo "side_by_side: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -191,6 +194,7 @@ run_mpi() {  # label output [mpirun options]
 }
 # Gloo's allreduce comes as ring, bcube and halving-doubling: all three run, the best counts.
 gloo_ops=$(sed 's/\ballreduce\b/allreduce_ring,allreduce_bcube,allreduce_hd/' <<<"$peer_ops")
+[ $gloo = 1 ] || gloo_ops=""
 files=()
 for sitting in $(seq 1 "$sittings"); do
   pre=""
