@@ -92,7 +92,7 @@ poller::poll_outcome poller::poll_for_a_while() {
       start = last = before;
     }
     if (adaptive) {
-      if (before - start >= limit_ * sharers_) return {false, lost_since_mark()};
+      if (before - start >= limit()) return {false, lost_since_mark()};
       if (!clocked && before - start >= unclocked) {
         clocked = true;
         wall_mark = before;
@@ -146,7 +146,7 @@ void poller::run_until(stop_predicate done) {
     }
     const auto start = clock::now();
     sleep_one();
-    record(!polled_out && clock::now() - start <= limit_);
+    record(!polled_out && clock::now() - start <= limit());
   }
   // The transport stays as it is: the loop sleeps only in run_until (sleep_one turns
   // it), and between calls nothing runs it at all, so nothing needs waking.

@@ -69,6 +69,8 @@ private:
   asio::io_context& io_;
   job_config::poll_mode mode_;
   std::chrono::microseconds limit_;
+  // What a wait may take and still count as polled: the limit, stretched by the sharers.
+  std::chrono::microseconds limit() const noexcept { return limit_ * sharers_; }
   // Tells turn_ of a change only.
   void turn(bool polling) {
     if (turn_ && polling != polling_) turn_(context_, polling);
