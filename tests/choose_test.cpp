@@ -415,3 +415,20 @@ TEST_CASE("the ring allreduce pipelines where combining costs time, and not in t
   REQUIRE(given);
   CHECK(given->blocks == 3);
 }
+
+TEST_CASE("two ranks on a live network: the pairwise exchange, whose one link never changes hands", "[choose][sim]") {
+  sim::world w(2, sim::model::rounds());
+  auto comms = communicators_of(w);
+  const communicator_options live;
+  REQUIRE(live.model.sharing > 0);
+  for (std::size_t b : {std::size_t{8}, std::size_t{64} << 10, std::size_t{16} << 20}) {
+    INFO(b << " bytes a rank");
+    // The circulant schedule's round on 2 ranks costs what the ring's step costs: same
+    // partner, same message, no sharing charged.
+    CHECK(predict_circulant(circulant_collective::all_roots, 2, 2 * b, b, b, 1, live.model) ==
+          Approx(predict_ring(circulant_collective::all_roots, 2, 2 * b, b, b, 1, live.model)).epsilon(1e-12));
+    auto plan = plan_collective(comms[0], collective::allgather, {.bytes = 2 * b, .largest = b, .smallest = b}, {.model = live.model});
+    REQUIRE(plan);
+    CHECK(plan->alg == algorithm::recursive_doubling);  // the tie goes to the pairwise row
+  }
+}

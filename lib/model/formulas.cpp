@@ -57,7 +57,8 @@ double predict_scatter(int p, std::size_t part, const loggp_params& m) {
 double predict_circulant(circulant_collective what, int p, std::size_t bytes, std::size_t largest, std::size_t smallest,
                          int n, const loggp_params& given) {
   if (p <= 1 || bytes == 0) return 0;
-  const loggp_params m = detail::changing_links(given);
+  // Two ranks' schedule has one partner every round: its link never changes hands.
+  const loggp_params m = p > 2 ? detail::changing_links(given) : given;
   n = std::max(n, 1);
   const double rounds = n - 1 + circulant::ceil_log2(p);
   if (what == circulant_collective::reduce) {
@@ -71,7 +72,8 @@ double predict_circulant(circulant_collective what, int p, std::size_t bytes, st
   }
   const double a = std::max(m.L + 2 * m.o, std::max(m.g, m.o));
   const double volume = std::max(static_cast<double>(bytes - std::min(smallest, bytes)), rounds * std::ceil(static_cast<double>(largest) / n));
-  const double phase = rounds * std::max(m.round, a + m.G * volume / rounds);
+  // A round's message of b bytes costs (b - 1) G beyond a one-byte one, as in round_time.
+  const double phase = rounds * std::max(m.round, a + m.G * std::max(volume / rounds - 1, 0.0));
   // The reduce-scatter half combines every byte but its own part once.
   return what == circulant_collective::allreduce ? 2 * phase + m.gamma * static_cast<double>(bytes - smallest) : phase;
 }
