@@ -136,6 +136,16 @@ struct segment_layout {
     const std::size_t first = offset[static_cast<std::size_t>(j)] + ub * s.base + (ub < s.extra ? ub : s.extra);
     return {buf.data() + first * elem, (s.base + (ub < s.extra ? 1 : 0)) * elem};
   }
+  // Where `own` (segment j apart from buf: an allgather's operand, also copied into buf)
+  // has buf's block `b` of segment j; b itself without one. A rank's own blocks sent
+  // from its operand, which the call never writes, reach a peer that reads them straight
+  // out of this process's memory (single copy) from lines its cache still holds call
+  // after call, where buf's copy is rewritten each call and must come across again.
+  std::span<const std::byte> own_source(std::span<std::byte> buf, int j, std::span<std::byte> b,
+                                        std::span<const std::byte> own) const noexcept {
+    if (own.empty()) return b;
+    return own.subspan(static_cast<std::size_t>(b.data() - buf.data()) - offset[static_cast<std::size_t>(j)] * elem, b.size());
+  }
   // The size of that block alone.
   std::size_t block_bytes(int j, int b) const noexcept {
     const auto& s = split_[static_cast<std::size_t>(j)];
@@ -151,8 +161,10 @@ private:
 
 // Allgather by recursive doubling (baseline/pairwise_allgather.cpp): log2 p pairwise
 // exchanges of everything held, two more rounds for p not a power of two; the segments
-// one after another (a layout not placed).
-task<result<void>> allgather_recursive_doubling(fabric& f, std::uint32_t seq, std::span<std::byte> out, const segment_layout& lay);
+// one after another (a layout not placed). `own`, where given, holds this rank's segment
+// as out does (own_source below).
+task<result<void>> allgather_recursive_doubling(fabric& f, std::uint32_t seq, std::span<std::byte> out, const segment_layout& lay,
+                                                std::span<const std::byte> own = {});
 
 // Träff, Algorithm 7: every rank broadcasts its segment at once, n - 1 + q rounds.
 // `buf` holds all segments; this rank's is in place. Tags use steps step0 + round.
@@ -160,9 +172,10 @@ task<result<void>> allgatherv_circulant(fabric& f, std::uint32_t seq, std::uint3
                                         std::span<std::byte> buf, const segment_layout& lay);
 
 // The ring all-gather: rank r sends to r + 1 and receives from r - 1 only, every block of
-// every segment in (p - 1) n rounds; and its reversal, the ring reduce-scatter.
+// every segment in (p - 1) n rounds; and its reversal, the ring reduce-scatter. `own` as
+// for recursive doubling.
 task<result<void>> allgatherv_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
-                                   const segment_layout& lay);
+                                   const segment_layout& lay, std::span<const std::byte> own = {});
 task<result<void>> reduce_scatter_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
                                        const segment_layout& lay, const erased_reduction& op);
 // Both in one pass, 2 (p - 1) n rounds: the allgather's receives are posted while the

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "optcast/collectives.hpp"
+#include "fault_fabric.hpp"
 #include "worlds.hpp"
 
 using namespace optcast;
@@ -426,4 +427,50 @@ TEST_CASE("ring family: every result checked element by element", "[local][tcp][
   for (int q = 0; q < p; ++q) expect += val<double>(q, 0, 8);
   CHECK(rd_bits[0][0] == Approx(expect).epsilon(1e-12).margin(1e-12));
   CHECK(rh_bits[0][0] == Approx(expect).epsilon(1e-12).margin(1e-12));
+}
+
+TEST_CASE("allgather: a rank's own segment goes out from its operand, never from out's copy", "[local][collectives]") {
+  struct shape {
+    algorithm alg;
+    int p, blocks;
+  };
+  // Recursive doubling's first step sends the own segment on powers of two (elsewhere a
+  // fold comes first); the ring's first n sends are the own segment's n blocks.
+  const auto s = GENERATE(shape{algorithm::recursive_doubling, 2, 1}, shape{algorithm::recursive_doubling, 4, 1},
+                          shape{algorithm::ring, 2, 1}, shape{algorithm::ring, 3, 4}, shape{algorithm::ring, 5, 2});
+  INFO("p " << s.p << " blocks " << s.blocks);
+  const auto P = static_cast<std::size_t>(s.p);
+  const std::size_t count = 301;
+  local::world w(s.p);
+  std::vector<std::vector<std::int32_t>> in(P, std::vector<std::int32_t>(count)), out(P, std::vector<std::int32_t>(count * P));
+  std::vector<std::vector<std::pair<const std::byte*, std::size_t>>> sends(P);
+  std::vector<communicator> comms;
+  for (std::size_t r = 0; r < P; ++r) {
+    for (std::size_t i = 0; i < count; ++i) in[r][i] = val<std::int32_t>(static_cast<int>(r), i, 9);
+    comms.emplace_back(std::make_shared<testing::fault_fabric>(w.fabric(static_cast<int>(r)), -1, [] {}, [&sends, r](const operation& op) {
+      if (op.kind == op_kind::send) sends[r].emplace_back(op.data, op.size);
+    }));
+  }
+  const auto before = in;
+  auto res = optcast::run_all(comms, [&](communicator& c) -> task<result<void>> {
+    const auto r = static_cast<std::size_t>(c.rank());
+    co_return co_await allgather(c, std::span<const std::int32_t>(in[r]), std::span(out[r]), {.alg = s.alg, .blocks = s.blocks});
+  });
+  for (std::size_t r = 0; r < P; ++r) {
+    INFO("rank " << r);
+    REQUIRE(res[r]);
+    CHECK(in[r] == before[r]);
+    for (std::size_t q = 0; q < P; ++q)
+      CHECK(std::equal(in[q].begin(), in[q].end(), out[r].begin() + static_cast<std::ptrdiff_t>(q * count)));
+    const auto* lo = reinterpret_cast<const std::byte*>(in[r].data());
+    const auto first = static_cast<std::size_t>(s.alg == algorithm::ring ? s.blocks : 1);
+    REQUIRE(sends[r].size() >= first);
+    std::size_t carried = 0;
+    for (std::size_t k = 0; k < first; ++k) {
+      CHECK(sends[r][k].first >= lo);
+      CHECK(sends[r][k].first + sends[r][k].second <= lo + count * sizeof(std::int32_t));
+      carried += sends[r][k].second;
+    }
+    CHECK(carried == count * sizeof(std::int32_t));
+  }
 }

@@ -1,5 +1,6 @@
 // A fabric decorator for tests: forwards everything, and runs `trigger` just before the
-// n-th operation starts, so a fault lands at a known point inside a collective.
+// n-th operation starts, so a fault lands at a known point inside a collective (nth < 0:
+// never); `seen`, where given, is shown every operation as it starts.
 #pragma once
 
 #include <functional>
@@ -11,8 +12,9 @@ namespace optcast::testing {
 
 class fault_fabric final : public fabric {
 public:
-  fault_fabric(std::shared_ptr<fabric> inner, int nth, std::function<void()> trigger)
-      : inner_(std::move(inner)), left_(nth), trigger_(std::move(trigger)) {}
+  fault_fabric(std::shared_ptr<fabric> inner, int nth, std::function<void()> trigger,
+               std::function<void(const operation&)> seen = {})
+      : inner_(std::move(inner)), left_(nth), trigger_(std::move(trigger)), seen_(std::move(seen)) {}
 
   int rank() const noexcept override { return inner_->rank(); }
   int size() const noexcept override { return inner_->size(); }
@@ -20,6 +22,7 @@ public:
   std::string_view name() const noexcept override { return inner_->name(); }
   bool start(operation& op) noexcept override {
     if (left_ >= 0 && left_-- == 0) trigger_();
+    if (seen_) seen_(op);
     op.owner = inner_.get();  // completions and cancels go straight to the real fabric
     return inner_->start(op);
   }
@@ -41,6 +44,7 @@ private:
   std::shared_ptr<fabric> inner_;
   int left_;
   std::function<void()> trigger_;
+  std::function<void(const operation&)> seen_;
 };
 
 }  // namespace optcast::testing

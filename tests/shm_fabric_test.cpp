@@ -10,6 +10,7 @@
 #include "optcast/collectives.hpp"
 #include "optcast/net/tcp.hpp"
 #include "optcast/when_all.hpp"
+#include "common/cores.hpp"
 #include "worlds.hpp"
 
 using namespace optcast;
@@ -95,5 +96,41 @@ TEST_CASE("encrypted frames and a job secret's proofs work over the rings too", 
     const auto n = tcp::connections(w->comms()[static_cast<std::size_t>(r)].get_fabric());
     CHECK(n.in_memory == n.outgoing + n.incoming);
     CHECK(n.in_memory > 0);
+  }
+}
+
+TEST_CASE("a message no reduction combines goes by reference from the lower threshold, where ranks have a core each", "[tcp][shm][fabric]") {
+  const int p = 2;
+  optcast::testing::job_options jo;
+  jo.adjust = [](int, job_config& c) {
+    c.shm = true;
+    c.shm_copy_min = std::size_t{1} << 20;
+    c.shm_move_min = 4096;
+  };
+  auto w = std::make_unique<optcast::testing::process_test_world>("tcp", p, communicator_options{}, jo);
+  auto copies = [&] {
+    std::uint64_t n = 0;
+    for (auto& c : w->comms()) n += tcp::connections(c.get_fabric()).single_copies;
+    return n;
+  };
+  const std::size_t count = 16 << 10;  // 64 KiB of floats: between the two thresholds
+  std::vector<std::vector<float>> buf(p, std::vector<float>(count, 1.0f)), sum(p, std::vector<float>(count));
+  auto moved = w->run_all([&](communicator& c) -> task<result<void>> {
+    co_return co_await broadcast(c, std::span(buf[static_cast<std::size_t>(c.rank())]), 0);
+  });
+  for (auto& r : moved) REQUIRE(r);
+  const auto after_broadcast = copies();
+  auto combined = w->run_all([&](communicator& c) -> task<result<void>> {
+    const auto r = static_cast<std::size_t>(c.rank());
+    co_return co_await allreduce(c, std::span<const float>(buf[r]), std::span(sum[r]), ops::sum);
+  });
+  for (auto& r : combined) REQUIRE(r);
+  for (auto& s : sum) CHECK(s == std::vector<float>(count, 2.0f));
+  // A reduction's partial results go through the rings below shm_copy_min always.
+  CHECK(copies() == after_broadcast);
+  if (detail::usable_cores() >= p) {
+    CHECK(after_broadcast >= 1);
+  } else {
+    CHECK(after_broadcast == 0);  // ranks share a core: the receipt would wait for a turn on it
   }
 }

@@ -12,7 +12,8 @@
 
 namespace optcast::algorithms {
 
-task<result<void>> allgather_recursive_doubling(fabric& f, std::uint32_t seq, std::span<std::byte> out, const segment_layout& lay) {
+task<result<void>> allgather_recursive_doubling(fabric& f, std::uint32_t seq, std::span<std::byte> out, const segment_layout& lay,
+                                                std::span<const std::byte> own) {
   const int p = f.size(), r = f.rank();
   if (p == 1) co_return result<void>{};
   // Segments a .. b - 1, one after another as every allgather's layout has them.
@@ -33,7 +34,10 @@ task<result<void>> allgather_recursive_doubling(fabric& f, std::uint32_t seq, st
   for (int mask = 1; mask < k.pof2; mask <<= 1, ++step) {
     const int mine = k.v & ~(mask - 1), theirs = mine ^ mask;
     const int partner = k.real(k.v ^ mask);
-    if (auto res = co_await exchange(f, partner, segments(k.real(mine), end(mine + mask)), partner,
+    // The first step of an unfolded rank sends its own segment alone.
+    const auto held = segments(k.real(mine), end(mine + mask));
+    const auto sent = mask == 1 && k.rem == 0 ? lay.own_source(out, r, held, own) : held;
+    if (auto res = co_await exchange(f, partner, sent, partner,
                                      segments(k.real(theirs), end(theirs + mask)), {seq, step});
         !res)
       co_return res;

@@ -131,7 +131,7 @@ struct ring_phases {
 task<result<void>> segment_ring_loop(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<const std::byte> src,
                                      std::span<std::byte> buf, const segment_layout& lay, recv_window& rx,
                                      ring_phases phases, const erased_reduction* op, std::span<std::byte> slots,
-                                     std::size_t biggest) {
+                                     std::size_t biggest, std::span<const std::byte> own) {
   const int p = f.size(), r = f.rank();
   const int to = (r + 1) % p, from = (r + p - 1) % p;
   const auto nb = static_cast<std::size_t>(lay.n);
@@ -146,7 +146,8 @@ task<result<void>> segment_ring_loop(fabric& f, std::uint32_t seq, std::uint32_t
   };
   auto out_block = [&](std::size_t k) -> std::span<const std::byte> {
     auto b = lay.block(buf, seg(k, sent_back), static_cast<int>(k % nb));
-    return k < nb && phases.reduce_scatter ? operand(b) : b;  // step 0 sends this rank's own
+    if (k >= nb) return b;  // step 0 sends this rank's own
+    return phases.reduce_scatter ? operand(b) : lay.own_source(buf, r, b, own);
   };
   auto in_block = [&](std::size_t k) { return lay.block(buf, seg(k, sent_back + 1), static_cast<int>(k % nb)); };
   auto tg = [&](std::size_t k) { return tag{seq, step0 + static_cast<std::uint32_t>(k)}; };
@@ -182,7 +183,7 @@ task<result<void>> segment_ring_loop(fabric& f, std::uint32_t seq, std::uint32_t
 
 task<result<void>> segment_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<const std::byte> in,
                                 std::span<std::byte> buf, const segment_layout& lay, ring_phases phases,
-                                const erased_reduction* op) {
+                                const erased_reduction* op, std::span<const std::byte> own = {}) {
   if (f.size() == 1 || lay.contributors.empty()) {
     if (!in.empty() && in.data() != buf.data()) std::memcpy(buf.data(), in.data(), in.size());
     co_return result<void>{};
@@ -195,7 +196,7 @@ task<result<void>> segment_ring(fabric& f, std::uint32_t seq, std::uint32_t step
   if (phases.reduce_scatter)
     for (int j : lay.contributors) biggest = std::max(biggest, lay.block(buf, j, 0).size());
   const auto slots = f.scratch().take(rx.width() * biggest);
-  auto res = co_await segment_ring_loop(f, seq, step0, in, buf, lay, rx, phases, op, slots.span(), biggest);
+  auto res = co_await segment_ring_loop(f, seq, step0, in, buf, lay, rx, phases, op, slots.span(), biggest, own);
   co_await settle(rx.all());
   co_return res;
 }
@@ -226,8 +227,8 @@ task<result<void>> reduce_ring(fabric& f, std::uint32_t seq, std::span<std::byte
 }
 
 task<result<void>> allgatherv_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,
-                                   const segment_layout& lay) {
-  return segment_ring(f, seq, step0, {}, buf, lay, {.allgather = true}, nullptr);
+                                   const segment_layout& lay, std::span<const std::byte> own) {
+  return segment_ring(f, seq, step0, {}, buf, lay, {.allgather = true}, nullptr, own);
 }
 
 task<result<void>> reduce_scatter_ring(fabric& f, std::uint32_t seq, std::uint32_t step0, std::span<std::byte> buf,

@@ -99,12 +99,13 @@ inline task<result<void>> allgather_circulant(segments_call c) {
 // allgather, which moves the same bytes in as many rounds, one block of a segment at a time.
 inline task<result<void>> allgather_rd(segments_call c) {
   if (c.lay->placed) return algorithms::allgatherv_circulant(*c.f, c.seq, 0, c.out, *c.lay);
-  return algorithms::allgather_recursive_doubling(*c.f, c.seq, c.out, *c.lay);
+  return algorithms::allgather_recursive_doubling(*c.f, c.seq, c.out, *c.lay, c.own());
 }
-inline task<result<void>> allgather_ring(segments_call c) { return algorithms::allgatherv_ring(*c.f, c.seq, 0, c.out, *c.lay); }
+inline task<result<void>> allgather_ring(segments_call c) { return algorithms::allgatherv_ring(*c.f, c.seq, 0, c.out, *c.lay, c.own()); }
 inline task<result<void>> allgather_staggered(segments_call c) { return algorithms::allgatherv_staggered(*c.f, c.seq, c.out, *c.lay); }
 inline task<result<void>> alltoall_staggered(segments_call c) {
-  return algorithms::alltoall_staggered(*c.f, c.seq, c.in, c.out, *c.lay);
+  // Read only: the layout's block() hands out mutable spans of whatever buffer it is given.
+  return algorithms::alltoall_staggered(*c.f, c.seq, {const_cast<std::byte*>(c.in.data()), c.in.size()}, c.out, *c.lay);
 }
 
 // Tags of a second phase start here, past any first phase's rounds.

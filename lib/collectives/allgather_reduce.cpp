@@ -42,7 +42,9 @@ task<result<void>> allgatherv_bytes(communicator& c, std::span<const std::byte> 
   const algorithms::segment_layout lay(elem, n, counts);
   auto own = lay.block(out, c.rank(), 0).data();  // block 0 starts the segment
   if (mine) std::memmove(own, in.data(), in.size());
-  co_return co_await call.run(row->runner_for<segments_call>()({&c.get_fabric(), call.seq, out, out, &lay, nullptr, *model}));
+  // The operand goes to the runner too where it is apart from out (segments_call::own).
+  const auto operand = mine && in.data() != own ? in : std::span<const std::byte>(out);
+  co_return co_await call.run(row->runner_for<segments_call>()({&c.get_fabric(), call.seq, operand, out, &lay, nullptr, *model}));
 }
 
 // reduce_scatter_block and reduce_scatter, told apart the same way.

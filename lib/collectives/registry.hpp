@@ -51,10 +51,17 @@ struct scatter_call {  // scatter: from the root's whole to each part; gather: b
 struct segments_call {  // allgather(v), alltoall, reduce_scatter(_block)
   fabric* f;
   std::uint32_t seq;
-  std::span<std::byte> in, out;  // allgather, reduce_scatter: one buffer, in == out
+  // reduce_scatter: one buffer, in == out. allgather: in is this rank's operand, which
+  // out holds too, in its segment (in == out where nothing else holds it): the rows that
+  // send the own segment straight on may send it from there (segment_layout::own_source).
+  std::span<const std::byte> in;
+  std::span<std::byte> out;
   const algorithms::segment_layout* lay;
   const erased_reduction* op;  // reductions only
   loggp_params model = {};     // for a row that chooses again inside (multi_lane's lanes)
+  std::span<const std::byte> own() const noexcept {
+    return in.data() == out.data() ? std::span<const std::byte>() : in;
+  }
 };
 struct reduction_call {  // reduce, allreduce
   fabric* f;

@@ -181,6 +181,8 @@ void job_config::read_rank_env(const getenv_fn& get) {
   shm = env_int(get, "OPTCAST_SHM", shm ? 1 : 0, 0, 1) != 0;
   shm_copy_min = static_cast<std::size_t>(env_int(get, "OPTCAST_SHM_MIN", static_cast<long long>(shm_copy_min), 0,
                                                     std::numeric_limits<long long>::max()));
+  shm_move_min = static_cast<std::size_t>(env_int(get, "OPTCAST_SHM_MOVE_MIN", static_cast<long long>(shm_move_min), 0,
+                                                    std::numeric_limits<long long>::max()));
   unexpected_limit = static_cast<std::size_t>(env_int(get, "OPTCAST_UNEXPECTED_LIMIT", static_cast<long long>(unexpected_limit), 0,
                                                         std::numeric_limits<long long>::max()));
   unexpected_peer_limit = static_cast<std::size_t>(env_int(get, "OPTCAST_UNEXPECTED_PEER_LIMIT",

@@ -30,13 +30,18 @@ void job_fabric::run_until(stop_predicate done) {
     poller_->check_first(network_first());
     // A core for each rank of this host: an empty poll spins on. More ranks than cores,
     // and it yields to the one it waits for.
-    if (const topology* t = layout(); t && !t->host_of.empty()) {
-      const int here = static_cast<int>(t->ranks_on(t->host_of[static_cast<std::size_t>(job_settings().rank)]).size());
-      const int cores = std::max(usable_cores(), 1);
-      poller_->yield_when_idle(here > cores, (here + cores - 1) / cores);
-    }
+    const int shared = sharers();
+    poller_->yield_when_idle(shared > 1, shared);
   }
   poller_->run_until(done);
+}
+
+int job_fabric::sharers() const noexcept {
+  const topology* t = layout();
+  if (!t || t->host_of.empty()) return 1;
+  const int here = static_cast<int>(t->ranks_on(t->host_of[static_cast<std::size_t>(job_settings().rank)]).size());
+  const int cores = std::max(usable_cores(), 1);
+  return (here + cores - 1) / cores;
 }
 
 void job_fabric::join_job() {

@@ -115,6 +115,10 @@ protected:
   // handlers (poller::check_first).
   virtual bool network_first() const noexcept { return false; }
 
+  // The job's ranks on this host per core they may use, rounded up (1: a core each, or
+  // no layout known yet).
+  int sharers() const noexcept;
+
   // Joins the job (its store connection, or kv store, or PMIx) and listens to it.
   void join_job();
   // From abort(): this rank's own failure goes to every other rank, once.

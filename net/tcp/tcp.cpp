@@ -176,11 +176,12 @@ bool tcp_fabric::fill_header(out_conn& out, operation& op) noexcept {
   // which an aborting fabric does without waiting for the receipt (drop_in), and a peer
   // still to read it then reads freed memory: "a malformed control message" in a job
   // that was only failing. They are small besides.
-  out.lending = out.by_reference && op.size > 0 && op.size >= cfg_.shm_copy_min && op.tg.seq != seq_layout::control_seq;
+  f.sig = signature_of(op.tg.seq);
+  const std::size_t least = f.sig.op == 0 ? move_min_ : cfg_.shm_copy_min;  // job_config::shm_move_min
+  out.lending = out.by_reference && op.size > 0 && op.size >= least && op.tg.seq != seq_layout::control_seq;
   f.kind = out.lending ? frame_header::ref : frame_header::data;
   f.tg = op.tg;
   f.len = op.size;
-  f.sig = signature_of(op.tg.seq);
   encode(out.hdr, f);
   const std::byte* body = op.data;
   std::size_t len = op.size;

@@ -373,6 +373,9 @@ private:
   std::vector<tcp::acceptor> acceptors_;  // one per rail
   std::string listen_;  // rail 0's
   topology layout_;
+  // The smallest message no reduction combines that goes by reference (join: shm_move_min
+  // where the host's ranks have a core each, else shm_copy_min).
+  std::size_t move_min_ = std::numeric_limits<std::size_t>::max();
   std::vector<peer_state> peers_;
   std::vector<std::shared_ptr<in_conn>> handshaking_;
   std::shared_ptr<shm::hub> hub_;  // null: no shared memory (job_config::shm)

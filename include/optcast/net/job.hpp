@@ -41,6 +41,8 @@
 //                                shared memory, job_config::shm)
 //   OPTCAST_SHM_MIN              there, the smallest message read straight out of the
 //                                sender's memory (bytes, default 262144)
+//   OPTCAST_SHM_MOVE_MIN         the same for a message no reduction combines, where the
+//                                host's ranks have a core each (bytes, default 32768)
 //   OPTCAST_UNEXPECTED_LIMIT     bytes of messages a rank holds for receives not yet
 //                                posted, from all peers together (default, or 0:
 //                                automatic, job_config::limits_for)
@@ -113,6 +115,13 @@ struct job_config {
   // hosts (single copy over it only in jobs with a secret).
   bool shm = true;
   std::size_t shm_copy_min = std::size_t{256} << 10;
+  // A message no reduction combines (broadcast, scatter, gather, allgather, alltoall,
+  // point to point) goes by reference from this size where every rank of the host has a
+  // core of its own: what it reads is an operand or a block the call only forwards, and
+  // its receipt comes back at once. A reduction's partial results are rewritten every
+  // call, so they cross between the caches either way; and where ranks share cores a
+  // receipt waits for the reader's turn: shm_copy_min there.
+  std::size_t shm_move_min = std::size_t{32} << 10;
   // Messages that arrive before their receive is posted wait in memory; a peer (or a
   // stranger holding the job id) must not make this rank hold more than this many bytes
   // of them, each counted with its record's overhead beside its payload. Beyond it the
@@ -157,7 +166,7 @@ struct job_config {
   // Only the settings of this rank's own, for a program whose rank, size and store come
   // from elsewhere (torch.distributed): OPTCAST_HOST, OPTCAST_IFNAME, OPTCAST_FAMILY,
   // OPTCAST_SECRET or OPTCAST_SECRET_FILE, OPTCAST_ENCRYPT, OPTCAST_PORTS, OPTCAST_SHM,
-  // OPTCAST_SHM_MIN, OPTCAST_POLL, OPTCAST_POLL_US and the unexpected-message limits; each one unset leaves its default. Throws setup_error.
+  // OPTCAST_SHM_MIN, OPTCAST_SHM_MOVE_MIN, OPTCAST_POLL, OPTCAST_POLL_US and the unexpected-message limits; each one unset leaves its default. Throws setup_error.
   void read_rank_env(const std::function<const char*(const char*)>& env);
 };
 
