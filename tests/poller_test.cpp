@@ -159,3 +159,28 @@ TEST_CASE("the cores a process may use follow its affinity mask", "[poller]") {
   CHECK(all >= 1);
   CHECK(all <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
+
+TEST_CASE("what the transport's last look before sleeping finishes, the loop does not sleep for", "[poller]") {
+  // A polling hub runs what it finds in place when told the loop will sleep: the wait may
+  // be over then, with nothing left on the loop to wake it.
+  asio::io_context io;
+  struct transport {
+    bool finished = false;
+    int turns_to_sleep = 0;
+  } t;
+  detail::poller poller(io, mode::adaptive, 200us, nullptr, &t, [](void* ctx, bool polling) {
+    auto& tr = *static_cast<transport*>(ctx);
+    if (!polling && ++tr.turns_to_sleep == 1) tr.finished = true;  // the first poll runs out, then this
+  });
+  // Work on the loop keeps it from blocking forever were the look missed: a timer far
+  // beyond what this takes when it is not.
+  bool timer_fired = false;
+  asio::steady_timer guard(io, 5s);
+  guard.async_wait([&](std::error_code) { timer_fired = true; });
+  auto done = [&] { return t.finished; };
+  const auto start = std::chrono::steady_clock::now();
+  poller.run_until(done);
+  CHECK(t.finished);
+  CHECK_FALSE(timer_fired);
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+}

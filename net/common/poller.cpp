@@ -113,7 +113,7 @@ poller::poll_outcome poller::poll_for_a_while() {
 void poller::run_until(stop_predicate done) {
   while (!done()) {
     if (mode_ == job_config::poll_mode::block) {
-      sleep_one();
+      sleep_one(done);
       continue;
     }
     if (mode_ == job_config::poll_mode::spin) {
@@ -145,7 +145,7 @@ void poller::run_until(stop_predicate done) {
       polled_out = !lost;
     }
     const auto start = clock::now();
-    sleep_one();
+    sleep_one(done);
     record(!polled_out && clock::now() - start <= limit());
   }
   // The transport stays as it is: the loop sleeps only in run_until (sleep_one turns

@@ -76,8 +76,11 @@ private:
     if (turn_ && polling != polling_) turn_(context_, polling);
     polling_ = polling;
   }
-  void sleep_one() {
+  void sleep_one(const stop_predicate& done) {
+    // The transport's last look before the loop sleeps may finish what is awaited (a
+    // polling hub runs what it finds in place): then there is nothing to sleep for.
     turn(false);
+    if (done()) return;
     if (io_.stopped()) io_.restart();
     io_.run_one();
   }
