@@ -134,3 +134,33 @@ TEST_CASE("a message no reduction combines goes by reference from the lower thre
     CHECK(after_broadcast == 0);  // ranks share a core: the receipt would wait for a turn on it
   }
 }
+
+TEST_CASE("frames larger than a read through the rings: bodies read in parts, the next frames after them", "[tcp][shm][fabric]") {
+  const int p = 3;
+  optcast::testing::job_options jo;
+  jo.adjust = [](int, job_config& c) {
+    c.shm = true;
+    c.shm_copy_min = c.shm_move_min = std::size_t{1} << 30;  // nothing by reference
+  };
+  auto w = std::make_unique<optcast::testing::process_test_world>("tcp", p, communicator_options{}, jo);
+  for (std::size_t count : {std::size_t{3}, std::size_t{40000}, std::size_t{250000}, std::size_t{7}}) {
+    INFO(count << " elements");
+    std::vector<std::vector<std::int64_t>> in(p), out(p, std::vector<std::int64_t>(count));
+    std::vector<std::int64_t> want(count, 0);
+    for (int r = 0; r < p; ++r) {
+      in[static_cast<std::size_t>(r)].resize(count);
+      for (std::size_t i = 0; i < count; ++i) want[i] += in[static_cast<std::size_t>(r)][i] = static_cast<std::int64_t>(i * 7 + static_cast<std::size_t>(r) * 1000003);
+    }
+    for (int rep = 0; rep < 3; ++rep) {
+      auto res = w->run_all([&](communicator& c) -> task<result<void>> {
+        const auto r = static_cast<std::size_t>(c.rank());
+        co_return co_await allreduce(c, std::span<const std::int64_t>(in[r]), std::span(out[r]), ops::sum);
+      });
+      for (int r = 0; r < p; ++r) {
+        REQUIRE(res[static_cast<std::size_t>(r)]);
+        CHECK(out[static_cast<std::size_t>(r)] == want);
+      }
+    }
+  }
+  for (auto& c : w->comms()) CHECK(tcp::connections(c.get_fabric()).single_copies == 0);
+}

@@ -45,6 +45,27 @@ struct end {
 };
 
 
+// Two ends of a channel in this process, on one loop, each with its own hub.
+struct pair_here {
+  listener ear;
+  asio::io_context io;
+  std::shared_ptr<hub> ha = std::make_shared<hub>(io.get_executor()), hb = std::make_shared<hub>(io.get_executor());
+  std::optional<stream> a, b;
+  pair_here() {
+    const int sa = ear.connect(), sb = ear.accept();
+    REQUIRE(sa >= 0);
+    REQUIRE(sb >= 0);
+    auto fb = std::async(std::launch::async, [&] { return introduce(sb, as(1, 0), hb->bell()); });
+    auto ca = introduce(sa, as(0, 1), ha->bell());
+    auto cb = fb.get();
+    REQUIRE(ca);
+    REQUIRE(cb);
+    a.emplace(ha, std::move(*ca), sa);
+    b.emplace(hb, std::move(*cb), sb);
+  }
+};
+
+
 }  // namespace
 
 TEST_CASE("asio::async_write and async_read carry every byte through the rings, both loops sleeping between", "[shm]") {
@@ -303,18 +324,10 @@ TEST_CASE("one doorbell serves every stream of a loop: two peers writing at once
 }
 
 TEST_CASE("a polling hub moves bytes with no doorbell rung and runs their handlers in place; a sleeping one is rung", "[shm]") {
-  listener ear;
-  const int sa = ear.connect(), sb = ear.accept();
-  REQUIRE(sa >= 0);
-  REQUIRE(sb >= 0);
-  asio::io_context io;
-  auto ha = std::make_shared<hub>(io.get_executor()), hb = std::make_shared<hub>(io.get_executor());
-  auto fb = std::async(std::launch::async, [&] { return introduce(sb, as(1, 0), hb->bell()); });
-  auto ca = introduce(sa, as(0, 1), ha->bell());
-  auto cb = fb.get();
-  REQUIRE(ca);
-  REQUIRE(cb);
-  stream a(ha, std::move(*ca), sa), b(hb, std::move(*cb), sb);
+  pair_here both;
+  auto& io = both.io;
+  auto &ha = both.ha, &hb = both.hb;
+  auto &a = *both.a, &b = *both.b;
   std::array<std::byte, 8> out{}, in{};
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = pattern_at(i);
   std::error_code ec;
@@ -341,4 +354,96 @@ TEST_CASE("a polling hub moves bytes with no doorbell rung and runs their handle
   io.run_for(std::chrono::seconds(10));
   CHECK(got == out.size());
   CHECK(in == out);
+}
+
+TEST_CASE("a kept reader is called when bytes come, after the completions before them, sleeping or polling, and never after it is dropped", "[shm]") {
+  pair_here both;
+  auto& io = both.io;
+  auto &ha = both.ha, &hb = both.hb;
+  auto &a = *both.a, &b = *both.b;
+  struct reader {
+    stream* s;
+    std::vector<std::byte> got;
+    std::vector<std::string> events;
+    asio::io_context* io;
+    std::size_t stop_at = 0;
+  } r{&a, {}, {}, &io};
+  auto on_ready = [](void* ctx) {
+    auto& me = *static_cast<reader*>(ctx);
+    me.events.push_back("reader");
+    std::array<std::byte, 64> buf{};
+    std::error_code e;
+    for (;;) {  // what there is, until would_block
+      const std::size_t n = me.s->read_some(asio::buffer(buf), e);
+      if (e) break;
+      me.got.insert(me.got.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+    CHECK(e == asio::error::would_block);
+    if (me.got.size() >= me.stop_at) me.io->stop();
+  };
+  std::error_code ec;
+  const auto bytes_of = [](std::size_t from, std::size_t n) {
+    std::vector<std::byte> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = pattern_at(from + i);
+    return v;
+  };
+
+  // Polling: bytes there are seen by the next poll, with no doorbell, one call for all.
+  ha->polling(true);
+  a.keep_reading(on_ready, &r);
+  CHECK_FALSE(ha->poll_here());
+  CHECK(r.events.empty());
+  CHECK(b.write_some(asio::buffer(bytes_of(0, 100)), ec) == 100);
+  CHECK(b.write_some(asio::buffer(bytes_of(100, 100)), ec) == 100);
+  CHECK_FALSE(ha->bell().drain());
+  CHECK(ha->poll_here());
+  CHECK(r.events == std::vector<std::string>{"reader"});
+  CHECK(r.got == bytes_of(0, 200));
+  CHECK_FALSE(ha->poll_here());  // nothing new: not called again
+
+  // A read started (a frame's body) takes the bytes first; the reader is not called
+  // while it waits, and comes after its completion.
+  std::array<std::byte, 10> body{};
+  a.async_read_some(asio::buffer(body), [&](std::error_code e, std::size_t n) {
+    r.events.push_back("read " + std::to_string(e ? 0 : n));
+  });
+  CHECK(b.write_some(asio::buffer(bytes_of(200, 30)), ec) == 30);
+  CHECK(ha->poll_here());
+  REQUIRE(r.events.size() >= 2);
+  CHECK(r.events[1] == "read 10");
+  CHECK(std::vector<std::byte>(body.begin(), body.end()) == bytes_of(200, 10));
+  if (r.events.size() == 2) CHECK(ha->poll_here());  // the rest, next look
+  CHECK(r.events.back() == "reader");
+  CHECK(r.got == [&] {
+    auto v = bytes_of(0, 200);
+    auto rest = bytes_of(210, 20);
+    v.insert(v.end(), rest.begin(), rest.end());
+    return v;
+  }());
+
+  // Sleeping: the reader's ring says so, the writer rings, the loop wakes to read;
+  // again after the reader ran (the writer's ring took the word back).
+  ha->polling(false);
+  for (std::size_t round = 0; round < 3; ++round) {
+    const std::size_t before = r.got.size();
+    r.stop_at = before + 50;
+    CHECK(b.write_some(asio::buffer(bytes_of(1000 + round * 50, 50)), ec) == 50);
+    io.restart();
+    io.run_for(std::chrono::seconds(10));
+    REQUIRE(r.got.size() == before + 50);
+    CHECK(std::vector<std::byte>(r.got.end() - 50, r.got.end()) == bytes_of(1000 + round * 50, 50));
+  }
+
+  // Dropped: bytes that come are left for whoever reads next.
+  a.keep_reading(nullptr, nullptr);
+  const auto calls = r.events.size();
+  ha->polling(true);
+  CHECK(b.write_some(asio::buffer(bytes_of(5000, 20)), ec) == 20);
+  ha->poll_here();
+  io.restart();
+  io.poll();
+  CHECK(r.events.size() == calls);
+  std::array<std::byte, 20> left{};
+  CHECK(a.read_some(asio::buffer(left), ec) == 20);
+  CHECK(std::vector<std::byte>(left.begin(), left.end()) == bytes_of(5000, 20));
 }

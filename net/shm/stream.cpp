@@ -62,7 +62,24 @@ void hub::poll() {
 
 void hub::completed(completion_ptr h, std::error_code ec, std::size_t n) {
   ready_.push_back({std::move(h), ec, n});
-  if (running_ || drain_posted_) return;  // run_ready on the stack, or a handler on its way, takes it
+  queued();
+}
+
+void hub::reader_ready(stream* s) {
+  ready_.push_back({{}, {}, 0, s});
+  queued();
+}
+
+void hub::forget(stream* s) noexcept {
+  if (reading_ == s) reading_ = nullptr;
+  for (auto* q : {&ready_, batch_})
+    if (q)
+      for (auto& r : *q)
+        if (r.reader == s) r.reader = nullptr;
+}
+
+void hub::queued() {
+  if (running_ || drain_posted_ || collecting_) return;  // run_ready on the stack, or a handler on its way, takes it
   drain_posted_ = true;
   asio::post(ex_, [this, alive = alive_] {
     if (!*alive) return;
@@ -80,16 +97,33 @@ bool hub::run_ready() {
   // initiation.
   // The two vectors trade places, keeping their capacity: a batch costs no allocation.
   auto batch = std::move(spare_);
+  batch_ = &batch;
   while (!ready_.empty()) {
     did = true;
     batch.swap(ready_);
     for (auto& r : batch) {
       if (!*alive) return true;  // the rest are destroyed with the batch
-      std::exchange(r.done.p, nullptr)->invoke(r.ec, r.n);
+      if (r.done) {
+        std::exchange(r.done.p, nullptr)->invoke(r.ec, r.n);
+      } else if (stream* s = std::exchange(r.reader, nullptr)) {
+        s->reader_queued_ = false;
+        // A read started meanwhile (a frame's body) comes first; its end looks again.
+        if (!s->open_ || !s->reader_ || s->read_.done) continue;
+        reading_ = s;  // forget() clears it if the reader ends the stream
+        s->reader_(s->reader_ctx_);
+        if (!*alive) return true;
+        // A loop about to sleep: the stream says so in its ring again (a writer that rang
+        // has cleared it), or finds what came meanwhile and queues another turn.
+        if (std::exchange(reading_, nullptr) && !polling_) {
+          bool waiting = false;
+          s->progress(waiting);
+        }
+      }
     }
     if (!*alive) return true;
     batch.clear();
   }
+  batch_ = nullptr;
   spare_ = std::move(batch);
   running_ = false;
   return did;
@@ -100,7 +134,9 @@ bool hub::poll_here() {
     poll();
     return !ready_.empty();
   }
+  collecting_ = true;  // run_ready follows at once: nothing to post for what poll finds
   poll();
+  collecting_ = false;
   return run_ready();
 }
 
@@ -130,8 +166,24 @@ stream::~stream() {
   *alive_ = false;
 }
 
+void stream::keep_reading(void (*ready)(void*), void* ctx) {
+  reader_ = ready;
+  reader_ctx_ = ctx;
+  if (!ready) {
+    reader_queued_ = false;
+    hub_->forget(this);
+    return;
+  }
+  if (!open_) return;
+  bool waiting = false;
+  progress(waiting);
+  if (waiting) hub_->arm(this);
+}
+
 void stream::close() noexcept {
   if (!open_) return;
+  reader_queued_ = false;
+  hub_->forget(this);
   open_ = false;
   std::error_code ignored;
   sock_.shutdown(asio::socket_base::shutdown_both, ignored);  // the peer sees its end
@@ -238,10 +290,25 @@ bool stream::try_read(pending& r, bool& waiting) {
   }
 }
 
+bool stream::try_reader(bool& waiting) {
+  waiting = true;  // a kept reader stays armed
+  if (reader_queued_) return false;
+  for (;;) {
+    if (in_.changed() || (gone_ && !gone_told_)) {
+      gone_told_ = gone_;
+      reader_queued_ = true;
+      hub_->reader_ready(this);
+      return true;
+    }
+    if (gone_ || hub_->is_polling() || in_.sleep()) return false;
+  }
+}
+
 bool stream::progress(bool& waiting) {
   waiting = false;
   bool did = try_read(read_, waiting);
   did |= try_read(wait_, waiting);
+  if (reader_ && !read_.done && open_) did |= try_reader(waiting);
   while (write_.done) {
     std::error_code ec;
     const std::size_t n = write_now(write_.out, ec);
@@ -260,7 +327,7 @@ bool stream::progress(bool& waiting) {
 }
 
 void stream::stop_sleeping() noexcept {
-  if (read_.done || wait_.done) in_.awake();
+  if (read_.done || wait_.done || reader_) in_.awake();
   if (write_.done) out_.awake();
 }
 

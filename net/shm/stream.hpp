@@ -124,10 +124,18 @@ private:
   // one run in place later would run out of order.
   struct ready_completion;
   std::vector<ready_completion> ready_, spare_;  // spare_: the last batch's, emptied
+  std::vector<ready_completion>* batch_ = nullptr;  // the one run_ready is running
+  stream* reading_ = nullptr;                       // whose kept reader run_ready is calling
   bool running_ = false;       // run_ready is on the stack: it takes what comes meanwhile
+  bool collecting_ = false;    // poll_here's poll: its run_ready takes what comes
   bool drain_posted_ = false;  // a handler to run them is on its way
   void poll();
   void completed(completion_ptr h, std::error_code ec, std::size_t n);
+  // s's reader (stream::keep_reading) is to run, in its place among the completions.
+  void reader_ready(stream* s);
+  // s goes away, or keeps no reader: its reader's turns still queued are dropped.
+  void forget(stream* s) noexcept;
+  void queued();
   bool run_ready();
 
   asio::any_io_executor ex_;
@@ -188,6 +196,13 @@ public:
         },
         token, b);
   }
+  // A reader that stays, instead of a read started again for every frame: `ready(ctx)`
+  // runs, through the hub in order with the completions, whenever bytes wait in the ring
+  // (or once the peer is gone) and no read does; the owner then reads with read_some until
+  // would_block. Nothing is allocated or armed again per frame. `ready` null: none (as
+  // before the stream closes, or its owner goes: no turn of it runs after).
+  void keep_reading(void (*ready)(void*), void* ctx);
+
   // Until there is something to read (or the peer is gone); only wait_read.
   template <class Token>
   auto async_wait(wait_type w, Token&& token) {
@@ -231,10 +246,12 @@ private:
   bool progress(bool& waiting);
   // The rest of the reading side: true if r completed.
   bool try_read(pending& r, bool& waiting);
+  // The kept reader's: true if its turn was queued.
+  bool try_reader(bool& waiting);
   // For a polling hub, between progress() calls: nothing it could complete has changed
   // (reads wait and their ring has nothing new; no write waits; the peer is there).
   bool quiet() const noexcept {
-    return open_ && !gone_ && !write_.done && (read_.done || wait_.done) && !in_.changed();
+    return open_ && !gone_ && !write_.done && (read_.done || wait_.done || reader_) && !in_.changed();
   }
   // The hub turned to polling: the peer need not ring for this stream now.
   void stop_sleeping() noexcept;
@@ -248,14 +265,20 @@ private:
   peer_identity peer_;
   asio::local::stream_protocol::socket sock_;
   pending read_, write_, wait_;
+  void (*reader_)(void*) = nullptr;
+  void* reader_ctx_ = nullptr;
+  bool reader_queued_ = false;  // its turn waits in the hub
+  bool gone_told_ = false;      // its turn for the peer's end has run or waits
   bool open_ = true, gone_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
+// A completion to run, or (done empty) a stream's reader to call.
 struct hub::ready_completion {
   completion_ptr done;
   std::error_code ec;
   std::size_t n = 0;
+  stream* reader = nullptr;
 };
 
 }  // namespace optcast::shm

@@ -49,7 +49,7 @@ struct meeting {
   shm::peer_identity who;
 };
 
-struct in_conn {
+struct in_conn : std::enable_shared_from_this<in_conn> {
   explicit in_conn(link s) : sock(std::move(s)), timer(sock.get_executor()) {}
   link sock;
   asio::steady_timer timer;  // handshake deadline
@@ -96,6 +96,10 @@ struct in_conn {
   bool drained = false;  // the last read left the socket empty: wait before reading again
   bool in_loop = false;  // read_frame's loop is on the stack: a nested call asks it for more
   bool more = false;
+  // Through memory, the fabric whose frames.cpp the ring's kept reader calls (set with it).
+  tcp_fabric* owner = nullptr;
+  std::shared_ptr<bool> owner_alive;
+  bool reading_body = false;  // a payload's rest is being read (asio::async_read)
   std::size_t buffered() const noexcept { return rx_end - rx_begin; }
   // Up to n buffered bytes to dst; how many.
   std::size_t take(std::byte* dst, std::size_t n) noexcept {

@@ -21,7 +21,12 @@ void tcp_fabric::read_frame(const std::shared_ptr<in_conn>& c) {
   for (;;) {
     c->more = false;
     if (c->buffered() < frame_bytes) {
-      fill(c);
+      if (!c->sock.in_memory()) {
+        fill(c);
+        break;
+      }
+      if (read_ring(c)) continue;
+      if (!*alive) return;
       break;
     }
     c->take(c->hdr.data(), frame_bytes);
@@ -30,6 +35,35 @@ void tcp_fabric::read_frame(const std::shared_ptr<in_conn>& c) {
     if (!c->more || !c->open) break;
   }
   c->in_loop = false;
+}
+
+bool tcp_fabric::read_ring(const std::shared_ptr<in_conn>& c) {
+  c->compact();
+  std::error_code ec;
+  const std::size_t n = c->sock.read_some(asio::buffer(c->rx.get() + c->rx_end, in_conn::rx_capacity - c->rx_end), ec);
+  if (!ec) {
+    c->rx_end += n;
+    return true;
+  }
+  if (ec == asio::error::would_block) {
+    // Nothing yet: the stream calls back when something comes (once set, for good).
+    if (!c->owner) {
+      c->owner = this;
+      c->owner_alive = alive_;
+      c->sock.keep_reading(&tcp_fabric::ring_ready, c.get());
+    }
+    return false;
+  }
+  in_ended(c, ec != asio::error::eof ? ec.message() : c->buffered() ? "it closed in the middle of a frame header" : "");
+  return false;
+}
+
+void tcp_fabric::ring_ready(void* ctx) {
+  auto* c = static_cast<in_conn*>(ctx);
+  // Between the partial reads of a body the stream has no read waiting, and may call:
+  // the bytes are the body's, its read's end goes on from there.
+  if (!*c->owner_alive || !c->open || c->reading_body) return;
+  c->owner->read_frame(c->shared_from_this());
 }
 
 void tcp_fabric::fill(const std::shared_ptr<in_conn>& c) {
@@ -104,10 +138,12 @@ void tcp_fabric::read_body(const std::shared_ptr<in_conn>& c, std::byte* data, s
     return then();
   }
   c->drained = false;  // whatever follows the body is read speculatively
+  c->reading_body = true;
   const std::array<asio::mutable_buffer, 2> bufs{asio::buffer(data + got, len - got),
                                                  c->chan ? asio::buffer(c->mac.data() + tag_got, c->mac.size() - tag_got) : asio::mutable_buffer()};
   asio::async_read(c->sock, bufs, c->bound([this, alive = alive_, c, opened, then = std::move(then)](std::error_code ec, std::size_t) mutable {
     if (!*alive || !c->open) return;
+    c->reading_body = false;
     if (ec) return in_ended(c, ec.message());
     if (!opened()) return protocol_error(c, "a frame that fails authentication (forged, or altered on the way)");
     then();

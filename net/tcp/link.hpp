@@ -30,6 +30,17 @@ public:
   explicit link(const asio::any_io_executor& ex) : sock_(ex) {}
   explicit link(tcp::socket s) : sock_(std::move(s)) {}
   explicit link(std::shared_ptr<shm::stream> s) : sock_(s->get_executor()), shm_(std::move(s)) {}
+  link(link&& o) noexcept : sock_(std::move(o.sock_)), shm_(std::move(o.shm_)), reading_(std::exchange(o.reading_, false)) {}
+  link& operator=(link&& o) noexcept {
+    if (this != &o) {
+      stop_reading();
+      sock_ = std::move(o.sock_);
+      shm_ = std::move(o.shm_);
+      reading_ = std::exchange(o.reading_, false);
+    }
+    return *this;
+  }
+  ~link() { stop_reading(); }
 
   executor_type get_executor() { return sock_.get_executor(); }
   // Through memory, not a socket.
@@ -63,10 +74,19 @@ public:
     else sock_.async_wait(w, std::forward<Handler>(h));
   }
 
+  // Through memory: `ready(ctx)` runs whenever bytes wait and no read does
+  // (shm::stream::keep_reading), until this link closes, ends or goes.
+  void keep_reading(void (*ready)(void*), void* ctx) {
+    if (!shm_) return;
+    reading_ = true;
+    shm_->keep_reading(ready, ctx);
+  }
+
   // This end only, as closing one descriptor of a socket: a link shared (share()) stays
   // open for the other holder.
   void close(std::error_code& ec) {
     ec = {};
+    stop_reading();
     if (shm_) {
       shm_.reset();  // the last holder's reset closes the stream (its destructor)
       return;
@@ -76,6 +96,7 @@ public:
   // Ends the connection for both ends at once, whoever else holds it.
   void end() noexcept {
     std::error_code ignored;
+    stop_reading();
     if (shm_) {
       shm_->close();
       shm_.reset();
@@ -116,8 +137,12 @@ public:
   }
 
 private:
+  void stop_reading() noexcept {
+    if (std::exchange(reading_, false) && shm_) shm_->keep_reading(nullptr, nullptr);
+  }
   tcp::socket sock_;
   std::shared_ptr<shm::stream> shm_;
+  bool reading_ = false;  // this holder set the stream's kept reader
 };
 
 }  // namespace optcast::tcp::impl

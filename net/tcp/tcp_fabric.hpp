@@ -317,6 +317,11 @@ private:
   void on_frame(const std::shared_ptr<in_conn>& c);
   // Reads what has come on the socket into the connection's buffer, then read_frame.
   void fill(const std::shared_ptr<in_conn>& c);
+  // Through memory: what the rings hold into rx, without waiting: true if bytes came; else
+  // the stream's kept reader (ring_ready) calls read_frame when they come, or the link
+  // ended (in_ended).
+  bool read_ring(const std::shared_ptr<in_conn>& c);
+  static void ring_ready(void* ctx);
 
   // The payload goes straight into the posted receive.
   void read_into(const std::shared_ptr<in_conn>& c, std::uint64_t len);
