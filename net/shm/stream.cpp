@@ -229,16 +229,41 @@ std::size_t stream::read_now(const buffers<asio::mutable_buffer>& b, std::error_
     if (n < b.bufs[i].size()) break;
   }
   if (total != 0 || b.count == 0) return total;
-  if (in_.broken())
-    ec = std::make_error_code(std::errc::protocol_error);
-  else if (gone_)
-    ec = asio::error::eof;
-  else
-    ec = asio::error::would_block;
+  ec = nothing_read();
   return 0;
 }
 
+std::size_t stream::read_some(const asio::mutable_buffer& b, std::error_code& ec) {
+  ec = {};
+  if (!open_) {
+    ec = asio::error::bad_descriptor;
+    return 0;
+  }
+  if (b.size() == 0) return 0;
+  if (const std::size_t n = in_.read_some({static_cast<std::byte*>(b.data()), b.size()})) return n;
+  ec = nothing_read();
+  return 0;
+}
+
+std::error_code stream::nothing_read() const noexcept {
+  if (in_.broken()) return std::make_error_code(std::errc::protocol_error);
+  if (gone_) return asio::error::eof;
+  return asio::error::would_block;
+}
+
 std::size_t stream::write_now(const buffers<asio::const_buffer>& b, std::error_code& ec) {
+  std::array<std::span<const std::byte>, max_buffers> parts;
+  for (std::size_t i = 0; i < b.count; ++i) parts[i] = {static_cast<const std::byte*>(b.bufs[i].data()), b.bufs[i].size()};
+  return write_parts(std::span<const std::span<const std::byte>>(parts.data(), b.count), ec);
+}
+
+std::size_t stream::write_some(const std::array<asio::const_buffer, 2>& b, std::error_code& ec) {
+  const std::array<std::span<const std::byte>, 2> parts{std::span(static_cast<const std::byte*>(b[0].data()), b[0].size()),
+                                                        std::span(static_cast<const std::byte*>(b[1].data()), b[1].size())};
+  return write_parts(parts, ec);
+}
+
+std::size_t stream::write_parts(std::span<const std::span<const std::byte>> parts, std::error_code& ec) {
   ec = {};
   if (!open_) {
     ec = asio::error::bad_descriptor;
@@ -248,11 +273,10 @@ std::size_t stream::write_now(const buffers<asio::const_buffer>& b, std::error_c
     ec = asio::error::broken_pipe;
     return 0;
   }
-  std::array<std::span<const std::byte>, max_buffers> parts;
-  for (std::size_t i = 0; i < b.count; ++i) parts[i] = {static_cast<const std::byte*>(b.bufs[i].data()), b.bufs[i].size()};
-  const std::size_t total = out_.write_some(std::span<const std::span<const std::byte>>(parts.data(), b.count));
-  if (total != 0 || b.count == 0) return total;
-  ec = out_.broken() ? std::make_error_code(std::errc::protocol_error) : asio::error::would_block;
+  const std::size_t total = out_.write_some(parts);
+  if (total != 0) return total;
+  const bool empty = std::all_of(parts.begin(), parts.end(), [](const auto& q) { return q.empty(); });
+  if (!empty) ec = out_.broken() ? std::make_error_code(std::errc::protocol_error) : asio::error::would_block;
   return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <memory>
 #include <system_error>
+#include <span>
 #include <vector>
 
 #include <asio/async_result.hpp>
@@ -170,6 +171,8 @@ public:
     const auto v = gather<asio::mutable_buffer>(b);
     return read_now(v, ec);
   }
+  // One buffer (a kept reader's every read): without gathering a sequence first.
+  std::size_t read_some(const asio::mutable_buffer& b, std::error_code& ec);
   // Without waiting: as much as there is room for (would_block if none; broken_pipe once
   // the peer is gone).
   template <class ConstBuffers>
@@ -177,6 +180,8 @@ public:
     const auto v = gather<asio::const_buffer>(b);
     return write_now(v, ec);
   }
+  // A frame's header and body (every small send): without gathering a sequence first.
+  std::size_t write_some(const std::array<asio::const_buffer, 2>& b, std::error_code& ec);
 
   template <class MutableBuffers, class Token>
   auto async_read_some(const MutableBuffers& b, Token&& token) {
@@ -240,7 +245,10 @@ private:
   void start(pending& p, completion_ptr h);
   void post(completion_ptr h, std::error_code ec, std::size_t n);
   std::size_t read_now(const buffers<asio::mutable_buffer>& b, std::error_code& ec);
+  // Why a read took nothing: would_block, eof once the peer is gone, or a broken ring.
+  std::error_code nothing_read() const noexcept;
   std::size_t write_now(const buffers<asio::const_buffer>& b, std::error_code& ec);
+  std::size_t write_parts(std::span<const std::span<const std::byte>> parts, std::error_code& ec);
   // Completes what can complete; the rest, unless the hub polls, say in their rings that
   // they sleep. True if something completed; `waiting` says whether anything still waits.
   bool progress(bool& waiting);
