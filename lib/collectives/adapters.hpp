@@ -131,28 +131,9 @@ inline task<result<void>> allreduce_ordered(reduction_call c) {
   co_return co_await algorithms::broadcast_circulant(*c.f, c.seq, c.work, 0, c.blocks, second_phase, true);
 }
 // Observation 1.4: reduce-scatter then all-broadcast of the p segments (balanced, whole
-// elements). Every rank of a call asks for the same layout, and in a simulated world of
-// 1,000 ranks each building its own (three arrays of p) was a fifth of the run, in
-// malloc and page faults: the layouts this thread made last are shared, read only, while
-// any call still uses them (weakly held: none outlives its calls).
+// elements), in the layout kept for the shape (algorithms::kept_layout).
 inline std::shared_ptr<const algorithms::segment_layout> even_segments(const reduction_call& c) {
-  const std::size_t count = c.work.size() / c.op->elem, p = static_cast<std::size_t>(c.f->size());
-  struct kept {
-    std::size_t elem, count, p;
-    int blocks;
-    std::weak_ptr<const algorithms::segment_layout> lay;
-  };
-  thread_local std::array<kept, 4> last{};
-  thread_local std::size_t next = 0;
-  for (const auto& k : last)
-    if (k.elem == c.op->elem && k.count == count && k.p == p && k.blocks == c.blocks)
-      if (auto lay = k.lay.lock()) return lay;
-  const block_partition parts(count, p);
-  std::vector<std::size_t> counts(p);
-  for (std::size_t j = 0; j < counts.size(); ++j) counts[j] = parts.size(j);
-  auto lay = std::make_shared<const algorithms::segment_layout>(c.op->elem, c.blocks, counts);
-  last[next++ % last.size()] = {c.op->elem, count, p, c.blocks, lay};
-  return lay;
+  return algorithms::kept_layout(false, c.op->elem, c.work.size() / c.op->elem, static_cast<std::size_t>(c.f->size()), c.blocks);
 }
 inline task<result<void>> allreduce_circ(reduction_call c) {
   load_operand(c);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include "round_loops.hpp"
@@ -17,19 +18,32 @@ namespace {
 
 std::string str(std::size_t v) { return std::to_string(v); }
 
-// allgather and allgatherv, told apart by `regular` (the call's signature names which).
-
+// allgather and allgatherv, told apart by `regular` (the call's signature names which):
+// allgather's every rank contributes what this one does (counts_in empty), and its layout
+// is the one kept for the shape (algorithms::kept_layout), with nothing allocated a call.
 task<result<void>> allgatherv_bytes(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,
                                     std::vector<std::int64_t> counts_in, std::size_t elem, bool regular,
                                     collective_options opts) {
   call_start call(c, regular ? collective::allgather : collective::allgatherv, opts);
   call.sig.elem = static_cast<std::uint32_t>(elem);
   if (!call.ok()) co_return call.early;
-  const auto counts = call.counts(counts_in);
-  if (!call.ok()) co_return call.early;
+  const auto p = static_cast<std::size_t>(c.size());
+  std::vector<std::size_t> counts;  // allgatherv's
+  std::size_t mine = 0, total = 0, most = 0, least = 0;
+  if (regular) {
+    mine = most = least = in.size() / std::max<std::size_t>(elem, 1);
+    total = mine * p;
+    call.equal_counts(mine);
+  } else {
+    counts = call.counts(counts_in);
+    if (!call.ok()) co_return call.early;
+    mine = counts[static_cast<std::size_t>(c.rank())];
+    total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+    const auto [lo, hi] = std::minmax_element(counts.begin(), counts.end());
+    least = *lo;
+    most = *hi;
+  }
   if (!call.accepts(call.traits())) co_return call.early;
-  const std::size_t mine = counts[static_cast<std::size_t>(c.rank())];
-  const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
   if (in.size() != mine * elem && !call.refuse("in has " + str(in.size() / elem) + " elements, this rank's count is " + str(mine)))
     co_return call.early;
   if (out.size() < total * elem &&
@@ -37,9 +51,12 @@ task<result<void>> allgatherv_bytes(communicator& c, std::span<const std::byte> 
     co_return call.early;
   const auto model = call.model();
   if (!model) co_return call.early;
-  const auto [least, most] = std::minmax_element(counts.begin(), counts.end());
-  const auto [row, n] = call.resolve(call.traits(), *model, {total * elem, *most * elem, *least * elem});
-  const algorithms::segment_layout lay(elem, n, counts);
+  const auto [row, n] = call.resolve(call.traits(), *model, {total * elem, most * elem, least * elem});
+  std::shared_ptr<const algorithms::segment_layout> kept;
+  std::optional<algorithms::segment_layout> made;
+  if (regular) kept = algorithms::kept_layout(true, elem, mine, p, n);
+  else made.emplace(elem, n, counts);
+  const algorithms::segment_layout& lay = regular ? *kept : *made;
   auto own = lay.block(out, c.rank(), 0).data();  // block 0 starts the segment
   if (mine) std::memmove(own, in.data(), in.size());
   // The operand goes to the runner too where it is apart from out (segments_call::own).
@@ -111,8 +128,7 @@ task<result<void>> allreduce(communicator& c, std::span<const std::byte> in, std
 
 task<result<void>> allgather(communicator& c, std::span<const std::byte> in, std::span<std::byte> out, std::size_t elem,
                              collective_options opts) {
-  std::vector<std::int64_t> counts(static_cast<std::size_t>(c.size()), static_cast<std::int64_t>(in.size() / std::max<std::size_t>(elem, 1)));
-  return detail::allgatherv_bytes(c, in, out, std::move(counts), elem, true, opts);
+  return detail::allgatherv_bytes(c, in, out, {}, elem, true, opts);
 }
 
 task<result<void>> allgatherv(communicator& c, std::span<const std::byte> in, std::span<std::byte> out,

@@ -1,3 +1,4 @@
+#include <array>
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -20,6 +21,31 @@ segment_layout::segment_layout(std::size_t elem_bytes, int blocks, std::span<con
     const block_partition part(counts[j], static_cast<std::size_t>(n));
     split_.push_back({part.size(part.count() - 1), counts[j] % static_cast<std::size_t>(n)});
   }
+}
+
+std::shared_ptr<const segment_layout> kept_layout(bool each, std::size_t elem, std::size_t count, std::size_t p, int blocks) {
+  struct kept {
+    bool each;
+    std::size_t elem, count, p;
+    int blocks;
+    std::weak_ptr<const segment_layout> lay;
+    // Kept alive between calls too (one rank's calls one after another) up to a size
+    // whose three arrays cost little to hold: 4,096 ranks, about 100 KiB each.
+    std::shared_ptr<const segment_layout> held;
+  };
+  thread_local std::array<kept, 4> last{};
+  thread_local std::size_t next = 0;
+  for (const auto& k : last)
+    if (k.each == each && k.elem == elem && k.count == count && k.p == p && k.blocks == blocks)
+      if (auto lay = k.lay.lock()) return lay;
+  std::vector<std::size_t> counts(p, count);
+  if (!each) {
+    const block_partition parts(count, p);
+    for (std::size_t j = 0; j < counts.size(); ++j) counts[j] = parts.size(j);
+  }
+  auto lay = std::make_shared<const segment_layout>(elem, blocks, counts);
+  last[next++ % last.size()] = {each, elem, count, p, blocks, lay, p <= 4096 ? lay : nullptr};
+  return lay;
 }
 
 namespace {
