@@ -26,8 +26,9 @@ void combine(const erased& op, std::span<std::byte> mine, std::span<const std::b
 
 // Recursive doubling (the small-message allreduce of MPI libraries): in step k the whole
 // partial result swapped with the rank 2^k away and combined: log2 p rounds.
-task<result<void>> doubling(fabric& f, std::uint32_t seq, std::uint32_t step, std::span<std::byte> work, std::span<std::byte> in,
+task<result<void>> doubling(fabric& f, std::uint32_t seq, std::uint32_t step, std::span<std::byte> work, scratch_pool::lease held,
                             const erased& op, folded k) {
+  const std::span<std::byte> in = held.span().first(work.size());
   for (int mask = 1; mask < k.pof2; mask <<= 1, ++step) {
     const int partner = k.real(k.v ^ mask);
     if (auto res = co_await exchange(f, partner, work, partner, in, {seq, step}); !res) co_return res;
@@ -42,8 +43,9 @@ task<result<void>> doubling(fabric& f, std::uint32_t seq, std::uint32_t step, st
 // keeps the half of its range on its side of the mask and combines into it what its
 // partner had there. The circulant pair's bytes and rounds with one block: 2 (p - 1) / p
 // of the vector in 2 log2 p rounds.
-task<result<void>> halving(fabric& f, std::uint32_t seq, std::uint32_t step, std::span<std::byte> work, std::span<std::byte> in,
+task<result<void>> halving(fabric& f, std::uint32_t seq, std::uint32_t step, std::span<std::byte> work, scratch_pool::lease held,
                            const erased& op, folded k) {
+  const std::span<std::byte> in = held.span().first(work.size());
   const std::size_t count = work.size() / op.elem;
   const auto parts = static_cast<std::size_t>(k.pof2);
   auto bytes = [&](int lo, int hi) {
@@ -77,25 +79,31 @@ task<result<void>> halving(fabric& f, std::uint32_t seq, std::uint32_t step, std
   co_return result<void>{};
 }
 
-using steps_fn = task<result<void>> (*)(fabric&, std::uint32_t, std::uint32_t, std::span<std::byte>, std::span<std::byte>,
+// The steps own the scratch their partner's data comes into (held in their frame).
+using steps_fn = task<result<void>> (*)(fabric&, std::uint32_t, std::uint32_t, std::span<std::byte>, scratch_pool::lease,
                                         const erased&, folded);
 
+task<result<void>> alone() { co_return result<void>{}; }
+
 // The fold, the steps, the unfold.
-task<result<void>> pairwise(fabric& f, std::uint32_t seq, std::span<std::byte> work, const erased& op, steps_fn steps) {
-  if (f.size() == 1) co_return result<void>{};
-  const auto in_lease = f.scratch().take(work.size());
-  const std::span<std::byte> in = in_lease.span().first(work.size());
+task<result<void>> folded_pairwise(fabric& f, std::uint32_t seq, std::span<std::byte> work, const erased& op, steps_fn steps,
+                                   scratch_pool::lease held) {
   std::uint32_t step = 0;
-  folded k = fold_shape(f.size(), f.rank());
-  if (k.rem > 0) {
-    const auto got = co_await fold(f, seq, step, work, work, in, &op);
-    if (!got) co_return fail(got.error());
-    k = *got;
-  }
+  const auto got = co_await fold(f, seq, step, work, work, held.span().first(work.size()), &op);
+  if (!got) co_return fail(got.error());
+  const folded k = *got;
   if (k.v < 0) co_return result<void>{};
-  if (auto res = co_await steps(f, seq, step, work, in, op, k); !res) co_return res;
-  if (k.rem > 0) co_return co_await unfold(f, seq, k, work);
-  co_return result<void>{};
+  if (auto res = co_await steps(f, seq, step, work, std::move(held), op, k); !res) co_return res;
+  co_return co_await unfold(f, seq, k, work);
+}
+
+// Where ranks pair off at once (p a power of two), the steps alone: no frame around them.
+task<result<void>> pairwise(fabric& f, std::uint32_t seq, std::span<std::byte> work, const erased& op, steps_fn steps) {
+  if (f.size() == 1) return alone();
+  auto held = f.scratch().take(work.size());
+  const folded k = fold_shape(f.size(), f.rank());
+  if (k.rem == 0) return steps(f, seq, 0, work, std::move(held), op, k);
+  return folded_pairwise(f, seq, work, op, steps, std::move(held));
 }
 
 }  // namespace
