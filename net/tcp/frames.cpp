@@ -54,8 +54,12 @@ bool tcp_fabric::read_ring(const std::shared_ptr<in_conn>& c) {
     }
     return false;
   }
-  in_ended(c, ec != asio::error::eof ? ec.message() : c->buffered() ? "it closed in the middle of a frame header" : "");
+  reading_ended(c, ec);
   return false;
+}
+
+void tcp_fabric::reading_ended(const std::shared_ptr<in_conn>& c, std::error_code ec) {
+  in_ended(c, ec != asio::error::eof ? ec.message() : c->buffered() ? "it closed in the middle of a frame header" : "");
 }
 
 void tcp_fabric::ring_ready(void* ctx) {
@@ -71,16 +75,15 @@ void tcp_fabric::fill(const std::shared_ptr<in_conn>& c) {
   auto got = [this, c](std::error_code ec, std::size_t n) {
     if (!c->open) return;
     if (ec == asio::error::would_block || ec == asio::error::try_again) return fill(c);
-    if (ec) return in_ended(c, ec != asio::error::eof ? ec.message() : c->buffered() ? "it closed in the middle of a frame header" : "");
+    if (ec) return reading_ended(c, ec);
     c->rx_end += n;
     c->drained = c->rx_end < in_conn::rx_capacity;
     read_frame(c);
   };
   const auto room = asio::buffer(c->rx.get() + c->rx_end, in_conn::rx_capacity - c->rx_end);
-  if (c->drained && !borrowed_loop() && !c->sock.in_memory()) {
+  if (c->drained && !borrowed_loop()) {
     // The last read emptied the socket: a read now would only say EAGAIN (Asio reads
-    // before it waits), so wait for it to be readable, then read what came. (A ring's
-    // read that finds nothing costs no system call, and waits as cheaply.)
+    // before it waits), so wait for it to be readable, then read what came.
     c->sock.async_wait(tcp::socket::wait_read, c->bound([this, alive = alive_, c, room, got](std::error_code ec) {
       if (!*alive || !c->open) return;
       if (ec) return in_ended(c, ec.message());

@@ -316,7 +316,10 @@ private:
   // One frame, its header in c->hdr.
   void on_frame(const std::shared_ptr<in_conn>& c);
   // Reads what has come on the socket into the connection's buffer, then read_frame.
+  // Over a socket: a read of what has come (memory links: read_ring).
   void fill(const std::shared_ptr<in_conn>& c);
+  // A read between frames ended with ec (eof: the peer closed, mid-header or not).
+  void reading_ended(const std::shared_ptr<in_conn>& c, std::error_code ec);
   // Through memory: what the rings hold into rx, without waiting: true if bytes came; else
   // the stream's kept reader (ring_ready) calls read_frame when they come, or the link
   // ended (in_ended).
