@@ -9,7 +9,10 @@
 #     hosts (ranks of different hosts share one kernel here, but never memory);
 #   - ranks of one host talked over their own host (shared memory), not the links: each
 #     rank's log names rings with the other rank of its host and with no rank of the
-#     other host (whose abstract unix socket is in another network namespace).
+#     other host (whose abstract unix socket is in another network namespace), and each
+#     rank's loop looks at its rings first (a rank of its host may write there);
+#   - a rank with no peer on its host looks at its sockets every turn of its loop (a job
+#     of one rank per host: the rings carry nothing there).
 #
 #   tests/rails_test.sh OPTCAST_BENCH          (root; exit 77 where it cannot run)
 set -uo pipefail
@@ -49,6 +52,7 @@ done
 for r in 0 1 2 3; do
   mate=$((r ^ 1))
   grep -q "rank $r: rings with rank $mate " "$work/rank$r" || { echo "FAIL: rank $r set up no rings with rank $mate, of its host"; exit 1; }
+  grep -q "rank $r: its loop looks at the network first" "$work/rank$r" || { echo "FAIL: rank $r, with a rank of its host, does not look at its rings first"; exit 1; }
   if grep -E "rank $r: rings with rank [$(( (r / 2) * 2 == 0 ? 2 : 0 ))$(( (r / 2) * 2 == 0 ? 3 : 1 ))] " "$work/rank$r"; then
     echo "FAIL: rank $r set up rings with a rank of the other host"; exit 1
   fi
@@ -66,4 +70,18 @@ need=$((reps * 2 * size / 3))
 echo "eth0 sent $sent0 B, eth1 sent $sent1 B over $reps repetitions; at least $need B must cross between the hosts"
 [ $((sent0 + sent1)) -ge $need ] || { echo "FAIL: the links carried less than the inter-host volume: traffic went around them"; exit 1; }
 [ "$sent1" -ge $((sent0 / 3)) ] || { echo "FAIL: rail 1 (eth1) carried too little of it ($sent1 of $((sent0 + sent1)) B)"; exit 1; }
+
+# One rank per host: nothing comes through the rings, everything through the sockets.
+pids=()
+for r in 0 1; do
+  bash "$NS" exec "$TAG" $r env OPTCAST_RANK=$r OPTCAST_SIZE=2 OPTCAST_STORE=10.97.0.1:29701 OPTCAST_JOB_ID=$(($$ + 1)) \
+    OPTCAST_LOG=debug OPTCAST_BOOTSTRAP_TIMEOUT=10000 timeout 60 "$BENCH" coll --fabric tcp -o allreduce -l 8 -t 0.1 -m 3 -r 3 \
+    > "$work/alone$r" 2>&1 &
+  pids+=($!)
+done
+for r in 0 1; do
+  wait "${pids[$r]}" || { echo "FAIL: rank $r of one per host exited with $?: $(tail -3 "$work/alone$r")"; exit 1; }
+  grep -Eq "^optcast allreduce 8 .* ok$" "$work/alone$r" || [ $r != 0 ] || { echo "FAIL: no verified allreduce line"; cat "$work/alone$r"; exit 1; }
+  grep -q "rank $r: its loop looks at its reactor every turn" "$work/alone$r" || { echo "FAIL: rank $r, alone on its host, does not look at its sockets every turn"; exit 1; }
+done
 echo "rails test passed"

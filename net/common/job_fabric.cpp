@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "inquiry.hpp"
+#include "optcast/log.hpp"
 #include "on_strand.hpp"
 
 namespace optcast::detail {
@@ -28,6 +29,9 @@ void job_fabric::run_until(stop_predicate done) {
                     [](void* self) { return static_cast<job_fabric*>(self)->check_network(); }, this,
                     [](void* self, bool polling) { static_cast<job_fabric*>(self)->loop_polls(polling); });
     poller_->check_first(network_first());
+    log(log_level::debug, rank_text() + ": its loop looks " +
+                              (network_first() ? std::string("at the network first, its reactor every few turns")
+                                               : std::string("at its reactor every turn")));
     // A core for each rank of this host: an empty poll spins on. More ranks than cores,
     // and it yields to the one it waits for.
     const int shared = sharers();
