@@ -36,14 +36,21 @@ void job_fabric::run_until(stop_predicate done) {
     // and it yields to the one it waits for.
     const int shared = sharers();
     poller_->yield_when_idle(shared > 1, shared);
+    log(log_level::debug, rank_text() + ": " + std::to_string(sharing_cores()) + " ranks of the job on this machine, " +
+                              std::to_string(shared) + " to a core: an empty poll " + (shared > 1 ? "yields" : "spins"));
   }
   poller_->run_until(done);
 }
 
-int job_fabric::sharers() const noexcept {
+int job_fabric::sharing_cores() const noexcept {
   const topology* t = layout();
   if (!t || t->host_of.empty()) return 1;
-  const int here = static_cast<int>(t->ranks_on(t->host_of[static_cast<std::size_t>(job_settings().rank)]).size());
+  const int machine = ranks_on_this_machine();
+  return machine > 0 ? machine : static_cast<int>(t->ranks_on(t->host_of[static_cast<std::size_t>(job_settings().rank)]).size());
+}
+
+int job_fabric::sharers() const noexcept {
+  const int here = sharing_cores();
   const int cores = std::max(usable_cores(), 1);
   return (here + cores - 1) / cores;
 }

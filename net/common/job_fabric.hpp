@@ -115,9 +115,15 @@ protected:
   // handlers (poller::check_first).
   virtual bool network_first() const noexcept { return false; }
 
-  // The job's ranks on this host per core they may use, rounded up (1: a core each, or
+  // The job's ranks on this machine per core they may use, rounded up (1: a core each, or
   // no layout known yet).
   int sharers() const noexcept;
+  // The job's ranks whose processes share this one's cores: those of its host, and of
+  // other hosts emulated on the same machine (network namespaces of one kernel), which a
+  // transport that knows the machines says (0: the host's, from the layout).
+  virtual int ranks_on_this_machine() const noexcept { return 0; }
+  // That number, or the host's where the transport does not say (1 without a layout).
+  int sharing_cores() const noexcept;
 
   // Joins the job (its store connection, or kv store, or PMIx) and listens to it.
   void join_job();

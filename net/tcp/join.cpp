@@ -3,6 +3,7 @@
 // on, its rails), from which the connections toward each peer are sized.
 #include "tcp_fabric.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -79,15 +80,19 @@ void tcp_fabric::learn_peers() {
     for (int r = 0; r < cfg_.size; ++r) keys.push_back(addr_key(r));
     auto all = job_->lookup_all(std::move(keys), cfg_.bootstrap_timeout);
     if (!all) throw failed(all.error(), "not every rank said where it listens within " + std::to_string(cfg_.bootstrap_timeout.count()) + " ms");
-    std::vector<std::string> ids;
+    std::vector<std::string> ids, machine_ids;
     for (int r = 0; r < cfg_.size; ++r) {
       const auto id = split_entry((*all)[static_cast<std::size_t>(r)]).second;
       ids.push_back(id.empty() ? "rank " + std::to_string(r) : id);  // no identity: a host of its own
+      // The identity's boot id (launcher::host_identity: boot id, then the network
+      // namespace): the machine whose cores its processes share.
+      machine_ids.push_back(id.empty() ? ids.back() : id.substr(0, id.find('/')));
     }
-    const auto t = topology::of_identities(ids, 1);
+    const auto t = topology::of_identities(ids, 1), machines = topology::of_identities(machine_ids, 1);
     for (int r = 0; r < cfg_.size; ++r) {
       const auto n = std::min(split_entry((*all)[static_cast<std::size_t>(r)]).first.size(), job_session::max_rails);
-      summary += (r ? " " : "") + std::to_string(t.host_of[static_cast<std::size_t>(r)]) + ":" + std::to_string(n);
+      summary += (r ? " " : "") + std::to_string(t.host_of[static_cast<std::size_t>(r)]) + ":" + std::to_string(n) + ":" +
+                 std::to_string(machines.host_of[static_cast<std::size_t>(r)]);
     }
     if (!job_->via_pmix())
       if (auto ok = job_->publish(key, summary, cfg_.bootstrap_timeout); !ok) throw failed(ok.error(), "cannot publish the job's layout");
@@ -100,25 +105,30 @@ void tcp_fabric::learn_peers() {
     if (!got) throw failed(got.error(), "rank 0 did not publish the job's layout within " + std::to_string(wait.count()) + " ms");
     summary = got->front();
   }
+  // Each rank's "host:rails:machine".
   std::vector<std::string> ids;
-  std::vector<int> rails;
+  std::vector<int> rails, machine_of;
   for (std::size_t p = 0; p <= summary.size();) {
     const auto end = std::min(summary.find(' ', p), summary.size());
     const std::string_view one = std::string_view(summary).substr(p, end - p);
-    const auto colon = one.find(':');
-    int host = -1, n = 0;
-    const bool ok = colon != std::string::npos && launcher::parse_number(one.substr(0, colon), host) &&
-                    launcher::parse_number(one.substr(colon + 1), n);
-    if (!ok || host >= cfg_.size || n < 1 || n > static_cast<int>(job_session::max_rails) || ids.size() >= static_cast<std::size_t>(cfg_.size))
+    const auto colon = one.find(':'), second = one.find(':', colon == std::string_view::npos ? colon : colon + 1);
+    int host = -1, n = 0, machine = -1;
+    const bool ok = colon != std::string_view::npos && second != std::string_view::npos &&
+                    launcher::parse_number(one.substr(0, colon), host) && launcher::parse_number(one.substr(colon + 1, second - colon - 1), n) &&
+                    launcher::parse_number(one.substr(second + 1), machine);
+    if (!ok || host >= cfg_.size || machine >= cfg_.size || n < 1 || n > static_cast<int>(job_session::max_rails) ||
+        ids.size() >= static_cast<std::size_t>(cfg_.size))
       throw setup_error(make_error_code(errc::protocol_violation), "the job's layout in the store is malformed: '" + summary.substr(0, 200) + "'");
     ids.push_back(std::to_string(host));
     rails.push_back(n);
+    machine_of.push_back(machine);
     p = end + 1;
   }
   if (ids.size() != static_cast<std::size_t>(cfg_.size))
     throw setup_error(make_error_code(errc::protocol_violation), "the job's layout in the store names " + std::to_string(ids.size()) + " ranks, not " + std::to_string(cfg_.size));
   const int mine = static_cast<int>(acceptors_.size());
   layout_ = topology::of_identities(ids, mine);
+  machine_ranks_ = static_cast<int>(std::count(machine_of.begin(), machine_of.end(), machine_of[static_cast<std::size_t>(cfg_.rank)]));
   // To a rank of this host, one connection (every lane is memory there); to another host,
   // one per rail both have.
   for (int r = 0; r < cfg_.size; ++r) {

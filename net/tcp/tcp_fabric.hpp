@@ -245,6 +245,7 @@ private:
   // rings first: 2 hosts of 2 ranks on this machine's 2 cores took 10% longer a call
   // with a system call every turn.
   bool network_first() const noexcept override { return hub_ != nullptr && some_peer_here(); }
+  int ranks_on_this_machine() const noexcept override { return machine_ranks_; }
   bool some_peer_here() const noexcept {
     for (int p = 0; p < static_cast<int>(peers_.size()); ++p)
       if (p != cfg_.rank && same_host(p)) return true;
@@ -397,6 +398,7 @@ private:
   std::vector<peer_state> peers_;
   std::vector<std::shared_ptr<in_conn>> handshaking_;
   std::shared_ptr<shm::hub> hub_;  // null: no shared memory (job_config::shm)
+  int machine_ranks_ = 0;  // the job's ranks on this machine (join): 0 before
   std::optional<asio::local::stream_protocol::acceptor> memory_acceptor_;
   std::vector<std::shared_ptr<meeting>> meetings_;  // introductions under way, either side
   std::uint64_t handshakes_dropped_ = 0;  // for the pending limit (logged at powers of two)
