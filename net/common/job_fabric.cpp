@@ -32,17 +32,17 @@ void job_fabric::run_until(stop_predicate done) {
     log(log_level::debug, rank_text() + ": its loop looks " +
                               (network_first() ? std::string("at the network first, its reactor every few turns")
                                                : std::string("at its reactor every turn")));
-    // A core for each rank of this host: an empty poll spins on. More ranks than cores,
-    // and it yields to the one it waits for.
+    // A core for each of the job's ranks on this machine: an empty poll spins on. More
+    // ranks than cores, and it yields to the one it waits for.
     const int shared = sharers();
     poller_->yield_when_idle(shared > 1, shared);
-    log(log_level::debug, rank_text() + ": " + std::to_string(sharing_cores()) + " ranks of the job on this machine, " +
+    log(log_level::debug, rank_text() + ": " + std::to_string(ranks_sharing_cores()) + " ranks of the job on this machine, " +
                               std::to_string(shared) + " to a core: an empty poll " + (shared > 1 ? "yields" : "spins"));
   }
   poller_->run_until(done);
 }
 
-int job_fabric::sharing_cores() const noexcept {
+int job_fabric::ranks_sharing_cores() const noexcept {
   const topology* t = layout();
   if (!t || t->host_of.empty()) return 1;
   const int machine = ranks_on_this_machine();
@@ -50,7 +50,7 @@ int job_fabric::sharing_cores() const noexcept {
 }
 
 int job_fabric::sharers() const noexcept {
-  const int here = sharing_cores();
+  const int here = ranks_sharing_cores();
   const int cores = std::max(usable_cores(), 1);
   return (here + cores - 1) / cores;
 }

@@ -123,7 +123,7 @@ protected:
   // transport that knows the machines says (0: the host's, from the layout).
   virtual int ranks_on_this_machine() const noexcept { return 0; }
   // That number, or the host's where the transport does not say (1 without a layout).
-  int sharing_cores() const noexcept;
+  int ranks_sharing_cores() const noexcept;
 
   // Joins the job (its store connection, or kv store, or PMIx) and listens to it.
   void join_job();
