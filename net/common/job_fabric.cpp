@@ -28,10 +28,10 @@ void job_fabric::run_until(stop_predicate done) {
     poller_.emplace(io_, job_settings().poll, job_settings().poll_limit,
                     [](void* self) { return static_cast<job_fabric*>(self)->check_network(); }, this,
                     [](void* self, bool polling) { static_cast<job_fabric*>(self)->loop_polls(polling); });
-    poller_->check_first(network_first());
+    const bool first = network_first();
+    poller_->check_first(first);
     log(log_level::debug, rank_text() + ": its loop looks " +
-                              (network_first() ? std::string("at the network first, its reactor every few turns")
-                                               : std::string("at its reactor every turn")));
+                              (first ? std::string("at the network first, its reactor every few turns") : std::string("at its reactor every turn")));
     // A core for each of the job's ranks on this machine: an empty poll spins on. More
     // ranks than cores, and it yields to the one it waits for.
     const int shared = sharers();

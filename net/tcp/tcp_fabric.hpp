@@ -240,17 +240,14 @@ private:
   // The hub runs every stream's completions in order, and TCP's own sockets stay on
   // the loop (every 16th turn): where some peer shares this host. Where none does, the
   // rings carry nothing, every message comes through the loop's reactor, and a look
-  // there only every 16th turn held each one up (2 hosts, 8-byte allreduce in a loop:
-  // 7.2 us a call, 5.9 with a look every turn). Hosts of both kinds of peers keep the
-  // rings first: 2 hosts of 2 ranks on this machine's 2 cores took 10% longer a call
-  // with a system call every turn.
-  bool network_first() const noexcept override { return hub_ != nullptr && some_peer_here(); }
-  int ranks_on_this_machine() const noexcept override { return machine_ranks_; }
-  bool some_peer_here() const noexcept {
-    for (int p = 0; p < static_cast<int>(peers_.size()); ++p)
-      if (p != cfg_.rank && same_host(p)) return true;
-    return false;
+  // there only every 16th turn held each one up (docs/DESIGN.md, the hosts2-loop
+  // table). Hosts of both kinds of peers keep the rings first (a system call every turn
+  // measured slower there, but only while such ranks still spun: not measured since).
+  bool network_first() const noexcept override {
+    return hub_ != nullptr && !layout_.host_of.empty() &&
+           layout_.ranks_on(layout_.host_of[static_cast<std::size_t>(cfg_.rank)]).size() > 1;
   }
+  int ranks_on_this_machine() const noexcept override { return machine_ranks_; }
   void loop_polls(bool polling) override {
     if (hub_) hub_->polling(polling);
   }
