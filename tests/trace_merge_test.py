@@ -126,6 +126,43 @@ class Traces(unittest.TestCase):
         self.assertIn("received before they were sent", summary)
         self.assertIn("ranks without a measured offset: 2", summary)
 
+    def synthetic(self, name, errors_us):
+        # Rank 0 sends to 1 at 100 us; 1 takes it at 95 on its clock (so 1's offset is at
+        # least 5) and sends to 2 at 200, which 2 takes at 190 (2's at least 1's + 10);
+        # rank 0 to 3 at 100, taken at 500 (no constraint near 3's estimate of 3 us).
+        d = os.path.join(self.tmp, name)
+        os.mkdir(d)
+        flows = {0: [("s", 1, 100), ("s", 3, 100)], 1: [("f", 1, 95), ("s", 2, 200)], 2: [("f", 2, 190)], 3: [("f", 3, 500)]}
+        offsets = {0: 0, 1: 0, 2: 0, 3: 3}
+        for r, events in flows.items():
+            meta = {"rank": r, "clock": "monotonic", "dropped": 0,
+                    "clock_offset_s": offsets[r] * 1e-6, "clock_error_s": errors_us[r] * 1e-6}
+            ev = [{"ph": ph, "cat": "message", "name": "message", "id": i, "pid": r, "tid": 1, "ts": ts} for ph, i, ts in events]
+            with open(os.path.join(d, f"rank{r}.json"), "w") as f:
+                json.dump({"traceEvents": ev, "optcast": meta}, f)
+        return d
+
+    def test_merge_within_bounds(self):
+        # Within the bounds (1: +-10, 2: +-20): 1 in [5, 10], 2 in [15, 20]; the midpoints.
+        j, summary = self.merged(self.synthetic("bounded", {0: 0, 1: 10, 2: 20, 3: 50}), "bounded.json")
+        used = {r["rank"]: r["clock_offset_used_s"] * 1e6 for r in j["optcast"]["ranks"]}
+        self.assertAlmostEqual(used[0], 0, places=6)
+        self.assertAlmostEqual(used[1], 7.5, places=6)
+        self.assertAlmostEqual(used[2], 17.5, places=6)
+        self.assertAlmostEqual(used[3], 3, places=6)  # unconstrained: the estimate
+        self.assertEqual(j["optcast"]["backwards"], 0)
+        self.assertTrue(j["optcast"]["offsets_within_bounds"])
+        ts = {(e["pid"], e["id"]): e["ts"] for e in j["traceEvents"]}
+        self.assertAlmostEqual(ts[(1, 1)] - ts[(0, 1)], 2.5, places=6)
+        self.assertAlmostEqual(ts[(2, 2)] - ts[(1, 2)], 0, places=6)
+        # Beyond them (1 within +-2 cannot reach 5): the estimates kept, the message reported.
+        j, summary = self.merged(self.synthetic("unbounded", {0: 0, 1: 2, 2: 20, 3: 50}), "unbounded.json")
+        self.assertFalse(j["optcast"]["offsets_within_bounds"])
+        self.assertEqual([r["clock_offset_used_s"] for r in j["optcast"]["ranks"]], [0, 0, 0, 3e-6])
+        self.assertEqual(j["optcast"]["backwards"], 2)
+        self.assertIn("the estimates kept", summary)
+        self.assertIn("2 messages received before they were sent by up to 10.0 us", summary)
+
     def test_latency(self):
         # The breakdown's figures recomputed here from the merged file's own slices: each
         # flow's send slice (same rank, same start) gives "send"; each call's span, first

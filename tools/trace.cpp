@@ -1,16 +1,19 @@
 // optcast trace merge DIR -o FILE: the ranks' trace files (OPTCAST_TRACE=DIR, one
 // Chrome trace-event file per rank, optcast/trace.hpp) into one, each rank's times moved
-// onto rank 0's clock by the offset measured at start-up, the whole starting at 0; and
-// a check of what it holds: every send's flow has its receive, none runs backwards.
+// onto rank 0's clock by the offset measured at start-up (kept within its measured bound
+// so that no message arrives before it was sent), the whole starting at 0; and a check of
+// what it holds: every send's flow has its receive, none runs backwards.
 #include "tools.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -79,7 +82,67 @@ struct rank_file {
   int rank = -1;
   bool offset_known = false;
   double offset_us = 0, error_us = 0;
+  double used_us = 0;  // the offset the merge applies: measured, then kept within its bound by the messages' order
 };
+
+// Timestamps are whole nanoseconds written in microseconds; closer than this is the same instant.
+constexpr double same_instant_us = 1e-3;
+
+// A rank's measured offset is exact only to within its error (half the best round trip),
+// and on one machine, where the true offset is 0 but a round trip's halves differ by a
+// scheduling slot, that error exceeds a message's latency: placed at the estimate, a
+// receive can precede its send. But the error is a hard bound (rank 0 stamped its time
+// between the two ends of that round trip), and each message is one more: its receive
+// completed after its send was posted. Offsets that meet all of them form a convex set,
+// whose least and greatest points come from relaxing the bounds along the messages
+// (difference constraints, Bellman-Ford); the merge takes the midpoint, which is the
+// estimate itself where no message constrains a rank. Where the bounds cannot all be met
+// (a clock that drifted, a wrong estimate) it keeps the estimates and the check below
+// reports the messages that run backwards. Returns whether it could.
+bool refine_offsets(std::vector<rank_file>& files, const std::map<std::pair<int, int>, double>& gap) {
+  const std::size_t n = files.size();
+  std::map<int, std::size_t> at;
+  for (std::size_t i = 0; i < n; ++i) at[files[i].rank] = i;
+  std::vector<double> lo(n), hi(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    files[i].used_us = files[i].offset_us;
+    // Rank 0 is the reference; a rank without a measurement stays where it is taken to be.
+    const double e = files[i].offset_known && files[i].rank != 0 ? files[i].error_us : 0;
+    lo[i] = files[i].offset_us - e;
+    hi[i] = files[i].offset_us + e;
+  }
+  // A message from a to b, sent at s (a's clock) and received at r (b's), needs
+  // r + x_b >= s + x_a: x_b - x_a >= s - r, the largest such difference per pair.
+  struct edge {
+    std::size_t a, b;
+    double d;
+  };
+  std::vector<edge> edges;
+  for (const auto& [pair, d] : gap) {
+    const auto a = at.find(pair.first), b = at.find(pair.second);
+    if (a != at.end() && b != at.end() && a->second != b->second) edges.push_back({a->second, b->second, d});
+  }
+  if (edges.empty()) return true;
+  // A feasible system settles within n passes; one that does not has a cycle of
+  // constraints no offsets meet.
+  auto settle = [&](std::vector<double>& x, bool upward) {
+    for (std::size_t pass = 0; pass <= n; ++pass) {
+      bool moved = false;
+      for (const auto& e : edges) {
+        if (upward && x[e.b] < x[e.a] + e.d) x[e.b] = x[e.a] + e.d, moved = true;
+        if (!upward && x[e.a] > x[e.b] - e.d) x[e.a] = x[e.b] - e.d, moved = true;
+      }
+      if (!moved) return true;
+    }
+    return false;
+  };
+  std::vector<double> least = lo, most = hi;
+  if (!settle(least, true) || !settle(most, false)) return false;
+  for (std::size_t i = 0; i < n; ++i)
+    if (least[i] > hi[i] + same_instant_us || most[i] < lo[i] - same_instant_us) return false;
+  for (std::size_t i = 0; i < n; ++i) files[i].used_us = (least[i] + most[i]) / 2;
+  return true;
+}
 
 int merge(const std::string& dir, const std::string& out_path, const std::string& html_path, bool quiet) {
   namespace fs = std::filesystem;
@@ -130,12 +193,30 @@ int merge(const std::string& dir, const std::string& out_path, const std::string
       return 2;
     }
 
+  // Each message's two ends on their own ranks' clocks: the order the offsets must keep.
+  std::map<std::uint64_t, std::pair<int, double>> sent, received;
+  for (const auto& f : files)
+    for (const auto& e : f.j["traceEvents"]) {
+      if (!e.contains("ts") || !e["ts"].is_number()) continue;
+      const std::string ph = e.value("ph", "");
+      if (ph == "s") sent[e.value("id", std::uint64_t{0})] = {f.rank, e["ts"].get<double>()};
+      if (ph == "f") received[e.value("id", std::uint64_t{0})] = {f.rank, e["ts"].get<double>()};
+    }
+  std::map<std::pair<int, int>, double> gap;
+  for (const auto& [id, s] : sent)
+    if (const auto r = received.find(id); r != received.end()) {
+      const std::pair<int, int> pair{s.first, r->second.first};
+      const double d = s.second - r->second.second;
+      if (const auto g = gap.find(pair); g == gap.end() || g->second < d) gap[pair] = d;
+    }
+  const bool refined = refine_offsets(files, gap);
+
   // Onto rank 0's clock, then from 0.
   double first = INFINITY;
   for (auto& f : files)
     for (auto& e : f.j["traceEvents"])
       if (e.contains("ts") && e["ts"].is_number()) {
-        e["ts"] = e["ts"].get<double>() + f.offset_us;
+        e["ts"] = e["ts"].get<double>() + f.used_us;
         first = std::min(first, e["ts"].get<double>());
       }
   if (!std::isfinite(first)) first = 0;
@@ -160,7 +241,7 @@ int merge(const std::string& dir, const std::string& out_path, const std::string
       continue;
     }
     ++matched;
-    if (r->second < t) {
+    if (r->second < t - same_instant_us) {
       ++backwards;
       worst_us = std::max(worst_us, t - r->second);
     }
@@ -172,7 +253,8 @@ int merge(const std::string& dir, const std::string& out_path, const std::string
   double largest = 0, largest_err = 0;
   for (const auto& f : files) {
     ranks.push_back({{"rank", f.rank}, {"clock_offset_s", f.offset_known ? json(f.offset_us * 1e-6) : json(nullptr)},
-                     {"clock_error_s", f.offset_known ? json(f.error_us * 1e-6) : json(nullptr)}});
+                     {"clock_error_s", f.offset_known ? json(f.error_us * 1e-6) : json(nullptr)},
+                     {"clock_offset_used_s", f.used_us * 1e-6}});
     if (std::fabs(f.offset_us) >= std::fabs(largest)) {
       largest = f.offset_us;
       largest_err = f.error_us;
@@ -180,7 +262,8 @@ int merge(const std::string& dir, const std::string& out_path, const std::string
   }
   json merged = {{"traceEvents", std::move(all)}, {"displayTimeUnit", "ns"}};
   merged["optcast"] = {{"ranks", ranks}, {"collectives", calls}, {"messages", matched}, {"unmatched_sends", unmatched_sends},
-                       {"unmatched_receives", unmatched_recvs}, {"backwards", backwards}};
+                       {"unmatched_receives", unmatched_recvs}, {"backwards", backwards},
+                       {"offsets_within_bounds", refined}};
   const std::string text = merged.dump(-1, ' ', false, json::error_handler_t::replace);
   std::ofstream out(out_path);
   out << text << "\n";
@@ -210,6 +293,8 @@ int merge(const std::string& dir, const std::string& out_path, const std::string
     if (unmatched_sends || unmatched_recvs)
       std::printf("  %zu sends and %zu receives without their other end (a rank's file missing, a failed run, or a log "
                   "that was full)\n", unmatched_sends, unmatched_recvs);
+    if (!refined)
+      std::printf("  no offsets within the measured bounds keep every message after its send: the estimates kept\n");
     if (backwards)
       std::printf("  %zu messages received before they were sent by up to %.1f us: clock error beyond the measured bound\n",
                   backwards, worst_us);
@@ -230,7 +315,8 @@ int cmd_trace(int argc, char** argv) {
   app.require_subcommand(1);
   auto* m = app.add_subcommand("merge",
                                "Merges DIR/rank<r>.json into one file for chrome://tracing or https://ui.perfetto.dev: every rank's "
-                               "times moved onto rank 0's clock by the offset measured when the job started, from 0; prints "
+                               "times moved onto rank 0's clock by the offset measured when the job started (moved within its "
+                               "measured bound so that no message arrives before it was sent), from 0; prints "
                                "how many calls and messages it holds and any send without its receive.");
   std::string dir, out = "trace.json", html;
   bool quiet = false;
