@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
 #include "common/cores.hpp"
@@ -137,6 +138,28 @@ TEST_CASE("a transport hears when the loop polls and when it is about to sleep",
   for (std::size_t i = 1; i < h.turns.size(); ++i) CHECK(h.turns[i] != h.turns[i - 1]);  // changes only
   CHECK(std::find(h.turns.begin(), h.turns.end(), false) != h.turns.end());  // it slept
   CHECK(h.checks_while_sleeping == 0);
+}
+
+TEST_CASE("a yielding loop whose reactor carries messages too looks at it before each yield", "[poller]") {
+  // The rings first and the reactor every 16th turn: where sockets carry messages too and
+  // each turn yields the core to the job's other ranks, that held every message from
+  // another host for 16 of their rounds.
+  for (const bool elsewhere : {false, true}) {
+    int checks = 0;
+    auto check = [](void* c) {
+      ++*static_cast<int*>(c);
+      return false;
+    };
+    asio::io_context io;
+    detail::poller poller(io, mode::spin, 200us, check, &checks);
+    poller.yield_when_idle(true, 2);
+    poller.check_first(true, elsewhere);
+    bool ran = false;
+    asio::post(io, [&] { ran = true; });
+    auto done = [&] { return ran; };
+    poller.run_until(done);
+    CHECK(checks == (elsewhere ? 1 : 16));
+  }
 }
 
 TEST_CASE("the cores a process may use follow its affinity mask", "[poller]") {

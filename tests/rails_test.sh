@@ -55,6 +55,14 @@ for r in 0 1 2 3; do
   mate=$((r ^ 1))
   grep -q "rank $r: rings with rank $mate " "$work/rank$r" || { echo "FAIL: rank $r set up no rings with rank $mate, of its host"; exit 1; }
   grep -q "rank $r: its loop looks at the network first" "$work/rank$r" || { echo "FAIL: rank $r, with a rank of its host, does not look at its rings first"; exit 1; }
+  # Peers on the other host too: where its 4 ranks outnumber this machine's cores and an
+  # empty turn yields, it looks at its sockets before each yield.
+  if [ "$(nproc)" -lt 4 ]; then
+    grep -q "rank $r: its loop looks at the network first, its reactor every few turns and before each yield" "$work/rank$r" ||
+      { echo "FAIL: rank $r, yielding with peers on another host, does not look at its sockets before each yield"; exit 1; }
+  elif grep -q "before each yield" "$work/rank$r"; then
+    echo "FAIL: rank $r yields on a machine with a core for each rank"; exit 1
+  fi
   grep -q "rank $r: 4 ranks of the job on this machine" "$work/rank$r" || { echo "FAIL: rank $r does not count the 4 ranks of this machine as sharing its cores"; exit 1; }
   if grep -E "rank $r: rings with rank [$(( (r / 2) * 2 == 0 ? 2 : 0 ))$(( (r / 2) * 2 == 0 ? 3 : 1 ))] " "$work/rank$r"; then
     echo "FAIL: rank $r set up rings with a rank of the other host"; exit 1

@@ -29,13 +29,18 @@ void job_fabric::run_until(stop_predicate done) {
                     [](void* self) { return static_cast<job_fabric*>(self)->check_network(); }, this,
                     [](void* self, bool polling) { static_cast<job_fabric*>(self)->loop_polls(polling); });
     const bool first = network_first();
-    poller_->check_first(first);
-    log(log_level::debug, rank_text() + ": its loop looks " +
-                              (first ? std::string("at the network first, its reactor every few turns") : std::string("at its reactor every turn")));
+    const topology* t = layout();
+    const bool elsewhere = t && !t->host_of.empty() &&
+                           t->ranks_on(t->host_of[static_cast<std::size_t>(rank())]).size() < static_cast<std::size_t>(size());
     // A core for each of the job's ranks on this machine: an empty poll spins on. More
     // ranks than cores, and it yields to the one it waits for.
     const int shared = sharers();
     poller_->yield_when_idle(shared > 1, shared);
+    poller_->check_first(first, elsewhere);
+    log(log_level::debug, rank_text() + ": its loop looks " +
+                              (!first            ? std::string("at its reactor every turn")
+                               : elsewhere && shared > 1 ? std::string("at the network first, its reactor every few turns and before each yield")
+                                                         : std::string("at the network first, its reactor every few turns")));
     log(log_level::debug, rank_text() + ": " + std::to_string(ranks_sharing_cores()) + " ranks of the job on this machine, " +
                               std::to_string(shared) + " to a core: an empty poll " + (shared > 1 ? "yields" : "spins"));
   }

@@ -76,7 +76,7 @@ poller::poll_outcome poller::poll_for_a_while() {
     // its last ended: a reactor's turn at the start of each would lie on every message's
     // path). io_context::stopped() takes the loop's lock, so it too is asked only every
     // so often (a loop that ran out of work is stopped, and polls nothing until restarted).
-    const bool reactor_turn = ++turns_ % reactor_every == 0;
+    const bool reactor_turn = ++turns_ % reactor_every == 0 || (yield_ && reactor_each_yield_);
     if (reactor_turn && io_.stopped()) io_.restart();
     if (check_first_) {
       if (check_(context_)) return {true, lost_since_mark()};

@@ -52,7 +52,16 @@ public:
   // for a transport whose check completes everything it has in order (shared memory's
   // hub). libfabric's does not: a failure's handling queued on the loop must run before
   // its next completions start operations on an endpoint the failure changed.
-  void check_first(bool first) noexcept { check_first_ = first && check_; }
+  //
+  // `elsewhere`: the reactor carries messages too (peers on other hosts, over sockets).
+  // Then a turn that yields looks at it as well: the yield costs far more than the system
+  // call, and a core shared with the job's other ranks makes each turn a round of theirs
+  // (every 16th turn held each message from another host for hundreds of microseconds:
+  // 4 emulated hosts x 4 ranks on 2 cores, docs/GUIDE.md's hosts4-ppn4 table).
+  void check_first(bool first, bool elsewhere = false) noexcept {
+    check_first_ = first && check_;
+    reactor_each_yield_ = check_first_ && elsewhere;
+  }
   // Waits that polled (or began by polling) so far: what the policy decided, for tests.
   long polls() const noexcept { return polls_; }
 
@@ -92,6 +101,7 @@ private:
   bool yield_ = true;
   int sharers_ = 1;
   bool check_first_ = false;
+  bool reactor_each_yield_ = false;
   unsigned turns_ = 0;  // of the transport's check, for the reactor's every so often
   double hits_ = 1.0;  // start by polling: a job's first calls come close together
   double contention_ = 0.0;  // recent polls' share that lost their core (moving average)
