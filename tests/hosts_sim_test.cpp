@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "collective_common.hpp"
 #include "multi_lane_runners.hpp"
 #include "optcast/bounds.hpp"
 #include "optcast/collectives.hpp"
@@ -184,6 +185,28 @@ void prediction_near_simulation(std::span<const cluster_shape> shapes) {
 }
 
 }  // namespace
+
+TEST_CASE("a calibrated round floors multi_lane's node-local phases: small calls go one-lane", "[hosts][multi_lane][choose]") {
+  // Where ranks outnumber the cores, a round with every rank at once takes a cycle of
+  // their turns whatever the host link's LogGP says (4 emulated hosts x 4 ranks on 2
+  // cores, calibrated: a round of 100-260 us, the host link's L under 1 us). An allreduce
+  // through lanes is two node-local rounds besides the lanes' between the hosts.
+  const topology t = hosts_of(4, 4, 1);
+  const auto lanes = detail::lane_shape::of(&t, 0);
+  REQUIRE(lanes);
+  loggp_params m{15, 3, 2.5, 0.0085};
+  m.host = loggp_link{0.2, 0.15, 0.14, 0.00006};
+  m.round = 100;
+  const call_shape eight{8};
+  CHECK(detail::predict_multi_lane(collective::allreduce, *lanes, eight, m, {1}) >= 2 * m.round);
+  const call_traits traits{.lanes = true};
+  for (const auto coll : {collective::broadcast, collective::allreduce}) {
+    INFO(to_string(coll));
+    const auto r = detail::resolve_for(16, 1, communicator_options{}, coll, {}, traits, m, eight, &*lanes);
+    REQUIRE(r.row);
+    CHECK(r.row->info.alg != algorithm::multi_lane);
+  }
+}
 
 TEST_CASE("the multi-lane prediction is the simulated time within 25%", "[sim][hosts][multi_lane][choose]") { prediction_near_simulation(quick_shapes); }
 

@@ -151,10 +151,15 @@ loggp_params shared_rail(const loggp_params& m, const lane_shape& s) {
 namespace {
 
 // A node-local phase: every rank sends a block of `bytes` to each of n - 1 others (one
-// after another from its CPU) and receives theirs, over the host link.
+// after another from its CPU) and receives theirs, over the host link. It is a round with
+// every rank at once, so it takes at least the calibrated round: where ranks outnumber
+// the cores, each waits for the others' turns on them whatever the link's latency (4
+// emulated hosts x 4 ranks on 2 cores: the host link's LogGP said under a microsecond,
+// the phase took a round of ~100 us, and multi_lane was taken for 8-byte calls that
+// recursive doubling ran in 0.7 times its time).
 double local_exchange(int n, double bytes, const loggp_params& h) {
   if (n <= 1) return 0;
-  return (n - 1) * std::max(h.g, h.o + std::max(bytes - 1, 0.0) * h.G) + h.L + h.o;
+  return std::max(h.round, (n - 1) * std::max(h.g, h.o + std::max(bytes - 1, 0.0) * h.G) + h.L + h.o);
 }
 
 }  // namespace
