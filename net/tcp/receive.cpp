@@ -155,7 +155,7 @@ void tcp_fabric::read_hello(const std::shared_ptr<in_conn>& c) {
     if (!*alive) return;
     if (ec) {
       if (ec != asio::error::operation_aborted)
-        log(log_level::info, rank_name(cfg_.rank) + ": a connection from " + endpoint_text(c->sock) + " closed during the handshake");
+        log(log_level::info, rank_name(cfg_.rank) + ": a connection from " + endpoint_text(c->sock) + " closed during the handshake (" + ec.message() + ")");
       return drop_handshake(c);
     }
     if (auto no = judge_opening(std::span<const std::byte, hs_bytes>(c->hdr.data(), hs_bytes), view())) return refuse(c, no->status, no->why);
@@ -176,7 +176,7 @@ void tcp_fabric::challenge(const std::shared_ptr<in_conn>& c) {
       if (!*alive) return;
       if (ec2) {
         if (ec2 != asio::error::operation_aborted)
-          log(log_level::info, rank_name(cfg_.rank) + ": a connection from " + endpoint_text(c->sock) + " closed before proving it knows the job secret");
+          log(log_level::info, rank_name(cfg_.rank) + ": a connection from " + endpoint_text(c->sock) + " closed before proving it knows the job secret (" + ec2.message() + ")");
         return drop_handshake(c);
       }
       const std::array<std::span<const std::byte>, 2> parts{std::span(c->hdr.data(), hs_bytes), std::span(c->nonce)};

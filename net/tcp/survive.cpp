@@ -25,6 +25,7 @@ void tcp_fabric::lost_connection(const std::string& why, std::uint32_t seq, bool
   // for that (abort() then ends them with the cause) or for the grace to pass. The peer
   // may also have left in good order, its calls having differed from this rank's: the
   // store, asked now, can tell.
+  log(log_level::debug, rank_name(cfg_.rank) + ": " + why + "; its cause awaited");
   if (waits) stall_.connection_lost(job_.get(), seq, why);
   start_loss_grace(why);
 }
