@@ -186,21 +186,28 @@ void prediction_near_simulation(std::span<const cluster_shape> shapes) {
 
 }  // namespace
 
-TEST_CASE("a calibrated round floors multi_lane's node-local phases: small calls go one-lane", "[hosts][multi_lane][choose]") {
+TEST_CASE("a calibrated round floors multi_lane's node-local phases: small broadcasts and allgathers go one-lane", "[hosts][multi_lane][choose]") {
   // Where ranks outnumber the cores, a round with every rank at once takes a cycle of
   // their turns whatever the host link's LogGP says (4 emulated hosts x 4 ranks on 2
   // cores, calibrated: a round of 100-260 us, the host link's L under 1 us). An allreduce
-  // through lanes is two node-local rounds besides the lanes' between the hosts.
+  // through lanes is two node-local rounds besides the lanes' between the hosts; a
+  // broadcast through lanes two besides theirs, where a tree over 16 ranks is four.
   const topology t = hosts_of(4, 4, 1);
   const auto lanes = detail::lane_shape::of(&t, 0);
   REQUIRE(lanes);
-  loggp_params m{15, 3, 2.5, 0.0085};
-  m.host = loggp_link{0.2, 0.15, 0.14, 0.00006};
-  m.round = 100;
+  loggp_params m{0, 3.2, 2.5, 0.0085};  // as calibrated there (L below what o's measurement resolves)
+  m.host = loggp_link{0.32, 0.15, 0.14, 0.00006};
+  m.round = 106;
+  m.gamma = 0.00024;
+  m.sharing = 1.8;
   const call_shape eight{8};
   CHECK(detail::predict_multi_lane(collective::allreduce, *lanes, eight, m, {1}) >= 2 * m.round);
+  // Karp's combining allreduce: every rank sends and receives in each of its steps.
+  CHECK(predict_combining(16, 8, m) >= 4 * m.round);
   const call_traits traits{.lanes = true};
-  for (const auto coll : {collective::broadcast, collective::allreduce}) {
+  // (A reduce or allreduce through lanes is two node-local rounds and two of the lanes'
+  // between 4 hosts, one-lane's over 16 ranks four rounds: a tie that compute decides.)
+  for (const auto coll : {collective::broadcast, collective::allgather}) {
     INFO(to_string(coll));
     const auto r = detail::resolve_for(16, 1, communicator_options{}, coll, {}, traits, m, eight, &*lanes);
     REQUIRE(r.row);
