@@ -108,6 +108,15 @@ fi
 if [ -n "$record" ]; then
   [[ $record =~ ^[A-Za-z0-9._-]+$ ]] || { echo "side_by_side: --record NAME may hold letters, digits, '.', '_' and '-' only" >&2; exit 2; }
   out=$here/benchmarks/results/$record
+  # A record holds this run's files only: an earlier recording's (other sittings' names)
+  # would be stamped with this run's command. The calibration it was told to reuse stays.
+  if [ -d "$out" ]; then
+    kept=/
+    if [ -n "$calibration" ] && [ "$calibration" != none ] && [ "$(realpath -m "$calibration")" = "$(realpath -m "$out/calibration.json")" ]; then
+      kept=calibration.json
+    fi
+    find "$out" -mindepth 1 -maxdepth 1 ! -name "$kept" -exec rm -rf {} +
+  fi
 fi
 [ -n "$out" ] || out=$(mktemp -d /tmp/side_by_side.XXXXXX)
 mkdir -p "$out/bin"
