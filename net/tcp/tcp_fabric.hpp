@@ -242,7 +242,8 @@ private:
   // rings carry nothing, every message comes through the loop's reactor, and a look
   // there only every 16th turn held each one up (docs/DESIGN.md, the hosts2-loop
   // table). Hosts of both kinds of peers keep the rings first (a system call every turn
-  // measured slower there, but only while such ranks still spun: not measured since).
+  // measured slower there while such ranks still spun); where they yield, the poller
+  // looks at the reactor before each yield too (poller::check_first's `elsewhere`).
   bool network_first() const noexcept override {
     return hub_ != nullptr && !layout_.host_of.empty() &&
            layout_.ranks_on(layout_.host_of[static_cast<std::size_t>(cfg_.rank)]).size() > 1;
