@@ -25,6 +25,11 @@ constexpr auto unclocked = std::chrono::microseconds(50);
 // call (0.3-1 us here), so the loop's other work (timers, the store) waits a few
 // microseconds at most.
 constexpr unsigned reactor_every = 16;
+// And a yielding poll looks at it once this long has passed since its last look, whatever
+// the turns: on a loaded core a yield takes a time slice, and 16 of them held the store's
+// word of a dead rank past the 200 ms its survivors wait for it (torch_elastic and
+// bench_chaos_shrink beside two spinning threads: 1 run in 12 failed).
+constexpr auto reactor_within = std::chrono::microseconds(100);
 // Of a spinning poll's empty turns, those that read the clock.
 constexpr unsigned clock_every = 8;
 
@@ -76,7 +81,9 @@ poller::poll_outcome poller::poll_for_a_while() {
     // its last ended: a reactor's turn at the start of each would lie on every message's
     // path). io_context::stopped() takes the loop's lock, so it too is asked only every
     // so often (a loop that ran out of work is stopped, and polls nothing until restarted).
-    const bool reactor_turn = ++turns_ % reactor_every == 0 || (yield_ && reactor_each_yield_);
+    const bool reactor_turn = ++turns_ % reactor_every == 0 || (yield_ && reactor_each_yield_) ||
+                              (yielded && *yielded - reactor_at_ >= reactor_within);
+    if (reactor_turn && yielded) reactor_at_ = *yielded;
     if (reactor_turn && io_.stopped()) io_.restart();
     if (check_first_) {
       if (check_(context_)) return {true, lost_since_mark()};

@@ -103,6 +103,7 @@ private:
   bool check_first_ = false;
   bool reactor_each_yield_ = false;
   unsigned turns_ = 0;  // of the transport's check, for the reactor's every so often
+  std::chrono::steady_clock::time_point reactor_at_{};  // a yielding poll's last look at it
   double hits_ = 1.0;  // start by polling: a job's first calls come close together
   double contention_ = 0.0;  // recent polls' share that lost their core (moving average)
   int backoff_ = 0;    // waits to sleep through when a poll is next preempted
