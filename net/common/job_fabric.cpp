@@ -29,9 +29,7 @@ void job_fabric::run_until(stop_predicate done) {
                     [](void* self) { return static_cast<job_fabric*>(self)->check_network(); }, this,
                     [](void* self, bool polling) { static_cast<job_fabric*>(self)->loop_polls(polling); });
     const bool first = network_first();
-    const topology* t = layout();
-    const bool elsewhere = t && !t->host_of.empty() &&
-                           t->ranks_on(t->host_of[static_cast<std::size_t>(rank())]).size() < static_cast<std::size_t>(size());
+    const bool elsewhere = ranks_on_my_host() < size();
     // A core for each of the job's ranks on this machine: an empty poll spins on. More
     // ranks than cores, and it yields to the one it waits for.
     const int shared = sharers();
@@ -51,7 +49,13 @@ int job_fabric::ranks_sharing_cores() const noexcept {
   const topology* t = layout();
   if (!t || t->host_of.empty()) return 1;
   const int machine = ranks_on_this_machine();
-  return machine > 0 ? machine : static_cast<int>(t->ranks_on(t->host_of[static_cast<std::size_t>(job_settings().rank)]).size());
+  return machine > 0 ? machine : ranks_on_my_host();
+}
+
+int job_fabric::ranks_on_my_host() const {
+  const topology* t = layout();
+  if (!t || t->host_of.empty()) return 1;
+  return static_cast<int>(t->ranks_on(t->host_of[static_cast<std::size_t>(job_settings().rank)]).size());
 }
 
 int job_fabric::sharers() const noexcept {

@@ -124,6 +124,8 @@ protected:
   virtual int ranks_on_this_machine() const noexcept { return 0; }
   // That number, or the host's where the transport does not say (1 without a layout).
   int ranks_sharing_cores() const noexcept;
+  // The job's ranks on this rank's host, itself included (1 without a layout).
+  int ranks_on_my_host() const;
 
   // Joins the job (its store connection, or kv store, or PMIx) and listens to it.
   void join_job();

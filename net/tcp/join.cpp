@@ -137,7 +137,7 @@ void tcp_fabric::learn_peers() {
     peer(r).rails = static_cast<int>(n);
   }
   move_min_ = sharers() == 1 ? std::min(cfg_.shm_move_min, cfg_.shm_copy_min) : cfg_.shm_copy_min;
-  set_held_limits(cfg_.limits_for(static_cast<int>(layout_.ranks_on(layout_.host_of[static_cast<std::size_t>(cfg_.rank)]).size())));
+  set_held_limits(cfg_.limits_for(ranks_on_my_host()));
   if (cfg_.rank == 0) log(log_level::info, "job " + std::to_string(job_id_) + ": " + layout_.describe());
 }
 

@@ -31,7 +31,7 @@ std::size_t tcp_fabric::ring_capacity() const noexcept {
   // 256 KiB a ring (below single copy's threshold, a message fits at once) with up to 16
   // ranks on the host, shrinking with more so that a host of many ranks, each talking
   // with log p of them, keeps its rings' memory in bounds (64 KiB at 64 ranks and more).
-  const auto here = layout_.host_of.empty() ? std::size_t{1} : layout_.ranks_on(layout_.host_of[static_cast<std::size_t>(cfg_.rank)]).size();
+  const auto here = static_cast<std::size_t>(ranks_on_my_host());
   const std::size_t share = (std::size_t{4} << 20) / std::max<std::size_t>(here, 1);
   return std::clamp(std::bit_floor(share), std::size_t{64} << 10, std::size_t{256} << 10);
 }

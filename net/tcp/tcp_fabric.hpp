@@ -245,8 +245,7 @@ private:
   // measured slower there while such ranks still spun); where they yield, the poller
   // looks at the reactor before each yield too (poller::check_first's `elsewhere`).
   bool network_first() const noexcept override {
-    return hub_ != nullptr && !layout_.host_of.empty() &&
-           layout_.ranks_on(layout_.host_of[static_cast<std::size_t>(cfg_.rank)]).size() > 1;
+    return hub_ != nullptr && ranks_on_my_host() > 1;
   }
   int ranks_on_this_machine() const noexcept override { return machine_ranks_; }
   void loop_polls(bool polling) override {
